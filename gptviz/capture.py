@@ -1,0 +1,105 @@
+"""Capture: run a forward pass with hooks on every module and record it as a Trace.
+
+Hooks are registered for one call and removed in `finally`. A model shared between threads
+(Streamlit serves every browser session from one cached model) sees the hooks of every
+concurrent call, so each hook checks that the forward pass it sees belongs to its own call
+(a ContextVar holds the current recorder per thread) and ignores the others.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .errors import PromptError
+from .model import GPT
+from .probes import Probe, capture_name
+from .trace import Trace
+
+_active: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar("gptviz_recorder", default=None)
+
+
+def _shapes(values) -> list[tuple[int, ...]]:
+    if isinstance(values, Tensor):
+        values = (values,)
+    return [tuple(v.shape) for v in values if isinstance(v, Tensor)]
+
+
+@dataclass
+class _Recorder:
+    tensors: dict[str, Tensor] = field(default_factory=dict)
+    shapes: list[dict] = field(default_factory=list)
+    _open: list[int] = field(default_factory=list)  # indices of shape rows whose module is still running
+
+    def pre_hook(self, path: str, module: nn.Module):
+        def hook(mod, args):
+            if _active.get() is not self:
+                return
+            self._open.append(len(self.shapes))
+            self.shapes.append(
+                dict(
+                    module=path,
+                    type=type(mod).__name__,
+                    inputs=_shapes(args),
+                    outputs=[],
+                    capture=capture_name(path, mod) or "",
+                )
+            )
+
+        return hook
+
+    def post_hook(self, path: str, module: nn.Module):
+        name = capture_name(path, module)
+        batched = not isinstance(module, Probe) or module.batched
+
+        def hook(mod, args, output):
+            if _active.get() is not self:
+                return
+            self.shapes[self._open.pop()]["outputs"] = _shapes(output)
+            if name is not None:
+                value = output.detach()
+                self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
+
+        return hook
+
+
+def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Tensor:
+    """Token ids as a [1, T] LongTensor on the model's device."""
+    t = torch.as_tensor(ids if isinstance(ids, Tensor) else np.asarray(ids, dtype=np.int64))
+    if t.dim() != 1:
+        raise PromptError(f"trace runs one prompt: give a 1-D list of token ids, got shape {list(t.shape)}")
+    return t.to(device=device).unsqueeze(0)
+
+
+@torch.no_grad()
+def trace(model: GPT, ids: Sequence[int] | Tensor | np.ndarray, tokenizer=None) -> Trace:
+    """Run `model` on one prompt with capture and return its Trace.
+
+    ids: a list of token ids or a 1-D LongTensor. tokenizer: names the tokens; without one the
+    token strings are the ids themselves. The logits are bit-identical to
+    `model(ids[None], explicit=True)`: the hooks only read.
+    """
+    idx = as_ids(ids, model.device)
+    model.check_ids(idx)
+    rec = _Recorder()
+    handles = []
+    token = _active.set(rec)
+    try:
+        for path, module in model.named_modules():
+            if module is model:
+                continue
+            handles.append(module.register_forward_pre_hook(rec.pre_hook(path, module)))
+            handles.append(module.register_forward_hook(rec.post_hook(path, module)))
+        model(idx, explicit=True)
+    finally:
+        for h in handles:
+            h.remove()
+        _active.reset(token)
+    id_list = idx[0].tolist()
+    tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
+    return Trace(tensors=rec.tensors, tokens=tokens, token_ids=np.asarray(id_list, dtype=np.int64), shapes=rec.shapes)

@@ -1,0 +1,90 @@
+"""`python -m gptviz COMMAND`: capture a Trace to .npz, or print a checkpoint's card.
+
+Every error gptviz raises on purpose prints one line to stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from .capture import trace
+from .checkpoint import load
+from .errors import GptvizError, PromptError
+from .tokenizer import encode_prompt
+
+
+def parse_ids(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise PromptError(f"--token-ids must be comma-separated integers, got {text!r}") from None
+
+
+def prompt_ids(bundle, args) -> list[int]:
+    if args.token_ids is not None:
+        return parse_ids(args.token_ids)
+    if bundle.tokenizer is None:
+        raise PromptError(f"{bundle.report.path} has no tokenizer, so text cannot be encoded; use --token-ids")
+    return encode_prompt(bundle.tokenizer, args.prompt, bundle.model.config.block_size)
+
+
+def cmd_trace(args) -> None:
+    bundle = load(args.checkpoint, device=args.device)
+    t = trace(bundle.model, prompt_ids(bundle, args), bundle.tokenizer)
+    t.to_npz(args.out)
+    print(f"wrote {len(t)} tensors for {t.n_tokens} tokens ({t.nbytes / 2**20:.1f} MiB captured) to {args.out}")
+
+
+def table(rows) -> str:
+    return pd.DataFrame(rows, columns=["", ""]).to_string(index=False, header=False)
+
+
+def cmd_info(args) -> None:
+    bundle = load(args.checkpoint, device=args.device)
+    cfg = bundle.model.config
+    print("== model card")
+    print(table([(k, v) for k, v in cfg.to_dict().items()] + [(k, v) for k, v in bundle.card.items()]))
+    print("\n== load report")
+    print(table(bundle.report.as_rows()))
+    ids = prompt_ids(bundle, args) if (args.prompt or args.token_ids) else [0] * min(8, cfg.block_size)
+    t = trace(bundle.model, ids, bundle.tokenizer)
+    print(f"\n== shape trace (B=1, T={t.n_tokens}, C={cfg.n_embd}, H={cfg.n_head}, D={cfg.head_dim}, V={cfg.vocab_size})")
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(t.shape_trace.to_string())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gptviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_checkpoint(p):
+        p.add_argument("--checkpoint", required=True, help="checkpoint directory or file")
+        p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+        return p
+
+    p = with_checkpoint(sub.add_parser("trace", help="run one prompt and write its Trace to .npz"))
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="text to encode with the checkpoint's tokenizer")
+    src.add_argument("--token-ids", help="comma-separated token ids, e.g. 1,2,3")
+    p.add_argument("--out", required=True, help="where to write the .npz")
+    p.set_defaults(func=cmd_trace)
+
+    p = with_checkpoint(sub.add_parser("info", help="print the model card, load report and shape trace"))
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="prompt for the shape trace (default: 8 tokens of id 0)")
+    src.add_argument("--token-ids", help="comma-separated token ids for the shape trace")
+    p.set_defaults(func=cmd_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (GptvizError, OSError) as e:  # OSError: e.g. --out in a folder that does not exist
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

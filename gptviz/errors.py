@@ -1,0 +1,40 @@
+"""The exceptions gptviz raises on bad input. Each message says what is wrong and what to do.
+
+Every class derives from GptvizError, so a caller (the dashboard, the CLI) can catch one type
+and show the message instead of a traceback. They also derive from the built-in type a
+Python programmer would expect (ValueError, OSError) so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+
+class GptvizError(Exception):
+    """Base of every error gptviz raises on purpose."""
+
+
+class ConfigError(GptvizError, ValueError):
+    """A GPTConfig field has a value the model family does not support."""
+
+
+class PromptError(GptvizError, ValueError):
+    """The input to a forward pass cannot be run: empty, too long, or ids outside the vocabulary."""
+
+
+class UnknownCharacterError(PromptError):
+    """The text holds characters the tokenizer has no token for."""
+
+    def __init__(self, chars: list[str]):
+        self.chars = chars
+        shown = ", ".join(repr(c) for c in chars)
+        super().__init__(
+            f"the tokenizer does not know {len(chars)} character(s): {shown}; "
+            "remove them, or encode with unknown='drop' to leave them out"
+        )
+
+
+class CheckpointError(GptvizError, OSError):
+    """A checkpoint file or directory cannot be loaded. The message names the file."""
+
+
+class DeviceError(GptvizError, RuntimeError):
+    """The requested device (cuda, mps) is not available on this machine."""

@@ -1,0 +1,231 @@
+"""The GPT model family: one decoder-only transformer, every variant chosen by GPTConfig.
+
+Read top to bottom: config -> norm -> attention -> MLP -> Block -> GPT. Submodule names equal
+GPT-2 checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing
+weights is a name-for-name copy. Probes (gptviz.probes) mark every point the Trace contract
+names; nothing in here knows about capture.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .errors import ConfigError, PromptError
+from .probes import Probe
+
+CHOICES = {
+    "pos_encoding": ("learned", "sinusoidal"),
+    "norm": ("layernorm", "rmsnorm"),
+    "activation": ("gelu", "gelu_tanh", "relu"),
+}
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 65  # 65: the character set of Shakespeare's plays
+    block_size: int = 256  # longest context the model can read
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128  # C, the width of the residual stream; D = C / H per head
+    dropout: float = 0.0  # only active in train mode
+    bias: bool = True  # biases in Linear and LayerNorm, as GPT-2
+    pos_encoding: str = "learned"  # learned (GPT-2) | sinusoidal (fixed sin/cos)
+    norm: str = "layernorm"  # layernorm (GPT-2) | rmsnorm
+    activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2's gelu_new) | relu
+    tie_weights: bool = True  # lm_head shares the token embedding, as GPT-2
+    norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(allowed)}")
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name}={value!r}: must be a positive integer")
+        if self.n_embd % self.n_head:
+            raise ConfigError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
+            raise ConfigError(f"sinusoidal positions need an even n_embd, got {self.n_embd}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout={self.dropout!r}: must be in [0, 1)")
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GPTConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+        return cls(**d)
+
+
+def make_norm(config: GPTConfig) -> nn.Module:
+    if config.norm == "rmsnorm":
+        return nn.RMSNorm(config.n_embd, eps=config.norm_eps)
+    return nn.LayerNorm(config.n_embd, eps=config.norm_eps, bias=config.bias)
+
+
+def sinusoidal_positions(block_size: int, n_embd: int) -> Tensor:
+    """The fixed sin/cos table of 'Attention Is All You Need': even columns sin, odd cos."""
+    pos = torch.arange(block_size, dtype=torch.float64).unsqueeze(1)  # (T, 1)
+    freq = torch.exp(torch.arange(0, n_embd, 2, dtype=torch.float64) * (-math.log(10000.0) / n_embd))
+    table = torch.zeros(block_size, n_embd, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return table.float()  # (T, C)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head, self.n_embd = config.n_head, config.n_embd
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.q, self.k, self.v = Probe(), Probe(), Probe()
+        self.scores, self.weights = Probe(), Probe()
+        self.mask = Probe(batched=False)
+        causal = torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))
+        self.register_buffer("causal", causal, persistent=False)  # True where query i may read key j
+
+    def forward(self, x: Tensor, explicit: bool = False) -> Tensor:
+        B, T, C = x.size()
+        H, D = self.n_head, C // self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = self.q(q.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
+        k = self.k(k.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
+        v = self.v(v.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
+        if explicit:
+            # The weights exist as a tensor only on this path; capture uses it.
+            scores = self.scores(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(D)))  # (B, H, T, T)
+            mask = self.mask(self.causal[:T, :T])  # (T, T)
+            weights = self.weights(F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1))
+            y = self.attn_dropout(weights) @ v  # (B, H, T, D)
+        else:
+            p = self.attn_dropout.p if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, H, T, D)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # merge heads: (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+ACTIVATIONS = {
+    "gelu": lambda: nn.GELU(),
+    "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
+    "relu": lambda: nn.ReLU(),
+}
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.act = ACTIVATIONS[config.activation]()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # (B, T, 4C) inside, (B, T, C) out
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = make_norm(config)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = make_norm(config)
+        self.mlp = MLP(config)
+        self.resid_pre, self.resid_mid, self.resid_post = Probe(), Probe(), Probe()
+
+    def forward(self, x: Tensor, explicit: bool = False) -> Tensor:
+        x = self.resid_pre(x)
+        x = self.resid_mid(x + self.attn(self.ln_1(x), explicit))
+        return self.resid_post(x + self.mlp(self.ln_2(x)))
+
+
+class GPT(nn.Module):
+    """A GPT-style decoder. `model(idx)` maps [B, T] token ids to [B, T, V] logits."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                drop=nn.Dropout(config.dropout),
+                embed=Probe(),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=make_norm(config),
+            )
+        )
+        if config.pos_encoding == "learned":
+            self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
+        else:
+            self.register_buffer("sinusoid", sinusoidal_positions(config.block_size, config.n_embd), persistent=False)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):  # GPT-2: scale residual projections by depth
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        if config.tie_weights:
+            self.lm_head.weight = self.transformer.wte.weight
+
+    @staticmethod
+    def _init_weights(module: nn.Module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    @property
+    def device(self) -> torch.device:
+        return self.transformer.wte.weight.device
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # tied weights counted once
+
+    def check_ids(self, idx: Tensor) -> None:
+        """Raise PromptError, with the reason, for input the model cannot run."""
+        if idx.dim() != 2:
+            raise PromptError(f"expected token ids of shape [B, T], got {list(idx.shape)}")
+        if idx.dtype.is_floating_point or idx.dtype == torch.bool:
+            raise PromptError(f"token ids must be integers, got {idx.dtype}")
+        T = idx.size(1)
+        if T == 0:
+            raise PromptError("the prompt is empty: give at least one token")
+        if T > self.config.block_size:
+            raise PromptError(
+                f"the prompt has {T} tokens but the model reads at most block_size={self.config.block_size}; "
+                f"keep the last {self.config.block_size}"
+            )
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < 0 or hi >= self.config.vocab_size:
+            bad = lo if lo < 0 else hi
+            raise PromptError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size - 1}]")
+
+    def forward(self, idx: Tensor, explicit: bool = False) -> Tensor:
+        """Logits at every position. explicit=True computes the attention weights as a tensor
+        (the capture path); the default uses fused scaled_dot_product_attention."""
+        self.check_ids(idx)
+        B, T = idx.size()
+        tok = self.transformer.wte(idx)  # (B, T, C)
+        if self.config.pos_encoding == "learned":
+            pos = self.transformer.wpe(torch.arange(T, device=idx.device))  # (T, C)
+        else:
+            pos = self.sinusoid[:T]  # (T, C)
+        x = self.transformer.embed(self.transformer.drop(tok + pos))
+        for block in self.transformer.h:
+            x = block(x, explicit)
+        return self.lm_head(self.transformer.ln_f(x))  # (B, T, V)
