@@ -1,0 +1,182 @@
+"""BPE tokenizers (GPT-2's byte-level BPE and others) behind the same interface as CharTokenizer.
+
+The `tokenizers` library does the encoding; this module adds what a visualizer needs: every
+token's text as a person should see it. GPT-2's byte-level BPE spells bytes as printable
+characters (a space is `Ġ`, a newline `Ċ`); a token can also hold part of a multi-byte UTF-8
+character. Display strings undo the byte spelling, make whitespace visible (`Ġ` becomes `␣`),
+and mark bytes that are not valid UTF-8 on their own as `<0xE2>`, so nothing is drawn as
+mojibake.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal, Sequence
+
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from .errors import CheckpointError
+from .tokenizer import display_token
+
+TOKENIZER_FILE = "tokenizer.json"
+
+
+@lru_cache(maxsize=1)
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's printable stand-in character -> the byte it spells (the inverse of bytes_to_unicode)."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:  # bytes that would not print are shifted past 255
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+def show_bytes(data: bytes) -> str:
+    """Display string of raw bytes: valid UTF-8 runs as text (whitespace visible), other bytes as <0xNN>."""
+    out = []
+    while data:
+        try:
+            out.append(display_token(data.decode("utf-8")))
+            break
+        except UnicodeDecodeError as e:
+            if e.start:
+                out.append(display_token(data[: e.start].decode("utf-8")))
+            out.extend(f"<0x{b:02X}>" for b in data[e.start : e.end])
+            data = data[e.end :]
+    return "".join(out) or "∅"
+
+
+def _is_byte_level(tok: HFTokenizer) -> bool:
+    spec = json.loads(tok.to_str())
+
+    def has(part) -> bool:
+        if not part:
+            return False
+        if part.get("type") == "ByteLevel":
+            return True
+        return any(has(p) for p in part.get("decoders", []) + part.get("pretokenizers", []))
+
+    return has(spec.get("decoder")) or has(spec.get("pre_tokenizer"))
+
+
+class BPETokenizer:
+    """A `tokenizers` BPE tokenizer with display strings. Never adds special tokens on its own."""
+
+    kind = "bpe"
+
+    def __init__(self, tok: HFTokenizer, source: str = ""):
+        self.tok = tok
+        self.source = source
+        self.byte_level = _is_byte_level(tok)
+        self._decoder = byte_decoder()
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | Path) -> BPETokenizer:
+        """Load a tokenizer.json; CheckpointError naming the file if it is not one."""
+        path = Path(path)
+        try:
+            return cls(HFTokenizer.from_file(str(path)), str(path))
+        except Exception as e:  # the Rust side raises plain Exception subclasses
+            raise CheckpointError(f"{path}: not a readable tokenizer.json ({str(e).splitlines()[0]})") from None
+
+    @classmethod
+    def from_vocab_merges(cls, vocab: str | Path, merges: str | Path) -> BPETokenizer:
+        """GPT-2's vocab.json + merges.txt pair, set up the way GPT-2 uses it (byte-level, no prefix space)."""
+        try:
+            tok = HFTokenizer(models.BPE.from_file(str(vocab), str(merges)))
+        except Exception as e:
+            raise CheckpointError(
+                f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({str(e).splitlines()[0]})"
+            ) from None
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        return cls(tok, f"{vocab} + {merges}")
+
+    @classmethod
+    def train(cls, text: str | Sequence[str], vocab_size: int, special_tokens: Sequence[str] = ()) -> BPETokenizer:
+        """Train a GPT-2 style byte-level BPE on text (a string or a list of strings)."""
+        tok = HFTokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(special_tokens),
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes: any text encodes
+            show_progress=False,
+        )
+        chunks = [text] if isinstance(text, str) else list(text)
+        # one chunk per line keeps the trainer's memory small; the pre-tokenizer splits words anyway
+        lines = [line for chunk in chunks for line in chunk.splitlines(keepends=True)]
+        tok.train_from_iterator(lines, trainer)
+        return cls(tok, "trained")
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / TOKENIZER_FILE
+        self.tok.save(str(path))
+        return path
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "file": TOKENIZER_FILE, "vocab_size": self.vocab_size}
+
+    # --- the Tokenizer interface ------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self.tok.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
+        """Token ids of text. Byte-level BPE knows every byte, so `unknown` only matters for
+        tokenizers with an unknown token; their unknown pieces are dropped or reported."""
+        enc = self.tok.encode(text, add_special_tokens=False)
+        unk = self.tok.model.unk_token if isinstance(self.tok.model, models.BPE) else None
+        unk_id = self.tok.token_to_id(unk) if unk else None
+        if unk_id is None or unk_id not in enc.ids:
+            return list(enc.ids)
+        if unknown == "drop":
+            return [i for i in enc.ids if i != unk_id]
+        from .errors import UnknownCharacterError
+
+        chars = sorted({text[s:e] for i, (s, e) in zip(enc.ids, enc.offsets) if i == unk_id})
+        raise UnknownCharacterError(chars)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def token_bytes(self, i: int) -> bytes | None:
+        """The bytes a byte-level token stands for; None for special or non-byte-level tokens."""
+        piece = self.tok.id_to_token(int(i))
+        if piece is None or not self.byte_level or any(c not in self._decoder for c in piece):
+            return None
+        return bytes(self._decoder[c] for c in piece)
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        """Each token's own text. A byte-level token that is only part of a UTF-8 character keeps
+        its bytes as \\xNN escapes rather than a replacement character."""
+        out = []
+        for i in ids:
+            data = self.token_bytes(i)
+            if data is None:
+                piece = self.tok.id_to_token(int(i))
+                out.append(piece if piece is not None else f"<id {int(i)}>")
+            else:
+                out.append(data.decode("utf-8", errors="backslashreplace"))
+        return out
+
+    def display(self, ids: Sequence[int]) -> list[str]:
+        out = []
+        for i in ids:
+            data = self.token_bytes(i)
+            if data is None:
+                piece = self.tok.id_to_token(int(i))
+                out.append(display_token(piece) if piece is not None else f"<id {int(i)}>")
+            else:
+                out.append(show_bytes(data))
+        return out

@@ -1,0 +1,104 @@
+"""The model family: every variant builds and runs; configs and inputs are checked with clear errors."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+import gptviz
+from gptviz.model import sinusoidal_positions
+
+from conftest import VARIANTS, tiny_model, variant_id
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+def test_every_variant_runs_and_traces_with_contract_shapes(variant):
+    model = tiny_model(**variant)
+    cfg = model.config
+    T, C, H, D, V = 5, cfg.n_embd, cfg.n_head, cfg.head_dim, cfg.vocab_size
+    logits = model(torch.tensor([[1, 2, 3, 4, 5]]))
+    assert logits.shape == (1, T, V)
+    tr = gptviz.trace(model, [1, 2, 3, 4, 5])
+    assert tr.names == gptviz.contract_names(cfg.n_layer)
+    expected = {"embed": (T, C), "ln_f": (T, C), "logits": (T, V)}
+    for l in range(cfg.n_layer):
+        for site in ("resid_pre", "resid_mid", "resid_post"):
+            expected[f"blocks.{l}.{site}"] = (T, C)
+        for site in ("q", "k", "v"):
+            expected[f"blocks.{l}.attn.{site}"] = (H, T, D)
+        expected[f"blocks.{l}.attn.scores"] = (H, T, T)
+        expected[f"blocks.{l}.attn.weights"] = (H, T, T)
+        expected[f"blocks.{l}.attn.mask"] = (T, T)
+    assert {n: tr[n].shape for n in tr.names} == expected
+    assert tr["blocks.0.attn.mask"].dtype == bool
+
+
+@pytest.mark.parametrize("variant", VARIANTS[::5], ids=variant_id)
+def test_fused_and_explicit_attention_agree(variant):
+    # The fused kernel (SDPA) sums in another order than softmax(q k^T / sqrt(D)) @ v, so the two
+    # differ by float32 rounding: a few ulp of values of order 1, far below 1e-5.
+    model = tiny_model(**variant)
+    idx = torch.randint(0, 11, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        fused, explicit = model(idx), model(idx, explicit=True)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+
+
+def test_tied_weights_share_one_tensor_and_untied_do_not():
+    tied, untied = tiny_model(tie_weights=True), tiny_model(tie_weights=False)
+    assert tied.lm_head.weight is tied.transformer.wte.weight
+    assert untied.lm_head.weight is not untied.transformer.wte.weight
+    assert untied.num_params() - tied.num_params() == 11 * 16
+
+
+def test_variant_choices_change_the_modules():
+    m = tiny_model(norm="rmsnorm", activation="gelu_tanh", bias=False, pos_encoding="sinusoidal")
+    assert isinstance(m.transformer.ln_f, torch.nn.RMSNorm)
+    assert m.transformer.h[0].mlp.act.approximate == "tanh"
+    assert m.transformer.h[0].attn.c_attn.bias is None
+    assert "wpe" not in m.transformer
+    assert not any("wpe" in k for k in m.state_dict())
+
+
+def test_sinusoidal_table_matches_the_formula():
+    pe = sinusoidal_positions(8, 6)
+    pos, i = 3, 1  # column 2i = sin(pos / 10000^(2i/d)), column 2i+1 = cos of the same
+    angle = pos / 10000 ** (2 * i / 6)
+    assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-7)
+    assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-7)
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("norm", "batchnorm", "choose one of layernorm, rmsnorm"),
+        ("activation", "swish", "choose one of gelu"),
+        ("pos_encoding", "rotary", "choose one of learned, sinusoidal"),
+        ("n_head", 0, "positive integer"),
+        ("n_embd", 10, "not divisible by n_head"),
+        ("dropout", 1.5, "must be in [0, 1)"),
+    ],
+)
+def test_bad_config_is_refused_with_a_reason(field, value, words):
+    base = dict(n_head=4, n_embd=16)
+    with pytest.raises(gptviz.ConfigError, match=re.escape(words)):
+        gptviz.GPTConfig(**{**base, field: value})
+
+
+@pytest.mark.parametrize(
+    "ids, words",
+    [
+        (torch.zeros(1, 0, dtype=torch.long), "prompt is empty"),
+        (torch.zeros(1, 17, dtype=torch.long), "at most block_size=16"),
+        (torch.tensor([[1, 11]]), "token id 11 is outside the vocabulary [0, 10]"),
+        (torch.tensor([[-1, 2]]), "token id -1 is outside"),
+        (torch.tensor([[1.0, 2.0]]), "must be integers"),
+        (torch.tensor([1, 2]), "shape [B, T]"),
+    ],
+)
+def test_bad_ids_raise_prompt_error_not_index_error(model, ids, words):
+    with pytest.raises(gptviz.PromptError, match=re.escape(words)):
+        model(ids)
