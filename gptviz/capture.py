@@ -9,6 +9,7 @@ concurrent call, so each hook checks that the forward pass it sees belongs to it
 from __future__ import annotations
 
 import contextvars
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -17,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from .errors import PromptError
-from .model import GPT
+from .model import GPT, attention_scores, attention_weights
 from .probes import Probe, capture_name
 from .trace import Trace
 
@@ -76,13 +77,32 @@ def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Te
     return t.to(device=device).unsqueeze(0)
 
 
+def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
+    """Per layer: the causal mask (kept, T² bools) and the scores and weights as recipes that
+    rebuild them from the captured q and k with the very functions of the model's explicit path,
+    on the same (1, H, T, D) views, so they are bit-identical to what that path computes."""
+    maps = {}
+    for l, block in enumerate(model.transformer.h):
+        q, k = rec.tensors[f"blocks.{l}.attn.q"][None], rec.tensors[f"blocks.{l}.attn.k"][None]  # (1, H, T, D)
+        mask = block.attn.causal[:T, :T].clone()  # (T, T)
+        rec.tensors[f"blocks.{l}.attn.mask"] = mask
+        maps[f"blocks.{l}.attn.scores"] = partial(lambda q, k: attention_scores(q, k)[0], q, k)
+        maps[f"blocks.{l}.attn.weights"] = partial(
+            lambda q, k, m: attention_weights(attention_scores(q, k), m)[0], q, k, mask
+        )
+    return maps
+
+
 @torch.no_grad()
 def trace(model: GPT, ids: Sequence[int] | Tensor | np.ndarray, tokenizer=None) -> Trace:
     """Run `model` on one prompt with capture and return its Trace.
 
     ids: a list of token ids or a 1-D LongTensor. tokenizer: names the tokens; without one the
-    token strings are the ids themselves. The logits are bit-identical to
-    `model(ids[None], explicit=True)`: the hooks only read.
+    token strings are the ids themselves.
+
+    The forward pass is the plain one (fused attention), so the logits are bit-identical to
+    `model(ids[None])`: the hooks only read. Attention scores and weights, which grow as L·H·T²,
+    are not stored: the Trace rebuilds a layer's maps from its q and k when they are asked for.
     """
     idx = as_ids(ids, model.device)
     model.check_ids(idx)
@@ -95,11 +115,12 @@ def trace(model: GPT, ids: Sequence[int] | Tensor | np.ndarray, tokenizer=None) 
                 continue
             handles.append(module.register_forward_pre_hook(rec.pre_hook(path, module)))
             handles.append(module.register_forward_hook(rec.post_hook(path, module)))
-        model(idx, explicit=True)
+        model(idx)
     finally:
         for h in handles:
             h.remove()
         _active.reset(token)
+    lazy = attention_maps(rec, model, idx.size(1))
     id_list = idx[0].tolist()
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
-    return Trace(tensors=rec.tensors, tokens=tokens, token_ids=np.asarray(id_list, dtype=np.int64), shapes=rec.shapes)
+    return Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy)

@@ -87,6 +87,16 @@ def sinusoidal_positions(block_size: int, n_embd: int) -> Tensor:
     return table.float()  # (T, C)
 
 
+def attention_scores(q: Tensor, k: Tensor) -> Tensor:
+    """q kᵀ / √D for every query and key, before the mask: (..., T, D) x2 -> (..., T, T)."""
+    return q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.size(-1)))
+
+
+def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the keys each query may read (mask True); the others get exactly 0."""
+    return F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -108,11 +118,10 @@ class CausalSelfAttention(nn.Module):
         q = self.q(q.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         k = self.k(k.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         v = self.v(v.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
-        if explicit:
-            # The weights exist as a tensor only on this path; capture uses it.
-            scores = self.scores(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(D)))  # (B, H, T, T)
+        if explicit:  # the attention weights exist as a tensor only on this path
+            scores = self.scores(attention_scores(q, k))  # (B, H, T, T)
             mask = self.mask(self.causal[:T, :T])  # (T, T)
-            weights = self.weights(F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1))
+            weights = self.weights(attention_weights(scores, mask))  # (B, H, T, T)
             y = self.attn_dropout(weights) @ v  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0

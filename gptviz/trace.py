@@ -10,6 +10,9 @@
 
 Besides the tensors it holds the token strings and ids, the shape trace (every module in call
 order with its input and output shapes) and residual-stream statistics.
+
+Scores and weights grow as L·H·T² (1.2 GB for GPT-2 small at T = 1024), so a Trace from
+`gptviz.trace` keeps q and k and rebuilds a layer's maps each time they are asked for.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -55,32 +59,44 @@ def _numpy(t: Tensor) -> np.ndarray:
 class Trace(Mapping):
     """One forward pass over one prompt. A read-only mapping from contract names to arrays."""
 
-    def __init__(self, tensors: dict[str, Tensor], tokens: list[str], token_ids: np.ndarray, shapes: list[dict]):
+    def __init__(
+        self,
+        tensors: dict[str, Tensor],
+        tokens: list[str],
+        token_ids: np.ndarray,
+        shapes: list[dict],
+        lazy: dict[str, Callable[[], Tensor]] | None = None,
+    ):
+        """tensors: captured values. lazy: values computed from them when asked for, and not kept
+        (the attention maps grow as L·H·T²; q and k are enough to rebuild them exactly)."""
         self._tensors = tensors
+        self._lazy = lazy or {}
         self.tokens = list(tokens)
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
         self._shapes = shapes
+        self._names = sorted([*tensors, *self._lazy], key=_forward_order)
 
     # --- the mapping -------------------------------------------------------------------
     def __getitem__(self, name: str) -> np.ndarray:
-        try:
-            return _numpy(self._tensors[name])
-        except KeyError:
-            raise KeyError(f"{name!r} is not in this Trace; names look like {self.names[:3]} ...") from None
+        return _numpy(self.tensor(name))
 
     def __iter__(self):
-        return iter(self._tensors)
+        return iter(self._names)
 
     def __len__(self) -> int:
-        return len(self._tensors)
+        return len(self._names)
 
     def tensor(self, name: str) -> Tensor:
-        """The captured torch tensor itself (on the model's device): for computation, not display."""
-        return self._tensors[name]
+        """The value as a torch tensor on the model's device: for computation, not display."""
+        if name in self._tensors:
+            return self._tensors[name]
+        if name in self._lazy:
+            return self._lazy[name]()
+        raise KeyError(f"{name!r} is not in this Trace; names look like {self._names[:3]} ...")
 
     @property
     def names(self) -> list[str]:
-        return list(self._tensors)
+        return list(self._names)
 
     @property
     def n_layer(self) -> int:
@@ -92,8 +108,10 @@ class Trace(Mapping):
 
     @property
     def nbytes(self) -> int:
-        """Bytes the captured tensors hold right now."""
-        return sum(t.numel() * t.element_size() for t in self._tensors.values())
+        """Bytes the Trace holds right now: each memory block once (q, k and v share one, and
+        resid_post of a block is resid_pre of the next); lazily computed maps are not held."""
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self._tensors.values()}
+        return sum(storages.values())
 
     # --- derived tables ----------------------------------------------------------------
     @property
@@ -121,7 +139,7 @@ class Trace(Mapping):
         """Write the contract's names as keys (float32; the mask stays bool), plus tokens and token_ids.
         The shape trace is not written: it describes the run, not the values."""
         arrays = {}
-        for name, t in self._tensors.items():
+        for name in self._names:
             a = self[name]
             arrays[name] = a if a.dtype == np.bool_ else a.astype(np.float32)
         np.savez(path, tokens=np.array(self.tokens, dtype=np.str_), token_ids=self.token_ids, **arrays)
@@ -132,7 +150,7 @@ class Trace(Mapping):
             tokens = [str(t) for t in f["tokens"]]
             token_ids = f["token_ids"]
             names = [k for k in f.files if k not in ("tokens", "token_ids")]
-            tensors = {k: torch.from_numpy(f[k].copy()) for k in sorted(names, key=_forward_order)}
+            tensors = {k: torch.from_numpy(f[k].copy()) for k in names}
         return cls(tensors=tensors, tokens=tokens, token_ids=token_ids, shapes=[])
 
 
