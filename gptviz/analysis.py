@@ -1,0 +1,282 @@
+"""Analyses: small pure computations on a Trace that the views need.
+
+Everything here takes plain NumPy arrays (or a Trace) and returns arrays or DataFrames. Nothing
+re-runs the model: a temperature, a top-k or a per-token loss is computed from the captured
+logits, so changing it in the dashboard is instant and the numbers stay the model's own.
+Probabilities are computed in float64 so rounding never reorders the top of a distribution.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .trace import RESID_SITES
+
+ATTENTION_KINDS = ("weights", "masked scores", "scores")
+GROWTH_LIMIT = 4.0  # a sub-layer that multiplies the residual norm by more than this is flagged
+TOTAL_GROWTH_LIMIT = 25.0  # last residual norm / first, above which the stream "runs away"
+
+
+# --- the next-token distribution ----------------------------------------------------------------
+def softmax(logits: np.ndarray, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
+    """softmax(logits / temperature) in float64, stable for any logit range."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    z = z - z.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def top_k(logits: np.ndarray, k: int, temperature: float = 1.0, labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """The k most likely next tokens of one position's logits [V], most likely first.
+
+    Ties are broken by the lower id, so the order is deterministic."""
+    logits = np.asarray(logits)
+    probs = softmax(logits, temperature)
+    k = max(1, min(int(k), probs.size))
+    order = np.lexsort((np.arange(probs.size), -probs))[:k]
+    return pd.DataFrame(
+        {
+            "rank": np.arange(1, k + 1),
+            "id": order,
+            "token": [labels[i] if labels is not None else str(i) for i in order],
+            "probability": probs[order],
+            "logit": logits[order].astype(np.float64),
+        }
+    )
+
+
+def token_rank(logits: np.ndarray, token_id: int, temperature: float = 1.0) -> tuple[int, float]:
+    """(rank, probability) of one token: rank 1 is the most likely; ties count in its favour."""
+    probs = softmax(logits, temperature)
+    p = probs[token_id]
+    return int((probs > p).sum()) + 1, float(p)
+
+
+def per_token_loss(logits: np.ndarray, ids: Sequence[int]) -> pd.DataFrame:
+    """Cross-entropy of every prompt token given the tokens before it: row t scores ids[t+1]
+    under the logits at position t. The first token has no prediction, so T-1 rows."""
+    ids = np.asarray(ids, dtype=np.int64)
+    logp = np.log(softmax(logits[:-1]))  # [T-1, V]
+    target = ids[1:]
+    lp = logp[np.arange(len(target)), target]
+    return pd.DataFrame(
+        {
+            "position": np.arange(1, len(ids)),
+            "id": target,
+            "loss_nats": -lp,
+            "loss_bits": -lp / math.log(2),
+            "probability": np.exp(lp),
+        }
+    )
+
+
+# --- attention ---------------------------------------------------------------------------------
+def attention_matrix(trace: Mapping, layer: int, head: int, kind: str = "weights") -> np.ndarray:
+    """One head's [T, T] matrix (queries as rows) in float32, masked cells as NaN.
+
+    kind: "weights" (after softmax), "masked scores" (scores where the mask allows, else NaN) or
+    "scores" (q·kᵀ/√D before the mask: every cell, as the model computed it)."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"kind={kind!r}: choose one of {', '.join(ATTENTION_KINDS)}")
+    site = "weights" if kind == "weights" else "scores"
+    m = np.array(trace[f"blocks.{layer}.attn.{site}"][head], dtype=np.float32)  # [T, T]
+    if kind != "scores":
+        m[~trace[f"blocks.{layer}.attn.mask"]] = np.nan
+    return m
+
+
+def block_reduce(m: np.ndarray, max_size: int) -> tuple[np.ndarray, int]:
+    """Shrink a [R, C] grid so neither side exceeds max_size by averaging b×b blocks (NaN-aware:
+    a block that is entirely NaN stays NaN). Returns (grid, b); b == 1 means unchanged."""
+    rows, cols = m.shape
+    b = max(1, math.ceil(max(rows, cols) / max_size))
+    if b == 1:
+        return m, 1
+    R, C = math.ceil(rows / b), math.ceil(cols / b)
+    padded = np.full((R * b, C * b), np.nan, dtype=np.float64)
+    padded[:rows, :cols] = m
+    blocks = padded.reshape(R, b, C, b)
+    count = np.isfinite(blocks).sum(axis=(1, 3))
+    total = np.nansum(blocks, axis=(1, 3))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return out.astype(np.float32), b
+
+
+def block_mean(m: np.ndarray, max_size: int, axis: int) -> tuple[np.ndarray, int]:
+    """Average consecutive blocks along one axis of a 2-D array so at most max_size remain
+    (NaN-aware; the last block may be shorter). Returns (array, b); b == 1 means unchanged."""
+    n = m.shape[axis]
+    b = max(1, math.ceil(n / max_size))
+    if b == 1:
+        return m, 1
+    x = np.moveaxis(np.asarray(m, dtype=np.float64), axis, 0)  # [n, other]
+    pad = np.full((math.ceil(n / b) * b, x.shape[1]), np.nan)
+    pad[:n] = x
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN block stays NaN
+        out = np.nanmean(pad.reshape(-1, b, x.shape[1]), axis=1)
+    return np.moveaxis(out, 0, axis).astype(np.float32), b
+
+
+def head_entropy(trace) -> np.ndarray:
+    """Mean attention entropy in bits per (layer, head) over query positions: [L, H].
+    Low = the head looks at few tokens; log2(i+1) is the most a query at position i can reach."""
+    out = []
+    for l in range(trace.n_layer):
+        w = np.asarray(trace[f"blocks.{l}.attn.weights"], dtype=np.float64)  # [H, T, T]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ent = -np.where(w > 0, w * np.log2(w), 0.0).sum(-1)  # [H, T]
+        out.append(ent.mean(-1))
+    return np.array(out)
+
+
+def query_computation(trace: Mapping, layer: int, head: int, query: int) -> dict:
+    """The attention of one query worked through with the captured q, k, v:
+    q·k per key, ÷√D, the mask, softmax, the weighted v rows and their sum (the head's output).
+
+    Returns a dict with a per-key DataFrame `keys`, the `weighted_v` rows [T, D], the `output` [D],
+    and `max_diff`: the largest difference from the Trace's own scores and weights, which shows
+    the recomputation matches what the model did."""
+    q = np.asarray(trace[f"blocks.{layer}.attn.q"][head], dtype=np.float64)  # [T, D]
+    k = np.asarray(trace[f"blocks.{layer}.attn.k"][head], dtype=np.float64)  # [T, D]
+    v = np.asarray(trace[f"blocks.{layer}.attn.v"][head], dtype=np.float64)  # [T, D]
+    allowed = np.asarray(trace[f"blocks.{layer}.attn.mask"][query])  # [T]
+    D = q.shape[1]
+    dots = k @ q[query]  # [T]
+    scores = dots / math.sqrt(D)
+    masked = np.where(allowed, scores, -np.inf)
+    weights = np.exp(masked - masked.max())
+    weights /= weights.sum()
+    weighted_v = weights[:, None] * v  # [T, D]
+    captured_scores = np.asarray(trace[f"blocks.{layer}.attn.scores"][head, query], dtype=np.float64)
+    captured_weights = np.asarray(trace[f"blocks.{layer}.attn.weights"][head, query], dtype=np.float64)
+    keys = pd.DataFrame(
+        {
+            "key": np.arange(len(dots)),
+            "q·k": dots,
+            "score = q·k/√D": scores,
+            "allowed": allowed,
+            "masked score": np.where(allowed, scores, np.nan),
+            "weight": weights,
+            "captured score": captured_scores,
+            "captured weight": captured_weights,
+        }
+    )
+    return dict(
+        keys=keys,
+        weighted_v=weighted_v,
+        output=weighted_v.sum(0),
+        head_dim=D,
+        max_diff=dict(
+            scores=float(np.abs(scores - captured_scores).max()),
+            weights=float(np.abs(weights - captured_weights).max()),
+        ),
+    )
+
+
+# --- residual stream ---------------------------------------------------------------------------
+def residual_sites(n_layer: int) -> list[tuple[str, str]]:
+    """(label, trace name) of every distinct point of the residual stream, in forward order.
+    resid_pre of block l+1 is resid_post of block l, so it appears once."""
+    sites = [("embed (0.pre)", "blocks.0.resid_pre")]
+    for l in range(n_layer):
+        sites += [(f"{l}.mid", f"blocks.{l}.resid_mid"), (f"{l}.post", f"blocks.{l}.resid_post")]
+    return sites
+
+
+def residual_stat_grid(trace, stat: str) -> tuple[list[str], np.ndarray]:
+    """A [sites, T] grid of one statistic over C (mean, std, or norm = L2 norm)."""
+    labels, rows = [], []
+    for label, name in residual_sites(trace.n_layer):
+        x = np.asarray(trace[name], dtype=np.float64)  # [T, C]
+        rows.append({"mean": x.mean(1), "std": x.std(1), "norm": np.linalg.norm(x, axis=1)}[stat])
+        labels.append(label)
+    return labels, np.array(rows)
+
+
+def sublayer_contributions(trace) -> pd.DataFrame:
+    """What each attention and MLP sub-layer writes into the residual stream: the L2 norm of its
+    output (the difference it adds), next to the norm of the stream it reads, averaged over positions."""
+    rows = []
+    for l in range(trace.n_layer):
+        pre, mid, post = (np.asarray(trace[f"blocks.{l}.{s}"], dtype=np.float64) for s in RESID_SITES)
+        for sub, before, after in (("attention", pre, mid), ("MLP", mid, post)):
+            added = np.linalg.norm(after - before, axis=1).mean()
+            stream = np.linalg.norm(before, axis=1).mean()
+            out = np.linalg.norm(after, axis=1).mean()
+            rows.append((l, sub, added, stream, out, added / stream if stream else np.inf, out / stream if stream else np.inf))
+    return pd.DataFrame(rows, columns=["layer", "sublayer", "added_norm", "input_norm", "output_norm", "added_ratio", "growth"])
+
+
+
+def residual_flags(trace) -> list[str]:
+    """Plain-language warnings about the residual stream: NaN/Inf, a sub-layer that multiplies the
+    norm by more than GROWTH_LIMIT, or a total growth above TOTAL_GROWTH_LIMIT."""
+    flags = []
+    for label, name in residual_sites(trace.n_layer):
+        if not np.isfinite(trace[name]).all():
+            flags.append(f"{name} holds NaN or Inf values")
+    contrib = sublayer_contributions(trace)
+    for r in contrib.itertuples():
+        if r.growth > GROWTH_LIMIT:
+            flags.append(f"layer {r.layer} {r.sublayer} multiplies the residual norm by {r.growth:.1f}× (limit {GROWTH_LIMIT:g}×)")
+    _, norms = residual_stat_grid(trace, "norm")
+    first, last = norms[0].mean(), norms[-1].mean()
+    if first > 0 and last / first > TOTAL_GROWTH_LIMIT:
+        flags.append(f"the residual norm grows {last / first:.0f}× from the embedding to the last block (limit {TOTAL_GROWTH_LIMIT:g}×)")
+    return flags
+
+
+# --- shapes -----------------------------------------------------------------------------------
+_SHAPE = re.compile(r"\(([\d, ]*)\)")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """The first shape in a shape-trace cell, e.g. "(1, 17, 128)" -> (1, 17, 128)."""
+    m = _SHAPE.search(text or "")
+    return tuple(int(s) for s in m.group(1).split(",") if s.strip()) if m else ()
+
+
+# (module path in block 0 or the model, notation, what happens). The order is the forward pass.
+FLOW = [
+    ("transformer.wte", "(B, T, C)", "token embedding: ids (B, T) → vectors"),
+    ("transformer.embed", "(B, T, C)", "+ position information: the input of block 0"),
+    ("transformer.h.0.ln_1", "(B, T, C)", "norm before attention"),
+    ("transformer.h.0.attn.c_attn", "(B, T, 3C)", "one matmul gives q, k and v side by side"),
+    ("transformer.h.0.attn.q", "(B, H, T, D)", "split heads: (B, T, C) → (B, H, T, D), D = C / H"),
+    ("transformer.h.0.attn.scores", "(B, H, T, T)", "scores = q·kᵀ / √D"),
+    ("transformer.h.0.attn.weights", "(B, H, T, T)", "mask the future, softmax over keys"),
+    ("transformer.h.0.attn.c_proj", "(B, T, C)", "weights·v, merge heads (B, H, T, D) → (B, T, C), project"),
+    ("transformer.h.0.resid_mid", "(B, T, C)", "add to the residual stream"),
+    ("transformer.h.0.mlp.c_fc", "(B, T, 4C)", "MLP widens to 4C"),
+    ("transformer.h.0.mlp.c_proj", "(B, T, C)", "activation, back to C"),
+    ("transformer.h.0.resid_post", "(B, T, C)", "add to the residual stream (× L blocks)"),
+    ("transformer.ln_f", "(B, T, C)", "final norm"),
+    ("lm_head", "(B, T, V)", "LM head: a logit for every token of the vocabulary"),
+]
+
+
+def shape_flow(shape_trace: pd.DataFrame) -> pd.DataFrame:
+    """The textbook steps of one forward pass with the real output shapes of this run, taken
+    from the shape trace (block 0 stands for every block). Steps the model lacks are skipped."""
+    outputs = dict(zip(shape_trace["module"], shape_trace["outputs"]))
+    rows = []
+    for module, notation, what in FLOW:
+        if module in outputs:
+            rows.append((module, notation, parse_shape(outputs[module]), what))
+    return pd.DataFrame(rows, columns=["module", "notation", "shape", "what"])
+
+
+def dims(trace) -> dict[str, int]:
+    """The textbook sizes of this run, read off the captured tensors: B, T, C, H, D, V, L."""
+    H, T, D = trace["blocks.0.attn.q"].shape
+    return dict(B=1, T=T, C=trace["embed"].shape[1], H=H, D=D, V=trace["logits"].shape[1], L=trace.n_layer)

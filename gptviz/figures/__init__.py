@@ -1,0 +1,34 @@
+"""Figure builders: pure functions from Trace slices (NumPy arrays, DataFrames) to Plotly figures.
+
+Nothing here imports Streamlit, so every builder works in a notebook and is tested without a
+server. Each figure names its axes with units, states the colour range it really uses, and stays
+small enough to draw at T = 1024: large grids are averaged into blocks and the title says so.
+"""
+
+from .attention import attention_heatmap, attention_lines, head_grid, layer_head_grid, overview_cell, token_labels
+from .qkv import matrix_heatmap, query_scores, query_weighted_values
+from .residual import contributions_bars, residual_heatmap, residual_lines
+from .shapes import shape_flow
+from .style import presentation, style
+from .tokens import loss_bars, token_chips_html, topk_bars
+
+__all__ = [
+    "attention_heatmap",
+    "attention_lines",
+    "head_grid",
+    "layer_head_grid",
+    "overview_cell",
+    "token_labels",
+    "matrix_heatmap",
+    "query_scores",
+    "query_weighted_values",
+    "contributions_bars",
+    "residual_heatmap",
+    "residual_lines",
+    "shape_flow",
+    "presentation",
+    "style",
+    "loss_bars",
+    "token_chips_html",
+    "topk_bars",
+]

@@ -1,0 +1,95 @@
+"""Q / K / V views: per-head matrices, and one query's attention worked through step by step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..analysis import block_mean
+from .style import MASKED, style
+
+MAX_ROWS = 256
+
+
+def _symmetric(z: np.ndarray) -> float:
+    finite = np.abs(z[np.isfinite(z)])
+    return float(finite.max()) if finite.size else 1.0
+
+
+def matrix_heatmap(m: np.ndarray, row_labels: Sequence[str], *, title: str, value_name: str, max_rows: int = MAX_ROWS) -> go.Figure:
+    """A [T, D] per-head matrix (q, k or v): tokens as rows, the D dimensions as columns, a diverging
+    scale centred on 0 whose range is the largest |value|. Long prompts are averaged into row blocks."""
+    m = np.asarray(m, dtype=np.float32)
+    m, b = block_mean(m, max_rows, axis=0)
+    if b > 1:
+        row_labels = [f"{i}–{min(i + b, len(row_labels)) - 1}" for i in range(0, len(row_labels), b)]
+        title += f" · rows are means of {b} positions"
+    r = _symmetric(m)
+    fig = go.Figure(
+        go.Heatmap(
+            z=m,
+            y=list(row_labels),
+            x=np.arange(m.shape[1]),
+            colorscale="RdBu_r",
+            zmin=-r,
+            zmax=r,
+            colorbar=dict(title=dict(text=f"{value_name}<br>−{r:.3g} … {r:.3g}")),
+            hovertemplate="token %{y}<br>dimension %{x}<br>" + value_name + " %{z:.4f}<extra></extra>",
+        )
+    )
+    style(fig, title, height=min(900, max(300, 14 * m.shape[0] + 140)))
+    fig.update_xaxes(title_text="dimension d of the head (0 … D−1)", showgrid=False)
+    fig.update_yaxes(title_text="token", autorange="reversed", type="category", showgrid=False)
+    return fig
+
+
+def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str, head_dim: int) -> go.Figure:
+    """The computation of one query's attention, one bar per key: score q·k/√D (masked keys hatched
+    grey, they do not take part), then the softmax weight. Values are the recomputed ones
+    (analysis.query_computation), which equal the Trace's."""
+    x = [labels[k] for k in keys["key"]]
+    allowed = keys["allowed"].to_numpy()
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=(f"score = q·k / √{head_dim}", "weight = softmax over the allowed keys"))
+    score = keys["score = q·k/√D"].to_numpy()
+    fig.add_trace(go.Bar(x=x, y=np.where(allowed, score, np.nan), name="allowed key", marker_color="#1f6fb4",
+                         customdata=keys["q·k"].to_numpy(), hovertemplate="key %{x}<br>q·k %{customdata:.4f}<br>score %{y:.4f}<extra></extra>"), row=1, col=1)
+    if (~allowed).any():
+        fig.add_trace(go.Bar(x=x, y=np.where(allowed, np.nan, score), name="masked key (score set to −∞)", marker=dict(color=MASKED, pattern_shape="/"),
+                             hovertemplate="key %{x}: masked<br>score before the mask %{y:.4f}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=x, y=keys["weight"].to_numpy(), name="attention weight", marker_color="#e4572e",
+                         hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>"), row=2, col=1)
+    style(fig, f"Query {query_label}: q·k for every key, ÷√D, mask, softmax", height=560, barmode="overlay",
+          legend=dict(orientation="h", y=-0.18))
+    fig.update_yaxes(title_text="score (unitless)", row=1, col=1, zeroline=True, gridcolor="#eee")
+    fig.update_yaxes(title_text="weight (0–1)", range=[0, 1.05 * max(1e-9, float(np.nanmax(keys["weight"])))], row=2, col=1, gridcolor="#eee")
+    fig.update_xaxes(title_text="key position and token", type="category", row=2, col=1)
+    fig.update_xaxes(type="category", row=1, col=1)
+    return fig
+
+
+def query_weighted_values(weighted_v: np.ndarray, output: np.ndarray, labels: Sequence[str], *, query_label: str, max_rows: int = MAX_ROWS) -> go.Figure:
+    """weight_j · v_j for every key j (rows) and their sum, the head's output for this query (last row)."""
+    rows = np.asarray(weighted_v, dtype=np.float64)
+    if rows.shape[0] > max_rows:  # keep the heaviest rows: a sum of tiny rows is what the rest add
+        keep = np.sort(np.argsort(-np.abs(rows).sum(1), kind="stable")[:max_rows])
+        rows, labels = rows[keep], [labels[k] for k in keep]
+        note = f" · the {max_rows} largest rows of {weighted_v.shape[0]}"
+    else:
+        note = ""
+    r = max(_symmetric(rows), _symmetric(np.asarray(output)))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.85, 0.15], vertical_spacing=0.06)
+    common = dict(colorscale="RdBu_r", zmin=-r, zmax=r, coloraxis=None)
+    fig.add_trace(go.Heatmap(z=rows, y=list(labels), x=np.arange(rows.shape[1]), colorbar=dict(title=dict(text=f"value<br>−{r:.3g} … {r:.3g}")),
+                             hovertemplate="key %{y}<br>dimension %{x}<br>weight·v %{z:.4f}<extra></extra>", **common), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=np.asarray(output)[None, :], y=["Σ = head output"], x=np.arange(rows.shape[1]), showscale=False,
+                             hovertemplate="head output<br>dimension %{x}<br>%{z:.4f}<extra></extra>", **common), row=2, col=1)
+    style(fig, f"Query {query_label}: weighted value rows and their sum{note}", height=min(900, max(320, 14 * rows.shape[0] + 200)))
+    fig.update_yaxes(autorange="reversed", type="category", showgrid=False)
+    fig.update_yaxes(title_text="key (weight · v)", row=1, col=1)
+    fig.update_xaxes(title_text="dimension d of the head (0 … D−1)", row=2, col=1, showgrid=False)
+    return fig

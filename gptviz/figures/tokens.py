@@ -1,0 +1,86 @@
+"""Token views: chips with index, id and visible whitespace; top-k next-token bars; per-token loss."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .style import style
+
+_CHIP = (
+    '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
+    'border:1px solid #bbb;background:{bg};font-family:monospace;line-height:1.2;text-align:center">'
+    '<span style="font-size:0.7em;color:#555">{i}·{id}</span><br><b>{tok}</b></span>'
+)
+
+
+def _heat(frac: float) -> str:
+    """White (0) to orange-red (1): the colour of a surprised model."""
+    frac = float(np.clip(frac, 0, 1))
+    r, g, b = 255, round(255 - 140 * frac), round(255 - 215 * frac)
+    return f"rgb({r},{g},{b})"
+
+
+def token_chips_html(
+    labels: Sequence[str], ids: Sequence[int], values: Sequence[float] | None = None, vmax: float | None = None, unit: str = ""
+) -> str:
+    """Tokens as HTML chips 'index·id / token'. With values (one per token, NaN = none), each chip is
+    coloured from white (0) to red (vmax) and its tooltip shows the value. Text is HTML-escaped."""
+    chips = []
+    if values is not None and vmax is None:
+        finite = [v for v in values if np.isfinite(v)]
+        vmax = max(finite) if finite else 1.0
+    for i, (tok, tid) in enumerate(zip(labels, ids)):
+        v = values[i] if values is not None else np.nan
+        bg = _heat(v / vmax) if np.isfinite(v) and vmax else "#f4f4f4"
+        tip = f"position {i}, id {tid}" + (f", {v:.3f} {unit}" if np.isfinite(v) else "")
+        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html.escape(tok)))
+    return '<div style="line-height:2.6">' + "".join(chips) + "</div>"
+
+
+def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.0) -> go.Figure:
+    """Horizontal bars of a top-k table (analysis.top_k): probability on x (0–1 shown as %),
+    the logit in the text and hover. The most likely token is on top."""
+    names = [f"#{r} {t}" for r, t in zip(top["rank"], top["token"])]
+    fig = go.Figure(
+        go.Bar(
+            x=top["probability"].to_numpy(),
+            y=names,
+            orientation="h",
+            marker_color="#1f6fb4",
+            text=[f"{p:.1%} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
+            textposition="outside",
+            customdata=np.stack([top["id"].to_numpy(), top["logit"].to_numpy()], axis=1),
+            hovertemplate="%{y}<br>id %{customdata[0]}<br>probability %{x:.4%}<br>logit %{customdata[1]:.3f}<extra></extra>",
+        )
+    )
+    t = "" if temperature == 1.0 else f", temperature {temperature:g}"
+    style(fig, f"Next token after {position_label}: top {len(top)}{t}", height=max(260, 34 * len(top) + 110))
+    hi = float(top["probability"].max()) if len(top) else 1.0
+    fig.update_xaxes(title_text="probability (softmax of logits / temperature)", tickformat=".0%", range=[0, min(1.0, hi * 1.35) or 1.0], showgrid=True, gridcolor="#eee")
+    fig.update_yaxes(title_text="token (rank)", autorange="reversed", type="category")
+    return fig
+
+
+def loss_bars(loss: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
+    """Per-token loss of the prompt (analysis.per_token_loss): one bar per predicted token, in bits."""
+    pos = loss["position"].to_numpy()
+    bits = loss["loss_bits"].to_numpy()
+    fig = go.Figure(
+        go.Bar(
+            x=[labels[p] for p in pos],
+            y=bits,
+            marker=dict(color=bits, colorscale="OrRd", cmin=0, cmax=float(bits.max()) if len(bits) else 1, colorbar=dict(title=dict(text=f"loss (bits)<br>0 … {bits.max() if len(bits) else 0:.2f}"))),
+            customdata=loss["probability"].to_numpy(),
+            hovertemplate="token %{x}<br>loss %{y:.3f} bits<br>p = %{customdata:.4f}<extra></extra>",
+        )
+    )
+    mean = float(bits.mean()) if len(bits) else float("nan")
+    style(fig, f"How surprised the model is by each prompt token (mean {mean:.3f} bits = {mean * np.log(2):.3f} nats)", height=380)
+    fig.update_xaxes(title_text="token (position and text), predicted from the tokens before it", type="category")
+    fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero", gridcolor="#eee")
+    return fig
