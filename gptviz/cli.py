@@ -62,6 +62,12 @@ def cmd_train(args) -> None:
     run(args, args.argv)
 
 
+def cmd_bench(args) -> None:
+    from .bench import main as bench
+
+    bench(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(p)
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
+    p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
+    p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
+    p.add_argument("--lengths", help="comma-separated prompt lengths T (default: 64,256,1024)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per contender and T (median is reported)")
+    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    p.add_argument("--json", help="also write the results to this JSON file")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 

@@ -1,0 +1,200 @@
+"""`python -m gptviz bench`: what capture costs, in time and memory, against a plain forward pass.
+
+Everything is measured in one process on the same weights, runs interleaved so that a busy
+machine slows every contender alike; times are medians, ratios are against the baseline of the
+same run. With --peers, Hugging Face transformers runs the same weights (and TransformerLens
+too, when installed). A benchmark prints numbers; it asserts nothing about them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .capture import trace
+from .model import GPT, GPTConfig
+
+GPT2_SMALL = dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, activation="gelu_tanh")
+TINY = dict(vocab_size=97, block_size=64, n_layer=2, n_head=2, n_embd=32, activation="gelu_tanh")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class PeakRSS:
+    """Peak resident memory above the start of a `with` block, sampled every millisecond.
+    (Large tensors are mmap'd and given back when freed, so RSS follows the tensors.)"""
+
+    def __enter__(self):
+        self.start = self.peak = rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.001):
+            self.peak = max(self.peak, rss_bytes())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+        self.bytes = self.peak - self.start
+
+
+def to_hf_gpt2(model: GPT, attn_implementation: str):
+    """The same weights in a Hugging Face GPT2LMHeadModel (its Conv1D stores W transposed)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    c = model.config
+    hf = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=c.vocab_size,
+            n_positions=c.block_size,
+            n_embd=c.n_embd,
+            n_layer=c.n_layer,
+            n_head=c.n_head,
+            activation_function="gelu_new",
+            tie_word_embeddings=c.tie_weights,
+            layer_norm_epsilon=c.norm_eps,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=c.vocab_size - 1,
+            eos_token_id=c.vocab_size - 1,
+            attn_implementation=attn_implementation,
+        )
+    )
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    state = {k: (v.t() if k.endswith(conv1d) else v) for k, v in model.state_dict().items()}
+    hf.load_state_dict(state, strict=False)  # HF's own causal-mask buffers are not in ours
+    return hf.eval()
+
+
+def contenders(model: GPT, peers: bool) -> tuple[dict[str, Callable], dict[str, str]]:
+    """name -> function(ids [1, T]) returning something that holds what the run produced."""
+    runs: dict[str, Callable] = {
+        "gptviz plain": lambda idx: model(idx),
+        "gptviz capture": lambda idx: trace(model, idx[0]),
+    }
+    notes = {}
+    if peers:
+        try:
+            sdpa, eager = to_hf_gpt2(model, "sdpa"), to_hf_gpt2(model, "eager")
+        except ImportError:
+            notes["hf"] = "transformers is not installed: pip install transformers"
+        else:
+            runs["hf plain (sdpa)"] = lambda idx: sdpa(idx).logits
+            runs["hf eager + attentions + hidden"] = lambda idx: eager(
+                idx, output_attentions=True, output_hidden_states=True
+            )
+        try:
+            from transformer_lens import HookedTransformer  # noqa: F401
+        except ImportError:
+            notes["transformer_lens"] = "TransformerLens is not installed; its column is left out"
+    return runs, notes
+
+
+def held_bytes(result) -> int:
+    """Bytes a run's result keeps alive: a Trace says so itself; for HF outputs, count tensors."""
+    if hasattr(result, "nbytes") and not isinstance(result, torch.Tensor):
+        return result.nbytes
+    tensors = []
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            tensors.append(x)
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "values"):
+            for y in x.values():
+                walk(y)
+
+    walk(result)
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+@torch.no_grad()
+def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed: int = 0) -> dict:
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(**config)).eval()
+    runs, notes = contenders(model, peers)
+    rows = []
+    for T in lengths:
+        idx = torch.randint(0, model.config.vocab_size, (1, T))
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        memory = {}
+        for name, f in runs.items():  # warm-up, and one measured pass for memory
+            with PeakRSS() as peak:
+                result = f(idx)
+            memory[name] = (peak.bytes, held_bytes(result))
+            del result
+        for _ in range(repeats):
+            for name, f in runs.items():
+                t0 = time.perf_counter()
+                f(idx)
+                times[name].append(time.perf_counter() - t0)
+        base = "hf plain (sdpa)" if "hf plain (sdpa)" in runs else "gptviz plain"
+        base_s = statistics.median(times[base])
+        for name in runs:
+            s = statistics.median(times[name])
+            rows.append(
+                dict(
+                    T=T,
+                    run=name,
+                    seconds=round(s, 5),
+                    ratio=round(s / base_s, 3),
+                    baseline=base,
+                    held_bytes=memory[name][1],
+                    peak_rss_bytes=memory[name][0],
+                )
+            )
+    if "hf plain (sdpa)" in runs:
+        idx = torch.randint(0, model.config.vocab_size, (1, min(lengths)))
+        diff = (model(idx) - runs["hf plain (sdpa)"](idx)).abs().max().item()
+        notes["hf_logits_max_abs_diff"] = f"{diff:.2e} (the same weights in both: a sanity check)"
+    return dict(
+        config=config,
+        repeats=repeats,
+        threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        machine=f"{platform.machine()}, {os.cpu_count()} cores",
+        rows=rows,
+        notes=notes,
+    )
+
+
+def format_table(result: dict) -> str:
+    lines = [f"{'T':>5}  {'run':<32} {'seconds':>9} {'ratio':>7} {'held MB':>9} {'peak RSS MB':>12}"]
+    for r in result["rows"]:
+        lines.append(
+            f"{r['T']:>5}  {r['run']:<32} {r['seconds']:>9.4f} {r['ratio']:>6.2f}x {r['held_bytes'] / 2**20:>9.1f} {r['peak_rss_bytes'] / 2**20:>12.1f}"
+        )
+    base = result["rows"][0]["baseline"] if result["rows"] else ""
+    lines.append(f"ratio: median time / median time of '{base}' at the same T, same run")
+    lines += [f"note: {k}: {v}" for k, v in result["notes"].items()]
+    return "\n".join(lines)
+
+
+def main(args) -> None:
+    config = TINY if args.tiny else GPT2_SMALL
+    lengths = [int(t) for t in args.lengths.split(",")] if args.lengths else ([16, 32] if args.tiny else [64, 256, 1024])
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    result = run_bench(config, lengths, args.repeats, args.peers)
+    print(format_table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.json}")
