@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,10 +34,11 @@ def softmax(logits: np.ndarray, temperature: float = 1.0, axis: int = -1) -> np.
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def top_k(logits: np.ndarray, k: int, temperature: float = 1.0, labels: Sequence[str] | None = None) -> pd.DataFrame:
+def top_k(logits: np.ndarray, k: int, temperature: float = 1.0, display: Callable[[list[int]], list[str]] | None = None) -> pd.DataFrame:
     """The k most likely next tokens of one position's logits [V], most likely first.
 
-    Ties are broken by the lower id, so the order is deterministic."""
+    display: ids -> token strings (e.g. tokenizer.display). Ties go to the lower id, so the
+    order is deterministic."""
     logits = np.asarray(logits)
     probs = softmax(logits, temperature)
     k = max(1, min(int(k), probs.size))
@@ -46,7 +47,7 @@ def top_k(logits: np.ndarray, k: int, temperature: float = 1.0, labels: Sequence
         {
             "rank": np.arange(1, k + 1),
             "id": order,
-            "token": [labels[i] if labels is not None else str(i) for i in order],
+            "token": display(order.tolist()) if display is not None else [str(i) for i in order],
             "probability": probs[order],
             "logit": logits[order].astype(np.float64),
         }
@@ -140,12 +141,12 @@ def head_entropy(trace) -> np.ndarray:
 
 
 def query_computation(trace: Mapping, layer: int, head: int, query: int) -> dict:
-    """The attention of one query worked through with the captured q, k, v:
-    q·k per key, ÷√D, the mask, softmax, the weighted v rows and their sum (the head's output).
+    """The attention of one query worked through from the captured q, k and v: q·k for each key,
+    ÷√D, the mask, softmax, the weighted v rows and their sum (the head's output for this query).
 
-    Returns a dict with a per-key DataFrame `keys`, the `weighted_v` rows [T, D], the `output` [D],
-    and `max_diff`: the largest difference from the Trace's own scores and weights, which shows
-    the recomputation matches what the model did."""
+    Returns `keys`, a per-key DataFrame holding both the recomputed steps and the Trace's own
+    scores and weights; `weighted_v` [T, D] = the Trace's weights × v and `output` [D], their sum;
+    `max_diff`, the largest gap between recomputed and captured values (float32 rounding)."""
     q = np.asarray(trace[f"blocks.{layer}.attn.q"][head], dtype=np.float64)  # [T, D]
     k = np.asarray(trace[f"blocks.{layer}.attn.k"][head], dtype=np.float64)  # [T, D]
     v = np.asarray(trace[f"blocks.{layer}.attn.v"][head], dtype=np.float64)  # [T, D]
@@ -156,19 +157,18 @@ def query_computation(trace: Mapping, layer: int, head: int, query: int) -> dict
     masked = np.where(allowed, scores, -np.inf)
     weights = np.exp(masked - masked.max())
     weights /= weights.sum()
-    weighted_v = weights[:, None] * v  # [T, D]
-    captured_scores = np.asarray(trace[f"blocks.{layer}.attn.scores"][head, query], dtype=np.float64)
-    captured_weights = np.asarray(trace[f"blocks.{layer}.attn.weights"][head, query], dtype=np.float64)
+    captured_scores = np.asarray(trace[f"blocks.{layer}.attn.scores"][head, query])  # [T]
+    captured_weights = np.asarray(trace[f"blocks.{layer}.attn.weights"][head, query])  # [T]
+    weighted_v = captured_weights.astype(np.float64)[:, None] * v  # [T, D]
     keys = pd.DataFrame(
         {
             "key": np.arange(len(dots)),
             "q·k": dots,
-            "score = q·k/√D": scores,
+            "q·k/√D": scores,
+            "score (Trace)": captured_scores,
             "allowed": allowed,
-            "masked score": np.where(allowed, scores, np.nan),
-            "weight": weights,
-            "captured score": captured_scores,
-            "captured weight": captured_weights,
+            "softmax": np.where(allowed, weights, 0.0),
+            "weight (Trace)": captured_weights,
         }
     )
     return dict(

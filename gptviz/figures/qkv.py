@@ -48,25 +48,25 @@ def matrix_heatmap(m: np.ndarray, row_labels: Sequence[str], *, title: str, valu
 
 
 def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str, head_dim: int) -> go.Figure:
-    """The computation of one query's attention, one bar per key: score q·k/√D (masked keys hatched
-    grey, they do not take part), then the softmax weight. Values are the recomputed ones
-    (analysis.query_computation), which equal the Trace's."""
+    """The computation of one query's attention, one bar per key: the score q·k/√D (masked keys
+    hatched grey: they take no part), then the softmax weight. The bars are the Trace's own values
+    (analysis.query_computation's "score (Trace)" and "weight (Trace)"); q·k shows in the hover."""
     x = [labels[k] for k in keys["key"]]
     allowed = keys["allowed"].to_numpy()
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=(f"score = q·k / √{head_dim}", "weight = softmax over the allowed keys"))
-    score = keys["score = q·k/√D"].to_numpy()
+    score = keys["score (Trace)"].to_numpy()
     fig.add_trace(go.Bar(x=x, y=np.where(allowed, score, np.nan), name="allowed key", marker_color="#1f6fb4",
                          customdata=keys["q·k"].to_numpy(), hovertemplate="key %{x}<br>q·k %{customdata:.4f}<br>score %{y:.4f}<extra></extra>"), row=1, col=1)
     if (~allowed).any():
         fig.add_trace(go.Bar(x=x, y=np.where(allowed, np.nan, score), name="masked key (score set to −∞)", marker=dict(color=MASKED, pattern_shape="/"),
                              hovertemplate="key %{x}: masked<br>score before the mask %{y:.4f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=x, y=keys["weight"].to_numpy(), name="attention weight", marker_color="#e4572e",
+    fig.add_trace(go.Bar(x=x, y=keys["weight (Trace)"].to_numpy(), name="attention weight", marker_color="#e4572e",
                          hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>"), row=2, col=1)
     style(fig, f"Query {query_label}: q·k for every key, ÷√D, mask, softmax", height=560, barmode="overlay",
           legend=dict(orientation="h", y=-0.18))
     fig.update_yaxes(title_text="score (unitless)", row=1, col=1, zeroline=True, gridcolor="#eee")
-    fig.update_yaxes(title_text="weight (0–1)", range=[0, 1.05 * max(1e-9, float(np.nanmax(keys["weight"])))], row=2, col=1, gridcolor="#eee")
+    fig.update_yaxes(title_text="weight (0–1)", range=[0, 1.05 * max(1e-9, float(np.nanmax(keys["weight (Trace)"])))], row=2, col=1, gridcolor="#eee")
     fig.update_xaxes(title_text="key position and token", type="category", row=2, col=1)
     fig.update_xaxes(type="category", row=1, col=1)
     return fig

@@ -1,0 +1,38 @@
+"""Attention: one head's heatmap, every head of the layer, every layer × head, the line view."""
+
+import streamlit as st
+
+from gptviz import analysis, figures, ui
+
+v = ui.require_trace() or st.stop()
+t = v.trace
+st.title("Attention")
+
+c1, c2 = st.columns([2, 1])
+kind = c1.segmented_control("Show", analysis.ATTENTION_KINDS, key="attn_kind", default="weights", required=True,
+                            help="scores = q·kᵀ/√D before the mask; masked scores hide the future; weights = softmax")
+skip = c2.checkbox("Leave key 0 out of the colour scale", key="attn_skip_first", help="Key 0 often takes most of the weight (an attention sink)")
+
+m = analysis.attention_matrix(t, v.layer, v.head, kind)
+ui.chart(figures.attention_heatmap(m, v.labels, kind=kind, skip_first_key=skip, title=f"Layer {v.layer}, head {v.head}: {kind}"), key="attn_heatmap")
+st.caption("Rows are queries (the token that reads), columns are keys (the token read). Choose layer, head and position in the sidebar.")
+ui.download(f"{kind} (.npz)", lambda: {kind.replace(" ", "_"): m, "tokens": v.labels}, f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz", key="attn_dl")
+
+st.subheader(f"Where {v.labels[v.position]} looks")
+ui.chart(figures.attention_lines(t[f"blocks.{v.layer}.attn.weights"][v.head, v.position], v.labels, v.position), key="attn_lines")
+
+st.subheader(f"Every head of layer {v.layer}")
+ui.chart(figures.head_grid(t[f"blocks.{v.layer}.attn.weights"], v.labels, layer=v.layer), key="attn_heads")
+
+
+def open_clicked() -> None:
+    points = st.session_state["attn_grid"].selection.get("points") or []
+    if points and "x" in points[0] and "y" in points[0]:
+        layer, head = figures.overview_cell(points[0]["x"], points[0]["y"])
+        st.session_state["layer"], st.session_state["head"] = layer, head
+
+
+st.subheader("Every layer × head")
+weights = [t[f"blocks.{l}.attn.weights"] for l in range(t.n_layer)]
+ui.chart(figures.layer_head_grid(weights), key="attn_grid", on_select=open_clicked, selection_mode="points")
+st.caption("Click a tile to open that head above.")

@@ -1,0 +1,47 @@
+"""Next token: top-k at any position with a temperature, the rank of any token, per-token loss."""
+
+import numpy as np
+import streamlit as st
+
+from gptviz import analysis, figures, ui
+from gptviz.errors import GptvizError
+
+v = ui.require_trace() or st.stop()
+t = v.trace
+st.title("Next token")
+pos = v.position
+logits = t["logits"][pos]
+
+c1, c2 = st.columns(2)
+k = c1.slider("How many tokens (k)", 1, min(50, logits.size), min(10, logits.size), key="topk_k")
+temperature = c2.slider("Temperature", 0.05, 3.0, 1.0, 0.05, key="temperature", help="Divides the logits before the softmax; the model does not run again")
+top = analysis.top_k(logits, k, temperature, display=v.display)
+ui.chart(figures.topk_bars(top, position_label=v.labels[pos], temperature=temperature), key="topk_bars")
+ui.download("top-k (CSV)", lambda: top, f"top_k_pos{pos}.csv", key="topk_dl")
+
+st.subheader("Look up a token")
+text = st.text_input("Token text", key="lookup_token", help="Its rank and probability as the next token after the chosen position")
+if text:
+    try:
+        ids = v.bundle.tokenizer.encode(text) if v.bundle.tokenizer else [int(text)]
+    except (GptvizError, ValueError) as e:
+        ids, _ = [], st.error(f"Cannot look it up: {e}")
+    if len(ids) == 1:
+        rank, p = analysis.token_rank(logits, ids[0], temperature)
+        a, b, c = st.columns(3)
+        a.metric("Token", v.display(ids)[0])
+        b.metric("Rank", f"{rank} of {logits.size}")
+        c.metric("Probability", f"{p:.4%}")
+    elif ids:
+        st.warning(f"That text is {len(ids)} tokens ({', '.join(v.display(ids))}): type one token.")
+
+st.subheader("How surprised the model is by the prompt")
+if t.n_tokens < 2:
+    st.info("A prompt of one token has nothing to predict: type a longer one.")
+else:
+    loss = analysis.per_token_loss(t["logits"], t.token_ids)
+    values = np.concatenate([[np.nan], loss["loss_bits"].to_numpy()])
+    st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, unit="bits"), unsafe_allow_html=True)
+    st.caption("Each token coloured by its loss −log₂ p given the tokens before it: white = expected, red = surprising. The first token is not predicted.")
+    ui.chart(figures.loss_bars(loss, v.labels), key="loss_bars")
+    ui.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")

@@ -1,0 +1,35 @@
+"""Overview: the tokens, the model card and load report, the next token, one headline heatmap."""
+
+import pandas as pd
+import streamlit as st
+
+from gptviz import analysis, figures, ui
+
+v = ui.require_trace() or st.stop()
+t = v.trace
+st.title("Overview")
+st.caption(f"Checkpoint **{v.source}** on **{v.device}** · {t.n_tokens} tokens · capture holds {t.nbytes / 2**20:.1f} MiB")
+
+st.subheader("Tokens")
+st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids), unsafe_allow_html=True)
+st.caption("Each chip: position · token id, then the token (␣ space, ↵ newline, ⇥ tab).")
+
+left, right = st.columns(2)
+with left:
+    top = analysis.top_k(t["logits"][-1], 10, display=v.display)
+    ui.chart(figures.topk_bars(top, position_label=v.labels[-1]), key="overview_topk")
+    ui.download("top-10 (CSV)", lambda: top, "top_k.csv", key="overview_topk_dl")
+with right:
+    w = analysis.attention_matrix(t, v.layer, v.head)
+    ui.chart(figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights"), key="overview_heatmap")
+    ui.download("these weights (.npz)", lambda: {"weights": w, "tokens": v.labels}, f"attention_L{v.layer}_H{v.head}.npz", key="overview_heatmap_dl")
+
+card, report = st.columns(2)
+with card:
+    st.subheader("Model card")
+    cfg = v.bundle.model.config.to_dict()
+    rows = [(k, str(x)) for k, x in {**v.bundle.card, **cfg}.items()]
+    st.dataframe(pd.DataFrame(rows, columns=["field", "value"]), hide_index=True, width="stretch")
+with report:
+    st.subheader("Load report")
+    st.dataframe(pd.DataFrame(v.bundle.report.as_rows(), columns=["field", "value"]), hide_index=True, width="stretch")

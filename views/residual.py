@@ -1,0 +1,25 @@
+"""Residual stream: mean, std and norm along the depth and per position; what each sub-layer adds."""
+
+import streamlit as st
+
+from gptviz import analysis, figures, ui
+
+v = ui.require_trace() or st.stop()
+t = v.trace
+st.title("Residual stream")
+
+flags = analysis.residual_flags(t)
+for flag in flags:
+    st.warning(f"Runaway growth: {flag}")
+if not flags:
+    st.success(f"No runaway growth: no sub-layer multiplies the norm by more than {analysis.GROWTH_LIMIT:g}×, no NaN or Inf.")
+
+stat = st.segmented_control("Statistic over C", ["norm", "mean", "std"], key="resid_stat", default="norm", required=True)
+sites, grid = analysis.residual_stat_grid(t, stat)
+ui.chart(figures.residual_lines(sites, grid, stat, position=v.position, position_label=v.labels[v.position]), key="resid_lines")
+ui.chart(figures.residual_heatmap(sites, grid, v.labels, stat), key="resid_heatmap")
+ui.download("mean, std, norm per layer and position (CSV)", lambda: t.resid_stats, "resid_stats.csv", key="resid_dl")
+
+contrib = analysis.sublayer_contributions(t)
+ui.chart(figures.contributions_bars(contrib), key="resid_contrib")
+ui.download("sub-layer contributions (CSV)", lambda: contrib, "sublayer_contributions.csv", key="resid_contrib_dl")

@@ -1,0 +1,19 @@
+"""Shapes: every module's input and output shape, and the forward pass as a flow in B, T, C, H, D."""
+
+import streamlit as st
+
+from gptviz import analysis, figures, ui
+
+v = ui.require_trace() or st.stop()
+t = v.trace
+st.title("Shapes")
+dims = analysis.dims(t)
+cols = st.columns(len(dims))
+meaning = dict(B="batch", T="tokens", C="d_model", H="heads", D="C / H", V="vocabulary", L="layers")
+for col, (k, n) in zip(cols, dims.items()):
+    col.metric(f"{k} ({meaning[k]})", n)
+
+ui.chart(figures.shape_flow(analysis.shape_flow(t.shape_trace), dims), key="shape_flow")
+st.subheader("Every module, in call order")
+st.dataframe(t.shape_trace, width="stretch", height=420)
+ui.download("shape trace (CSV)", lambda: t.shape_trace.reset_index(), "shape_trace.csv", key="shape_dl")
