@@ -195,5 +195,18 @@ def load(path: str | Path, device: str | torch.device | None = "cpu") -> Bundle:
     for _, detect, loader in FORMATS:
         if detect(path):
             return loader(path, dev)
-    known = ", ".join(name for name, _, _ in FORMATS)
-    raise CheckpointError(f"{path}: not a checkpoint gptviz recognises (supported: {known})")
+    raise CheckpointError(
+        f"{path}: not a checkpoint gptviz recognises; expected a gptviz or Hugging Face "
+        "GPT-2 directory (config.json + weights) or a nanoGPT ckpt.pt"
+    )
+
+
+def _register_foreign_formats() -> None:
+    # imported here: these modules build on the helpers above
+    from .hf_gpt2 import is_hf, load_hf_gpt2
+    from .nanogpt import is_nanogpt, load_nanogpt
+
+    FORMATS.extend([("hf-gpt2", is_hf, load_hf_gpt2), ("nanogpt", is_nanogpt, load_nanogpt)])
+
+
+_register_foreign_formats()

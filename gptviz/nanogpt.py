@@ -1,0 +1,200 @@
+"""nanoGPT checkpoints: the `ckpt.pt` that nanoGPT's train.py writes, and its `meta.pkl` vocabulary.
+
+train.py saves one dict: `model` (the state dict, keys prefixed `_orig_mod.` when the model was
+wrapped by torch.compile), `model_args` (n_layer, n_head, n_embd, block_size, bias, vocab_size,
+dropout), `optimizer`, `iter_num`, `best_val_loss` and `config`. nanoGPT's model is our family
+with exact GELU, learned positions, LayerNorm (eps 1e-5, bias optional) and a tied LM head, and
+its module names are ours, so the state dict copies name for name.
+
+Both files are pickles, so both are untrusted: the checkpoint goes through
+`torch.load(weights_only=True)`, which rebuilds tensors and plain containers only, and meta.pkl
+through `safe_unpickle`, which refuses every class or function a pickle names.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import re
+import zipfile
+from pathlib import Path
+
+import torch
+
+from .checkpoint import Bundle, LoadReport, finish, load_state_into
+from .errors import CheckpointError, ConfigError
+from .model import GPT, GPTConfig
+from .tokenizer import CharTokenizer
+
+CKPT_NAME = "ckpt.pt"
+META_NAME = "meta.pkl"
+SUFFIXES = (".pt", ".pth", ".ckpt")
+PREFIX = "_orig_mod."  # added by torch.compile
+MODEL_ARGS = {"n_layer", "n_head", "n_embd", "block_size", "bias", "vocab_size", "dropout"}
+MAX_META_BYTES = 64 * 2**20
+
+
+# --- untrusted pickles -------------------------------------------------------------------------
+class _PlainUnpickler(pickle.Unpickler):
+    """Rebuilds only what pickle encodes without naming a class: dict, list, tuple, str, bytes,
+    int, float, bool, None. Any GLOBAL/STACK_GLOBAL (the way a pickle reaches a callable) fails."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"it names {module}.{name}, and only plain data is accepted")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("it refers to external objects, and only plain data is accepted")
+
+
+def safe_unpickle(path: Path) -> object:
+    """Unpickle plain data from path, or CheckpointError. Never imports or calls anything."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if not data:
+        raise CheckpointError(f"{path}: the file is empty")
+    if len(data) > MAX_META_BYTES:
+        raise CheckpointError(f"{path}: {len(data):,} bytes is too large for a vocabulary file")
+    try:
+        return _PlainUnpickler(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(f"{path}: refused to unpickle: {e}") from None
+    except Exception as e:  # truncated or not a pickle: EOFError, ValueError, KeyError, ...
+        raise CheckpointError(f"{path}: not a readable pickle ({type(e).__name__}: {e})") from None
+
+
+def vocab_from_meta(path: Path, vocab_size: int) -> CharTokenizer:
+    """The character tokenizer nanoGPT's prepare.py stores in meta.pkl ({vocab_size, itos, stoi})."""
+    meta = safe_unpickle(path)
+    itos = meta.get("itos") if isinstance(meta, dict) else None
+    if not isinstance(itos, dict) or not itos:
+        raise CheckpointError(f"{path}: expected nanoGPT's meta.pkl, a dict with an 'itos' id -> character map")
+    n = len(itos)
+    if sorted(itos) != list(range(n)) or not all(isinstance(c, str) and len(c) == 1 for c in itos.values()):
+        raise CheckpointError(f"{path}: 'itos' must map the ids 0..{n - 1} to single characters")
+    if n > vocab_size:
+        raise CheckpointError(f"{path}: the vocabulary has {n} characters but the model only {vocab_size} ids")
+    try:
+        return CharTokenizer([itos[i] for i in range(n)])
+    except ValueError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+
+
+def torch_load(path: Path) -> object:
+    """torch.load with weights_only=True, every failure turned into one sentence naming the file."""
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if size == 0:
+        raise CheckpointError(f"{path}: the file is empty")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        # weights_only refuses a pickle that names anything but tensors and plain containers
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(e))
+        what = f"it names {found.group(1)}" if found else "it holds objects other than tensors and plain data"
+        raise CheckpointError(
+            f"{path}: refused to load: {what}, which could run code; "
+            "gptviz only loads tensors and plain data (torch.load weights_only=True)"
+        ) from None
+    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, OSError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: not a readable PyTorch file, truncated or corrupt ({first})") from None
+
+
+# --- detection and loading ---------------------------------------------------------------------
+def ckpt_file(path: Path) -> Path | None:
+    if path.is_file() and path.suffix in SUFFIXES:
+        return path
+    if path.is_dir() and (path / CKPT_NAME).is_file() and not (path / "config.json").exists():
+        return path / CKPT_NAME
+    return None
+
+
+def is_nanogpt(path: Path) -> bool:
+    """A .pt/.pth/.ckpt file, or a directory holding ckpt.pt (the content is checked on load)."""
+    return ckpt_file(path) is not None
+
+
+def config_from_args(args: dict, source: Path) -> GPTConfig:
+    missing = sorted({"n_layer", "n_head", "n_embd", "block_size", "vocab_size"} - set(args))
+    if missing:
+        raise CheckpointError(f"{source}: model_args lacks {', '.join(missing)}")
+    extra = sorted(set(args) - MODEL_ARGS - {"use_rmsnorm"})
+    if extra:
+        raise CheckpointError(
+            f"{source}: model_args has fields nanoGPT's model does not ({', '.join(extra)}); "
+            "a modified model cannot be loaded as nanoGPT's without changing what it computes"
+        )
+    try:
+        return GPTConfig(
+            vocab_size=args["vocab_size"],
+            block_size=args["block_size"],
+            n_layer=args["n_layer"],
+            n_head=args["n_head"],
+            n_embd=args["n_embd"],
+            dropout=float(args.get("dropout", 0.0)),
+            bias=bool(args.get("bias", True)),
+            pos_encoding="learned",
+            norm="rmsnorm" if args.get("use_rmsnorm") else "layernorm",
+            activation="gelu",  # nanoGPT's MLP uses nn.GELU(), the exact form
+            tie_weights=True,  # nanoGPT always ties lm_head to wte
+            norm_eps=1e-5,
+        )
+    except (ConfigError, TypeError) as e:
+        raise CheckpointError(f"{source}: model_args do not describe a valid model ({e})") from None
+
+
+def strip_prefix(state: dict) -> tuple[dict, bool]:
+    """The state dict without torch.compile's `_orig_mod.` prefix, and whether it had one."""
+    had = any(k.startswith(PREFIX) for k in state)
+    return {k.removeprefix(PREFIX): v for k, v in state.items()}, had
+
+
+def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> Bundle:
+    """Load nanoGPT's ckpt.pt (path: the file or its directory); meta: a meta.pkl other than the one beside it."""
+    file = ckpt_file(path) or path
+    ckpt = torch_load(file)
+    if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
+        got = f"a dict with keys {', '.join(map(str, list(ckpt)[:6]))}" if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise CheckpointError(
+            f"{file}: not a nanoGPT checkpoint: expected train.py's dict with 'model' and 'model_args', found {got}"
+        )
+    if not isinstance(ckpt["model"], dict) or not all(isinstance(v, torch.Tensor) for v in ckpt["model"].values()):
+        raise CheckpointError(f"{file}: 'model' is not a state dict of tensors")
+    if not isinstance(ckpt["model_args"], dict):
+        raise CheckpointError(f"{file}: 'model_args' is not a dict")
+    config = config_from_args(ckpt["model_args"], file)
+    state, compiled = strip_prefix(ckpt["model"])
+    # nanoGPT's slow attention path registers its causal mask as the buffer attn.bias; ours is built in
+    state = {k: v for k, v in state.items() if not (k.endswith(".attn.bias") and v.dim() == 4)}
+    report = LoadReport(path=str(path), format="nanogpt")
+    model = GPT(config)
+    load_state_into(model, state, report, file)
+
+    meta_path = meta or file.parent / META_NAME
+    tokenizer = None
+    if meta_path.is_file():
+        tokenizer = vocab_from_meta(meta_path, config.vocab_size)
+        report.tokenizer = tokenizer.kind
+    elif meta is not None:
+        raise CheckpointError(f"{meta}: no such file")
+    else:
+        report.warnings.append(
+            f"no tokenizer: there is no {META_NAME} beside {file.name}, so text input is off; "
+            "give token ids, or put nanoGPT's meta.pkl from data/<dataset>/ beside the checkpoint"
+        )
+    card = {"source": "nanoGPT train.py", "iter_num": ckpt.get("iter_num")}
+    if compiled:
+        card["key_prefix"] = f"{PREFIX} (torch.compile), removed on load"
+    best = ckpt.get("best_val_loss")
+    if isinstance(best, torch.Tensor) and best.numel() == 1:
+        best = best.item()
+    if isinstance(best, (int, float)):
+        card["best_val_loss"] = round(float(best), 4)
+    cfg = ckpt.get("config")
+    if isinstance(cfg, dict) and isinstance(cfg.get("dataset"), str):
+        card["dataset"] = cfg["dataset"]
+    return Bundle(finish(model, report, device), tokenizer, report, card)
