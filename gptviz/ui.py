@@ -115,14 +115,14 @@ def save_upload(files) -> str:
         raise gptviz.CheckpointError(f"the upload is {total / 2**20:.0f} MB; the limit is {limit} MB ({UPLOAD_LIMIT_ENV})")
     digest = hashlib.sha256()
     for f in sorted(files, key=lambda f: f.name):
-        if not re.fullmatch(r"[\w.\-]+", Path(f.name).name):
+        if not re.fullmatch(r"[\w.\-]+", f.name) or f.name.startswith("."):
             raise gptviz.CheckpointError(f"{f.name!r}: use plain file names (letters, digits, . _ -)")
         digest.update(f.name.encode() + b"\0" + f.getvalue())
     folder = Path(tempfile.gettempdir()) / "gptviz-uploads" / digest.hexdigest()[:16]
     folder.mkdir(parents=True, exist_ok=True)
     for f in files:
-        (folder / Path(f.name).name).write_bytes(f.getvalue())
-    return str(folder if len(files) > 1 else folder / Path(files[0].name).name)
+        (folder / f.name).write_bytes(f.getvalue())
+    return str(folder if len(files) > 1 else folder / files[0].name)
 
 
 # --- devices --------------------------------------------------------------------------------

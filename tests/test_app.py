@@ -1,0 +1,253 @@
+"""The dashboard through Streamlit's AppTest: every page, the numbers on screen against the Trace,
+caching, URL state and every bad input. Runs on a fixture checkpoint built in a temp folder."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+import torch
+from dashboard_fixtures import NAME, make_checkpoints
+from streamlit.testing.v1 import AppTest
+
+import gptviz
+from gptviz import analysis, ui
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+PAGES = {
+    "views/overview.py": "Overview",
+    "views/attention.py": "Attention",
+    "views/qkv.py": "Q / K / V",
+    "views/shapes.py": "Shapes",
+    "views/residual.py": "Residual stream",
+    "views/next_token.py": "Next token",
+}
+PROMPT = "To be, or not to be: that is the question."
+
+
+@pytest.fixture(scope="session")
+def ckpt_root(tmp_path_factory) -> Path:
+    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+@pytest.fixture
+def env(ckpt_root, monkeypatch):
+    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(ckpt_root))
+    monkeypatch.delenv(ui.DEFAULT_ENV, raising=False)
+    monkeypatch.setenv(ui.DEFAULT_ENV, NAME)
+    st.cache_resource.clear()  # process-wide: every test starts with a cold cache
+    ui.RUN_CALLS.clear()
+    return ckpt_root
+
+
+def new_app(**query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query)
+    return at.run()
+
+
+@pytest.fixture
+def at(env) -> AppTest:
+    return ok(new_app())
+
+
+def ok(at: AppTest) -> AppTest:
+    """No exception and no error message on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def run_prompt(at: AppTest, prompt: str) -> AppTest:
+    at.text_input(key="prompt").input(prompt)
+    return at.button(key="run_btn").click().run()
+
+
+def figure(at: AppTest, key: str) -> dict:
+    return json.loads(at.get_by_key(key).proto.spec)
+
+
+def array(v) -> np.ndarray:
+    """Plotly >= 6 writes NumPy data as base64 `bdata`; lists stay lists."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
+    return np.asarray(v)
+
+
+def reference_trace(root: Path, prompt: str) -> gptviz.Trace:
+    """The same run done directly through the library, outside Streamlit."""
+    bundle = gptviz.load(root / NAME)
+    ids = gptviz.encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size)
+    return gptviz.trace(bundle.model, ids, bundle.tokenizer)
+
+
+def test_first_open_shows_a_result_on_the_default_model(at):
+    assert at.title[0].value == "Overview"
+    assert {"overview_topk", "overview_heatmap"} <= {e.key for e in at.get("plotly_chart")}
+    assert at.query_params["checkpoint"] == NAME
+    assert at.query_params["prompt"] == ui.PRESET_PROMPT
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_renders(at, path):
+    run_prompt(at, PROMPT)
+    ok(at.switch_page(path).run())
+    assert at.title[0].value == PAGES[path]
+    assert at.get("plotly_chart"), "every page draws at least one figure"
+
+
+def test_heatmap_equals_the_traces_weights(at, env):
+    ok(run_prompt(at, PROMPT))
+    at.radio(key="layer").set_value(1)
+    at.radio(key="head").set_value(2)
+    ok(at.switch_page("views/attention.py").run())
+    z = array(figure(at, "attn_heatmap")["data"][0]["z"])
+    t = reference_trace(env, PROMPT)
+    expected = np.where(t["blocks.1.attn.mask"], t["blocks.1.attn.weights"][2], np.nan)
+    np.testing.assert_array_equal(z, expected)  # NaN where masked, the exact float32 weights elsewhere
+    assert np.isnan(z[0, 1:]).all() and not np.isnan(np.tril(z)).any()
+
+
+def test_topk_bars_equal_softmax_of_the_logits(at, env):
+    ok(run_prompt(at, PROMPT))
+    ok(at.switch_page("views/next_token.py").run())
+    bars = figure(at, "topk_bars")["data"][0]
+    t = reference_trace(env, PROMPT)
+    probs = torch.softmax(torch.from_numpy(t["logits"][-1]).double(), -1)
+    top = torch.topk(probs, 10)
+    np.testing.assert_allclose(array(bars["x"]), top.values.numpy(), rtol=1e-12)
+    tok = gptviz.load(env / NAME).tokenizer
+    assert [y.split(" ", 1)[1] for y in bars["y"]] == tok.display(top.indices.tolist())
+
+
+def test_temperature_resoftmaxes_without_running_the_model(at, env):
+    ok(run_prompt(at, PROMPT))
+    ok(at.switch_page("views/next_token.py").run())
+    runs = sum(ui.RUN_CALLS.values())
+    ok(at.slider(key="temperature").set_value(2.0).run())
+    x = array(figure(at, "topk_bars")["data"][0]["x"])
+    logits = reference_trace(env, PROMPT)["logits"][-1]
+    np.testing.assert_allclose(x, np.sort(analysis.softmax(logits, 2.0))[::-1][:10], rtol=1e-12)
+    assert sum(ui.RUN_CALLS.values()) == runs
+
+
+def test_view_widgets_never_rerun_the_model(at):
+    ok(run_prompt(at, PROMPT))
+    assert sum(ui.RUN_CALLS.values()) == 2  # the preset prompt, then this one
+    ok(at.switch_page("views/attention.py").run())
+    ok(at.radio(key="layer").set_value(1).run())
+    ok(at.radio(key="head").set_value(3).run())
+    ok(at.select_slider(key="position").set_value(5).run())
+    ok(at.checkbox(key="attn_skip_first").check().run())
+    ok(at.toggle(key="presentation").set_value(True).run())
+    for path in PAGES:
+        ok(at.switch_page(path).run())
+    assert sum(ui.RUN_CALLS.values()) == 2
+    ok(run_prompt(at, PROMPT + " Again."))
+    assert sum(ui.RUN_CALLS.values()) == 3
+
+
+def test_a_second_session_reuses_the_cached_run(at):
+    run_prompt(at, PROMPT)
+    ok(new_app(prompt=PROMPT))
+    assert sum(ui.RUN_CALLS.values()) == 2
+
+
+def test_query_params_restore_a_view(env):
+    at = ok(new_app(checkpoint=NAME, prompt=PROMPT, layer="1", head="3", position="4"))
+    assert at.text_input(key="prompt").value == PROMPT
+    assert (at.radio(key="layer").value, at.radio(key="head").value, at.select_slider(key="position").value) == (1, 3, 4)
+    ok(at.switch_page("views/attention.py").run())
+    assert figure(at, "attn_heatmap")["layout"]["title"]["text"].startswith("Layer 1, head 3")
+    assert "query 4 " in figure(at, "attn_lines")["layout"]["title"]["text"]
+    assert at.query_params["layer"] == "1" and at.query_params["position"] == "4"
+
+
+def test_changed_view_is_written_to_the_url(at):
+    ok(at.radio(key="head").set_value(2).run())
+    assert at.query_params["head"] == "2"
+
+
+def test_presentation_mode_enlarges_fonts(at):
+    small = figure(at, "overview_heatmap")["layout"]["font"]["size"]
+    ok(at.toggle(key="presentation").set_value(True).run())
+    assert figure(at, "overview_heatmap")["layout"]["font"]["size"] > small
+
+
+# --- bad input: a message in the page, never a traceback, and the app keeps working ---------
+def errors(at: AppTest) -> str:
+    assert not at.exception, [e.value for e in at.exception]
+    return " ".join(e.value for e in at.error)
+
+
+def test_empty_prompt(at):
+    assert "the prompt is empty" in errors(run_prompt(at, ""))
+    assert "Nothing to show" in at.info[0].value
+    ok(run_prompt(at, PROMPT))
+
+
+def test_too_long_prompt_offers_to_keep_the_last_block(at):
+    long = "All the world's a stage. " * 4  # 100 characters, block_size is 64
+    assert "at most 64" in errors(run_prompt(at, long))
+    ok(at.button(key="fix_long_btn").click().run())
+    assert "last 64 tokens" in at.info[0].value
+    ok(at.switch_page("views/shapes.py").run())
+    assert any(m.label.startswith("T ") and m.value == "64" for m in at.metric)
+
+
+def test_unknown_characters_offer_to_drop_them(at):
+    assert "does not know 2 character(s)" in errors(run_prompt(at, "Café | bar"))
+    ok(at.button(key="fix_unknown_btn").click().run())
+    assert "Dropped 2 unknown" in at.info[0].value
+    assert at.query_params["prompt"] == "Café | bar"
+
+
+def test_checkpoint_that_fails_to_load(at, env):
+    at.selectbox(key="ckpt_choice").set_value(ui.LOCAL).run()
+    at.text_input(key="ckpt_path").input(str(env / "broken")).run()
+    msg = errors(at)
+    assert "Checkpoint not loaded" in msg and "config.json" in msg
+    at.text_input(key="ckpt_path").input(str(env / "nowhere")).run()
+    assert "no such file or directory" in errors(at)
+    ok(at.selectbox(key="ckpt_choice").set_value(NAME).run())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_gpu_that_is_not_there(at):
+    msg = errors(at.radio(key="device").set_value("cuda").run())
+    assert "Device not available" in msg and "CUDA" in msg
+    assert at.get("plotly_chart"), "the app keeps working on CPU"
+
+
+def test_no_shipped_checkpoint_falls_back_to_the_demo_model(tmp_path, monkeypatch, env):
+    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.delenv(ui.DEFAULT_ENV)
+    at = new_app()
+    assert not at.exception and not at.error
+    assert "No shipped checkpoint" in at.sidebar.warning[0].value
+    assert at.get("plotly_chart")
+
+
+def test_upload_is_size_limited_and_saved_outside_the_checkpoints(monkeypatch, env):
+    class Upload:
+        def __init__(self, name, data):
+            self.name, self.data, self.size = name, data, len(data)
+
+        def getvalue(self):
+            return self.data
+
+    files = [Upload(p.name, p.read_bytes()) for p in (env / NAME).iterdir()]
+    path = Path(ui.save_upload(files))
+    assert env not in path.parents and gptviz.load(path).model.config.n_layer == 2
+    monkeypatch.setenv(ui.UPLOAD_LIMIT_ENV, "0")
+    with pytest.raises(gptviz.CheckpointError, match="limit"):
+        ui.save_upload(files)
+    monkeypatch.setenv(ui.UPLOAD_LIMIT_ENV, "10")
+    with pytest.raises(gptviz.CheckpointError, match="plain file names"):
+        ui.save_upload([Upload("../evil.json", b"{}")])
