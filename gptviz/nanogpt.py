@@ -35,15 +35,19 @@ MAX_META_BYTES = 64 * 2**20
 
 
 # --- untrusted pickles -------------------------------------------------------------------------
+class _Refused(pickle.UnpicklingError):
+    """The pickle asks for something other than plain data."""
+
+
 class _PlainUnpickler(pickle.Unpickler):
     """Rebuilds only what pickle encodes without naming a class: dict, list, tuple, str, bytes,
     int, float, bool, None. Any GLOBAL/STACK_GLOBAL (the way a pickle reaches a callable) fails."""
 
     def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"it names {module}.{name}, and only plain data is accepted")
+        raise _Refused(f"it names {module}.{name}, and only plain data is accepted")
 
     def persistent_load(self, pid):
-        raise pickle.UnpicklingError("it refers to external objects, and only plain data is accepted")
+        raise _Refused("it refers to external objects, and only plain data is accepted")
 
 
 def safe_unpickle(path: Path) -> object:
@@ -58,7 +62,7 @@ def safe_unpickle(path: Path) -> object:
         raise CheckpointError(f"{path}: {len(data):,} bytes is too large for a vocabulary file")
     try:
         return _PlainUnpickler(io.BytesIO(data)).load()
-    except pickle.UnpicklingError as e:
+    except _Refused as e:
         raise CheckpointError(f"{path}: refused to unpickle: {e}") from None
     except Exception as e:  # truncated or not a pickle: EOFError, ValueError, KeyError, ...
         raise CheckpointError(f"{path}: not a readable pickle ({type(e).__name__}: {e})") from None
