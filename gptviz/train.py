@@ -21,6 +21,7 @@ import shlex
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 
@@ -163,99 +164,113 @@ def run(args, argv: list[str]) -> Path:
         flush=True,
     )
 
-    stop = {"now": False}
+    with stop_on_signals() as stop:
+        base_card = {
+            **corpus.card(),
+            "tokenizer": tokenizer.kind,
+            "chars_per_token": round(chars_per_token, 4),
+            "command": command,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "min_lr": args.min_lr,
+            "warmup_steps": args.warmup_steps,
+            "weight_decay": args.weight_decay,
+            "seed": args.seed,
+            "device": str(device),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "machine": platform.processor() or platform.machine(),
+            "loss_curve": "loss_curve.csv",
+        }
+        curve = [("step", "tokens_seen", "elapsed_s", "lr", "train_loss", "val_loss")]
+        best = {"val": float("inf"), "step": 0, "state": None}
+        t0 = time.time()
+        limit = args.max_minutes * 60 if args.max_minutes else float("inf")
+        train_ema, step, lr = None, 0, lr_at(0, 0.0, args)
+        from tqdm import tqdm
 
-    def on_signal(signum, frame):  # finish cleanly: evaluate, write the best checkpoint
+        bar = tqdm(total=args.max_steps, mininterval=5, file=sys.stdout, dynamic_ncols=False, ncols=100)
+        while True:
+            elapsed = time.time() - t0
+            done = step >= args.max_steps or elapsed >= limit or stop["now"]
+            if step % args.eval_interval == 0 or done:
+                val = eval_loss(model, val_batches)
+                tokens = step * args.batch_size * config.block_size
+                ema = f"{train_ema:.4f}" if train_ema is not None else ""
+                curve.append((step, tokens, round(elapsed, 1), f"{lr:.3g}", ema, f"{val:.4f}"))
+                bar.write(f"step {step:6d}  {elapsed / 60:5.1f} min  train {train_ema or float('nan'):.4f}  val {val:.4f}")
+                write_curve(out, curve)
+                if val < best["val"]:
+                    best.update(val=val, step=step, state={k: v.detach().clone() for k, v in model.state_dict().items()})
+                    card = {**base_card, "status": "training", "steps": step, "eval_val_loss": round(val, 4)}
+                    save(model, out, tokenizer, card)  # an interrupted run still leaves its best model
+            if done:
+                break
+            progress = max(step / args.max_steps, elapsed / limit if limit != float("inf") else 0.0)
+            lr = lr_at(step, progress, args)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            x, y = batch(train_data, config.block_size, args.batch_size, gen, device)
+            loss = loss_of(model, x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if args.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+            opt.step()
+            train_ema = loss.item() if train_ema is None else 0.95 * train_ema + 0.05 * loss.item()
+            step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{train_ema:.3f}", lr=f"{lr:.2e}", refresh=False)
+        bar.close()
+        train_time = time.time() - t0
+
+        model.load_state_dict(best["state"])
+        print("final evaluation on the whole validation split ...", flush=True)
+        val_loss = full_loss(model, val_data, config.block_size, args.batch_size, device)
+        gen_train = torch.Generator().manual_seed(args.seed + 1)
+        train_loss = eval_loss(model, [batch(train_data, config.block_size, args.batch_size, gen_train, device)
+                                       for _ in range(args.eval_batches)])
+        card = {
+            **base_card,
+            "status": "stopped early (signal)" if stop["now"] else "finished",
+            "steps": best["step"],
+            "steps_run": step,
+            "tokens_seen": best["step"] * args.batch_size * config.block_size,
+            "train_loss": round(train_loss, 4),
+            "val_loss": round(val_loss, 4),
+            "val_loss_per_char": round(val_loss / chars_per_token, 4),
+            "val_loss_note": "nats per token, mean over every token of the held-out 10% (windows of block_size)",
+            "n_params": model.num_params(),
+            "training_time_s": round(train_time, 1),
+            "total_time_s": round(time.time() - started, 1),
+            "sample_prompt": args.sample_prompt,
+            "sample": sample(model, tokenizer, args.sample_prompt, n=300 if tokenizer.kind == "char" else 100),
+        }
+        save(model, out, tokenizer, card)
+        print(f"wrote {out}: val loss {val_loss:.4f} nats/token ({val_loss / chars_per_token:.4f} per char), "
+              f"{model.num_params():,} parameters, {train_time / 60:.1f} min", flush=True)
+        return out
+
+
+@contextmanager
+def stop_on_signals():
+    """A flag that SIGTERM / SIGINT set, so the loop can stop cleanly: evaluate and write the best model.
+    The previous handlers come back afterwards; off the main thread signals are left alone."""
+    stop, previous = {"now": False}, {}
+
+    def on_signal(signum, frame):
         stop["now"] = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
-    base_card = {
-        **corpus.card(),
-        "tokenizer": tokenizer.kind,
-        "chars_per_token": round(chars_per_token, 4),
-        "command": command,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "min_lr": args.min_lr,
-        "warmup_steps": args.warmup_steps,
-        "weight_decay": args.weight_decay,
-        "seed": args.seed,
-        "device": str(device),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "machine": platform.processor() or platform.machine(),
-        "loss_curve": "loss_curve.csv",
-    }
-    curve = [("step", "tokens_seen", "elapsed_s", "lr", "train_loss", "val_loss")]
-    best = {"val": float("inf"), "step": 0, "state": None}
-    t0 = time.time()
-    limit = args.max_minutes * 60 if args.max_minutes else float("inf")
-    train_ema, step, lr = None, 0, lr_at(0, 0.0, args)
-    from tqdm import tqdm
-
-    bar = tqdm(total=args.max_steps, mininterval=5, file=sys.stdout, dynamic_ncols=False, ncols=100)
-    while True:
-        elapsed = time.time() - t0
-        done = step >= args.max_steps or elapsed >= limit or stop["now"]
-        if step % args.eval_interval == 0 or done:
-            val = eval_loss(model, val_batches)
-            tokens = step * args.batch_size * config.block_size
-            ema = f"{train_ema:.4f}" if train_ema is not None else ""
-            curve.append((step, tokens, round(elapsed, 1), f"{lr:.3g}", ema, f"{val:.4f}"))
-            bar.write(f"step {step:6d}  {elapsed / 60:5.1f} min  train {train_ema or float('nan'):.4f}  val {val:.4f}")
-            write_curve(out, curve)
-            if val < best["val"]:
-                best.update(val=val, step=step, state={k: v.detach().clone() for k, v in model.state_dict().items()})
-                card = {**base_card, "status": "training", "steps": step, "eval_val_loss": round(val, 4)}
-                save(model, out, tokenizer, card)  # an interrupted run still leaves its best model
-        if done:
-            break
-        progress = max(step / args.max_steps, elapsed / limit if limit != float("inf") else 0.0)
-        lr = lr_at(step, progress, args)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        x, y = batch(train_data, config.block_size, args.batch_size, gen, device)
-        loss = loss_of(model, x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if args.grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
-        train_ema = loss.item() if train_ema is None else 0.95 * train_ema + 0.05 * loss.item()
-        step += 1
-        bar.update(1)
-        bar.set_postfix(loss=f"{train_ema:.3f}", lr=f"{lr:.2e}", refresh=False)
-    bar.close()
-    train_time = time.time() - t0
-
-    model.load_state_dict(best["state"])
-    print("final evaluation on the whole validation split ...", flush=True)
-    val_loss = full_loss(model, val_data, config.block_size, args.batch_size, device)
-    gen_train = torch.Generator().manual_seed(args.seed + 1)
-    train_loss = eval_loss(model, [batch(train_data, config.block_size, args.batch_size, gen_train, device)
-                                   for _ in range(args.eval_batches)])
-    card = {
-        **base_card,
-        "status": "stopped early (signal)" if stop["now"] else "finished",
-        "steps": best["step"],
-        "steps_run": step,
-        "tokens_seen": best["step"] * args.batch_size * config.block_size,
-        "train_loss": round(train_loss, 4),
-        "val_loss": round(val_loss, 4),
-        "val_loss_per_char": round(val_loss / chars_per_token, 4),
-        "val_loss_note": "nats per token, mean over every token of the held-out 10% (windows of block_size)",
-        "n_params": model.num_params(),
-        "training_time_s": round(train_time, 1),
-        "total_time_s": round(time.time() - started, 1),
-        "sample_prompt": args.sample_prompt,
-        "sample": sample(model, tokenizer, args.sample_prompt, n=300 if tokenizer.kind == "char" else 100),
-    }
-    save(model, out, tokenizer, card)
-    print(f"wrote {out}: val loss {val_loss:.4f} nats/token ({val_loss / chars_per_token:.4f} per char), "
-          f"{model.num_params():,} parameters, {train_time / 60:.1f} min", flush=True)
-    return out
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, on_signal)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def write_curve(out: Path, rows: list[tuple]) -> None:
