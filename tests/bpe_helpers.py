@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from gptviz.bpe import BPETokenizer
 
@@ -14,6 +14,6 @@ A café, a naïve façade, an em dash — and a check mark ✓, and 日本語 to
 """
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiny_bpe(vocab_size: int = 300) -> BPETokenizer:
     return BPETokenizer.train(TEXT * 20, vocab_size, special_tokens=["<|endoftext|>"])

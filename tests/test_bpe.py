@@ -7,13 +7,12 @@ import json
 import pytest
 import torch
 from bpe_helpers import TEXT, tiny_bpe
+from conftest import tiny_model
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 import gptviz
 from gptviz.bpe import BPETokenizer, byte_decoder, show_bytes
-
-from conftest import tiny_model
 
 MOJIBAKE = ("Ġ", "Ċ", "ĉ", "Ã", "â", "\ufffd")  # GPT-2's byte spellings, Latin-1 misreadings, replacement char
 

@@ -22,7 +22,7 @@ import gptviz
 from gptviz.bpe import BPETokenizer
 
 transformers = pytest.importorskip("transformers")
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
 transformers.logging.set_verbosity_error()
 ATOL, RTOL = 1e-5, 1e-5
@@ -129,9 +129,8 @@ def test_tolerance_catches_the_wrong_gelu(tmp_path):
     wrong = gptviz.GPT(gptviz.GPTConfig(**{**bundle.model.config.to_dict(), "activation": "gelu"})).eval()
     wrong.load_state_dict(bundle.model.state_dict())
     x = torch.tensor([tiny_bpe().encode(PROMPT)])
-    with torch.no_grad():
-        with pytest.raises(AssertionError):
-            torch.testing.assert_close(wrong(x), hf(x).logits, atol=ATOL, rtol=RTOL)
+    with torch.no_grad(), pytest.raises(AssertionError):
+        torch.testing.assert_close(wrong(x), hf(x).logits, atol=ATOL, rtol=RTOL)
 
 
 def test_load_report(tmp_path):

@@ -11,7 +11,13 @@ import pytest
 
 import gptviz
 from gptviz.cli import main
-from gptviz.corpus import CorpusError, load_corpus, read_sdist_texts, split, strip_gutenberg
+from gptviz.corpus import (
+    CorpusError,
+    load_corpus,
+    read_sdist_texts,
+    split,
+    strip_gutenberg,
+)
 from gptviz.train import lr_at
 
 PLAY = "".join(f"ROMEO.\nBut soft, what light through yonder window breaks? {i}\n\nJULIET.\nAy me!\n\n" for i in range(60))
@@ -39,7 +45,8 @@ def test_train_char_writes_a_checkpoint_with_its_card(tmp_path, corpus_file):
     for key in ("train_loss", "val_loss", "val_loss_per_char", "training_time_s", "train_chars", "val_chars", "sample"):
         assert key in card
     assert card["val_loss"] < 4.0
-    rows = list(csv.DictReader(open(out / "loss_curve.csv")))
+    with open(out / "loss_curve.csv") as f:
+        rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [0, 10, 20, 30]
     assert float(rows[-1]["val_loss"]) < float(rows[0]["val_loss"])  # it learned something
     assert bundle.model.config.n_layer == 1 and bundle.model.config.block_size == 16
