@@ -11,15 +11,15 @@ import streamlit as st
 
 from gptviz import ui
 
-st.set_page_config(page_title="gptviz", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
 
 PAGES = [
-    st.Page("views/overview.py", title="Overview", icon="🏠", default=True),
-    st.Page("views/attention.py", title="Attention", icon="👀"),
-    st.Page("views/qkv.py", title="Q / K / V", icon="🧮", url_path="qkv"),
-    st.Page("views/shapes.py", title="Shapes", icon="📐"),
-    st.Page("views/residual.py", title="Residual stream", icon="🌊", url_path="residual"),
-    st.Page("views/next_token.py", title="Next token", icon="🎯", url_path="next-token"),
+    st.Page("views/overview.py", title="Overview", icon=":material/home:", default=True),
+    st.Page("views/attention.py", title="Attention", icon=":material/grid_on:"),
+    st.Page("views/qkv.py", title="Q / K / V", icon=":material/calculate:", url_path="qkv"),
+    st.Page("views/shapes.py", title="Shapes", icon=":material/straighten:"),
+    st.Page("views/residual.py", title="Residual stream", icon=":material/timeline:", url_path="residual"),
+    st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
 ]
 
 

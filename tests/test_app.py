@@ -119,7 +119,7 @@ def test_topk_bars_equal_softmax_of_the_logits(at, env):
     ok(at.switch_page("views/next_token.py").run())
     bars = figure(at, "topk_bars")["data"][0]
     t = reference_trace(env, PROMPT)
-    probs = torch.softmax(torch.from_numpy(t["logits"][-1]).double(), -1)
+    probs = torch.softmax(torch.tensor(t["logits"][-1], dtype=torch.float64), -1)
     top = torch.topk(probs, 10)
     np.testing.assert_allclose(array(bars["x"]), top.values.numpy(), rtol=1e-12)
     tok = gptviz.load(env / NAME).tokenizer

@@ -93,10 +93,9 @@ def attention_heatmap(
     caption = "grey = masked: the key comes after the query, so it is not read" if masked else "no masked cells"
     if note:
         caption += f"; {note}"
-    style(fig, title, height=560, plot_bgcolor=MASKED if masked else "white")
-    fig.update_xaxes(title_text="key position and token (what is read)", side="bottom", showgrid=False)
-    fig.update_yaxes(title_text="query position and token (who reads)", autorange="reversed", showgrid=False)
-    fig.add_annotation(text=caption, xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom", showarrow=False, font_size=12)
+    style(fig, title, height=600, subtitle=caption, plot_bgcolor=MASKED if masked else "white", margin=dict(t=90))
+    fig.update_xaxes(title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain")
+    fig.update_yaxes(title_text="query position and token (who reads)", autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain")
     return fig
 
 
@@ -129,8 +128,8 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
 
 def layer_head_grid(weights: Sequence[np.ndarray], tile: int = GRID_TILE) -> go.Figure:
     """Every layer × head as one heatmap of tiles (rows = layers, columns = heads), each tile a head's
-    weights averaged down to at most tile × tile. One trace, so a click maps back to (layer, head)
-    with overview_cell(x, y, tile)."""
+    weights averaged down to at most tile × tile. A click selects the marker at a tile's centre,
+    whose x, y map back to (layer, head) with overview_cell(x, y, tile)."""
     L, H = len(weights), weights[0].shape[0]
     pitch = tile + GRID_GAP
     grid = np.full((L * pitch, H * pitch), np.nan, dtype=np.float32)
@@ -152,12 +151,26 @@ def layer_head_grid(weights: Sequence[np.ndarray], tile: int = GRID_TILE) -> go.
             colorscale="Viridis",
             zmin=0,
             zmax=1,
-            hoverongaps=False,
+            hoverinfo="skip",
             colorbar=dict(title=dict(text="weight<br>0 … 1")),
-            hovertemplate="click to open this head<br>weight %{z:.3f}<extra></extra>",
         )
     )
-    style(fig, title, height=max(260, 70 * L + 120), plot_bgcolor="white", meta=dict(tile_pitch=pitch))
+    # Heatmaps cannot be selected in Streamlit, so one invisible marker per tile centre carries the
+    # click; hoverdistance=-1 makes a click anywhere pick the nearest tile.
+    ls, hs = np.divmod(np.arange(L * H), H)
+    fig.add_trace(
+        go.Scatter(
+            x=hs * pitch + tile / 2 - 0.5,
+            y=ls * pitch + tile / 2 - 0.5,
+            mode="markers",
+            marker=dict(size=12, opacity=0),
+            customdata=np.stack([ls, hs], axis=1),
+            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>click to open it<extra></extra>",
+            showlegend=False,
+        )
+    )
+    style(fig, title, height=max(260, 70 * L + 120), plot_bgcolor="white", meta=dict(tile_pitch=pitch),
+          hovermode="closest", hoverdistance=-1)
     centers = [i * pitch + tile / 2 for i in range(max(L, H))]
     fig.update_xaxes(title_text="head", tickvals=centers[:H], ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False)
     fig.update_yaxes(title_text="layer", tickvals=centers[:L], ticktext=[str(l) for l in range(L)], autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x")
@@ -172,7 +185,7 @@ def overview_cell(x: float, y: float, tile: int = GRID_TILE) -> tuple[int, int]:
 
 def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, *, top: int = 24) -> go.Figure:
     """bertviz's line view for one query: the query on the left, the keys on the right, one line per
-    key with width and opacity proportional to its weight. Only the `top` heaviest keys are drawn."""
+    key, its width proportional to the weight (a weight of 1 is 14.5 px wide). Only the `top` heaviest keys are drawn."""
     w = np.nan_to_num(np.asarray(weights_row, dtype=np.float64)[: query + 1])
     keys = np.sort(np.argsort(-w, kind="stable")[: min(top, len(w))])
     wmax = w.max() if w.size and w.max() > 0 else 1.0
@@ -181,14 +194,13 @@ def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, 
     ys = {int(k): n - 1 - i for i, k in enumerate(keys)}
     qy = (n - 1) / 2
     for k in keys:
-        frac = w[k] / wmax
         fig.add_trace(
             go.Scatter(
                 x=[0, 1],
                 y=[qy, ys[int(k)]],
                 mode="lines",
-                line=dict(width=1 + 9 * frac, color="#1f6fb4"),
-                opacity=0.15 + 0.85 * frac,
+                line=dict(width=0.5 + 14 * w[k], color="#1f6fb4"),
+                opacity=0.3 + 0.7 * w[k] / wmax,
                 hovertemplate=f"query {labels[query]} → key {labels[k]}<br>weight {w[k]:.4f}<extra></extra>",
                 showlegend=False,
             )
@@ -206,7 +218,7 @@ def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, 
         )
     )
     shown = "every key" if n == query + 1 else f"the {n} heaviest of {query + 1} keys"
-    style(fig, f"Where query {labels[query]} looks ({shown}; line width and opacity ∝ weight)", height=max(260, 26 * n + 120))
+    style(fig, f"Where query {labels[query]} looks ({shown}; line width ∝ weight)", height=max(260, 26 * n + 120))
     fig.update_xaxes(visible=False, range=[-0.6, 1.6])
     fig.update_yaxes(visible=False, range=[-1, n])
     return fig

@@ -61,7 +61,7 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
     t = "" if temperature == 1.0 else f", temperature {temperature:g}"
     style(fig, f"Next token after {position_label}: top {len(top)}{t}", height=max(260, 34 * len(top) + 110))
     hi = float(top["probability"].max()) if len(top) else 1.0
-    fig.update_xaxes(title_text="probability (softmax of logits / temperature)", tickformat=".0%", range=[0, min(1.0, hi * 1.35) or 1.0], showgrid=True, gridcolor="#eee")
+    fig.update_xaxes(title_text="probability (softmax of logits / temperature)", tickformat=".0%" if hi > 0.1 else ".1%", range=[0, min(1.0, hi * 1.35) or 1.0], showgrid=True, gridcolor="#eee")
     fig.update_yaxes(title_text="token (rank)", autorange="reversed", type="category")
     return fig
 

@@ -1,0 +1,55 @@
+"""Browser fixtures: a dashboard server on a fixture checkpoint, Debian's Chromium via
+pytest-playwright. Screenshots go to artifacts/e2e (pytest-playwright wipes test-results/)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dashboard_fixtures import NAME, make_checkpoints  # noqa: E402
+from server import CHROMIUM, CHROMIUM_ARGS, ROOT, VIEWPORT, streamlit_server  # noqa: E402
+
+ARTIFACTS = ROOT / "artifacts" / "e2e"
+expect.set_options(timeout=30_000)  # the first Plotly chart takes seconds on 2 cores
+
+
+@pytest.fixture(scope="session")
+def streamlit_url(tmp_path_factory):
+    root = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+    env = {"GPTVIZ_CHECKPOINTS_DIR": str(root), "GPTVIZ_DEFAULT_CHECKPOINT": NAME}
+    with streamlit_server(env, ARTIFACTS / "streamlit.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": VIEWPORT}
+
+
+@pytest.fixture(scope="session")
+def base_url(streamlit_url):
+    return streamlit_url
+
+
+@pytest.fixture
+def shot():
+    """Save a screenshot of the page as a test artifact: shot(page, "name")."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def save(page, name: str) -> Path:
+        path = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(path))
+        return path
+
+    return save

@@ -1,0 +1,81 @@
+"""Start `streamlit run app.py` on 127.0.0.1 and drive Debian's Chromium: shared by the browser
+tests (conftest.py) and the timing script (measure.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+# Playwright already passes --headless --no-sandbox --disable-background-networking etc.
+CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic"]
+VIEWPORT = {"width": 1500, "height": 1300}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(env: dict[str, str], log_path: Path):
+    """A dashboard server on a free port; yields its URL and stops it on exit."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+           "--server.port", str(port), "--server.address", "127.0.0.1",
+           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log_path}")
+                with contextlib.suppress(OSError):
+                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not answer in 60 s; see {log_path}")
+                time.sleep(0.1)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def wait_for_app_run(page: Page, initial_wait_ms: int = 200, timeout: int = 60_000) -> None:
+    """Wait until Streamlit is connected and its script is not running."""
+    page.wait_for_timeout(initial_wait_ms)  # the script state flips to "running" asynchronously
+    page.locator("[data-testid=stApp][data-test-connection-state=CONNECTED]").wait_for(state="attached", timeout=timeout)
+    page.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(state="attached", timeout=timeout)
+    expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=timeout)
+
+
+def charts(page: Page):
+    return page.locator("[data-testid=stPlotlyChart] .js-plotly-plot")
+
+
+def heatmap_drawn(page: Page):
+    """The first heatmap image Plotly has painted."""
+    return page.locator("[data-testid=stPlotlyChart] .heatmaplayer image").first
+
+
+def type_prompt(page: Page, text: str) -> None:
+    box = page.get_by_label("Prompt", exact=True)
+    box.fill(text)
+    box.press("Enter")

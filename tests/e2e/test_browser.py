@@ -1,0 +1,75 @@
+"""The dashboard in a real Chromium, driven like a person: type a prompt, press Enter, switch
+pages, pick a head, click the layer × head grid, and check what is drawn."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+from playwright.sync_api import Page, expect
+from server import charts, heatmap_drawn, type_prompt, wait_for_app_run
+
+PAGES = ["Attention", "Q / K / V", "Shapes", "Residual stream", "Next token", "Overview"]
+
+
+def query(page: Page) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def nav(page: Page, title: str) -> None:
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
+    wait_for_app_run(page)
+    expect(page.get_by_role("heading", name=title, exact=True)).to_be_visible()
+
+
+def no_errors(page: Page) -> None:
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_text("Internal error")).to_have_count(0)
+
+
+def test_first_open_then_type_a_prompt(page: Page, shot):
+    page.goto("/")
+    expect(heatmap_drawn(page)).to_be_attached(timeout=90_000)  # a result before anyone types
+    wait_for_app_run(page)
+    type_prompt(page, "To be, or not to be")
+    wait_for_app_run(page)
+    expect(page.get_by_text("19 tokens")).to_be_visible()
+    expect(page.locator(".gtitle", has_text="Next token after 18 e")).to_be_visible()
+    assert query(page)["prompt"] == "To be, or not to be"
+    no_errors(page)
+    shot(page, "overview")
+
+
+def test_switch_pages_and_pick_a_head(page: Page, shot):
+    page.goto("/")
+    wait_for_app_run(page)
+    type_prompt(page, "Now is the winter of our discontent")
+    wait_for_app_run(page)
+    for title in PAGES:
+        nav(page, title)
+        expect(charts(page).first).to_be_visible()
+        no_errors(page)
+        shot(page, "page-" + title.replace(" / ", "").replace(" ", "-").lower())
+    nav(page, "Attention")
+    page.get_by_test_id("stRadio").filter(has_text="Head").get_by_text("2", exact=True).click()
+    wait_for_app_run(page)
+    expect(page.locator(".gtitle", has_text="Layer 0, head 2: weights")).to_be_visible()
+    assert query(page)["head"] == "2"
+    shot(page, "attention-head-2")
+
+
+def test_click_the_layer_head_grid_opens_that_head(page: Page):
+    page.goto("/attention")
+    wait_for_app_run(page)
+    grid = page.locator("[data-testid=stPlotlyChart]").filter(has=page.locator(".gtitle", has_text="Every layer × head")).locator(".js-plotly-plot")
+    expect(grid).to_be_visible()
+    grid.scroll_into_view_if_needed()
+    # The pixel of the centre of layer 1, head 3's tile, from Plotly's own axis mapping.
+    x, y = grid.evaluate(
+        """(el) => { const L = el._fullLayout, pitch = L.meta.tile_pitch, r = el.getBoundingClientRect();
+                     return [r.left + L._size.l + L.xaxis.d2p(3 * pitch + pitch / 2 - 1),
+                             r.top + L._size.t + L.yaxis.d2p(1 * pitch + pitch / 2 - 1)]; }"""
+    )
+    page.mouse.click(x, y)
+    wait_for_app_run(page)
+    expect(page.locator(".gtitle", has_text="Layer 1, head 3")).to_be_visible()
+    assert (query(page)["layer"], query(page)["head"]) == ("1", "3")
