@@ -135,12 +135,9 @@ def optimizer_for(model: GPT, args) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99))
 
 
-def run(args, argv: list[str]) -> Path:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    device = torch.device(args.device)
-    started = time.time()
+def tokenized_corpus(args):
+    """The corpus, its tokenizer (the char set of the whole corpus, or a BPE trained on the train
+    split only), and both splits as 1-D tensors of token ids."""
     corpus = load_corpus(args.corpus, Path(args.cache_dir), spelling=args.spelling)
     if args.tokenizer == "char":
         tokenizer = CharTokenizer.from_text(corpus.train + corpus.val)
@@ -149,6 +146,27 @@ def run(args, argv: list[str]) -> Path:
     dtype = torch.int16 if tokenizer.vocab_size < 2**15 else torch.int32
     train_data = torch.tensor(tokenizer.encode(corpus.train, unknown="drop"), dtype=dtype)
     val_data = torch.tensor(tokenizer.encode(corpus.val, unknown="drop"), dtype=dtype)
+    return corpus, tokenizer, train_data, val_data
+
+
+def train_step(model: GPT, opt: torch.optim.Optimizer, xy: tuple, args) -> float:
+    loss = loss_of(model, *xy)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if args.grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+    opt.step()
+    return loss.item()
+
+
+def run(args, argv: list[str]) -> Path:
+    """Train as args say and write the checkpoint; argv is recorded in the card as the command."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    device = torch.device(args.device)
+    started = time.time()
+    corpus, tokenizer, train_data, val_data = tokenized_corpus(args)
     chars_per_token = len(corpus.val) / len(val_data)
     config = GPTConfig(vocab_size=tokenizer.vocab_size, **{f.name: getattr(args, f.name) for f in MODEL_FIELDS})
     model = GPT(config).to(device).train()
@@ -210,14 +228,8 @@ def run(args, argv: list[str]) -> Path:
             lr = lr_at(step, progress, args)
             for g in opt.param_groups:
                 g["lr"] = lr
-            x, y = batch(train_data, config.block_size, args.batch_size, gen, device)
-            loss = loss_of(model, x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if args.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-            opt.step()
-            train_ema = loss.item() if train_ema is None else 0.95 * train_ema + 0.05 * loss.item()
+            loss = train_step(model, opt, batch(train_data, config.block_size, args.batch_size, gen, device), args)
+            train_ema = loss if train_ema is None else 0.95 * train_ema + 0.05 * loss
             step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{train_ema:.3f}", lr=f"{lr:.2e}", refresh=False)
