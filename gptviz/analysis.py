@@ -246,33 +246,40 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return tuple(int(s) for s in m.group(1).split(",") if s.strip()) if m else ()
 
 
-# (module path in block 0 or the model, notation, what happens). The order is the forward pass.
+# (module path, Trace name, notation, what happens), in forward order; block 0 stands for every block.
 FLOW = [
-    ("transformer.wte", "(B, T, C)", "token embedding: ids (B, T) → vectors"),
-    ("transformer.embed", "(B, T, C)", "+ position information: the input of block 0"),
-    ("transformer.h.0.ln_1", "(B, T, C)", "norm before attention"),
-    ("transformer.h.0.attn.c_attn", "(B, T, 3C)", "one matmul gives q, k and v side by side"),
-    ("transformer.h.0.attn.q", "(B, H, T, D)", "split heads: (B, T, C) → (B, H, T, D), D = C / H"),
-    ("transformer.h.0.attn.scores", "(B, H, T, T)", "scores = q·kᵀ / √D"),
-    ("transformer.h.0.attn.weights", "(B, H, T, T)", "mask the future, softmax over keys"),
-    ("transformer.h.0.attn.c_proj", "(B, T, C)", "weights·v, merge heads (B, H, T, D) → (B, T, C), project"),
-    ("transformer.h.0.resid_mid", "(B, T, C)", "add to the residual stream"),
-    ("transformer.h.0.mlp.c_fc", "(B, T, 4C)", "MLP widens to 4C"),
-    ("transformer.h.0.mlp.c_proj", "(B, T, C)", "activation, back to C"),
-    ("transformer.h.0.resid_post", "(B, T, C)", "add to the residual stream (× L blocks)"),
-    ("transformer.ln_f", "(B, T, C)", "final norm"),
-    ("lm_head", "(B, T, V)", "LM head: a logit for every token of the vocabulary"),
+    ("transformer.wte", None, "(B, T, C)", "token embedding: ids (B, T) → vectors"),
+    ("transformer.embed", "embed", "(B, T, C)", "+ position information: the input of block 0"),
+    ("transformer.h.0.ln_1", None, "(B, T, C)", "norm before attention"),
+    ("transformer.h.0.attn.c_attn", None, "(B, T, 3C)", "one matmul gives q, k and v side by side"),
+    ("transformer.h.0.attn.q", "blocks.0.attn.q", "(B, H, T, D)", "split heads: (B, T, C) → (B, H, T, D), D = C / H"),
+    ("transformer.h.0.attn.scores", "blocks.0.attn.scores", "(B, H, T, T)", "scores = q·kᵀ / √D"),
+    ("transformer.h.0.attn.weights", "blocks.0.attn.weights", "(B, H, T, T)", "mask the future, softmax over keys"),
+    ("transformer.h.0.attn.c_proj", None, "(B, T, C)", "weights·v, merge heads (B, H, T, D) → (B, T, C), project"),
+    ("transformer.h.0.resid_mid", "blocks.0.resid_mid", "(B, T, C)", "add to the residual stream"),
+    ("transformer.h.0.mlp.c_fc", None, "(B, T, 4C)", "MLP widens to 4C"),
+    ("transformer.h.0.mlp.c_proj", None, "(B, T, C)", "activation, back to C"),
+    ("transformer.h.0.resid_post", "blocks.0.resid_post", "(B, T, C)", "add to the residual stream (× L blocks)"),
+    ("transformer.ln_f", "ln_f", "(B, T, C)", "final norm"),
+    ("lm_head", "logits", "(B, T, V)", "LM head: a logit for every token of the vocabulary"),
 ]
 
 
-def shape_flow(shape_trace: pd.DataFrame) -> pd.DataFrame:
-    """The textbook steps of one forward pass with the real output shapes of this run, taken
-    from the shape trace (block 0 stands for every block). Steps the model lacks are skipped."""
-    outputs = dict(zip(shape_trace["module"], shape_trace["outputs"]))
+def shape_flow(trace) -> pd.DataFrame:
+    """The textbook steps of one forward pass with the real output shapes of this run: from the
+    shape trace where the module ran, else from the captured tensor (batch axis put back).
+    Steps this model lacks are skipped."""
+    st = trace.shape_trace
+    outputs = dict(zip(st["module"], st["outputs"]))
     rows = []
-    for module, notation, what in FLOW:
+    for module, name, notation, what in FLOW:
         if module in outputs:
-            rows.append((module, notation, parse_shape(outputs[module]), what))
+            shape = parse_shape(outputs[module])
+        elif name is not None and name in trace:
+            shape = (1, *trace[name].shape)
+        else:
+            continue
+        rows.append((module, notation, shape, what))
     return pd.DataFrame(rows, columns=["module", "notation", "shape", "what"])
 
 

@@ -98,7 +98,8 @@ def load_bundle(source: str, device: str) -> Bundle:
 
 
 # A Trace is read-only (its arrays refuse writes), so one cached object can serve every session
-# without the pickle round trip st.cache_data would pay on each rerun. Few entries: L·H·T² each.
+# without the pickle round trip st.cache_data would pay on each rerun. It holds the activations
+# (attention maps are rebuilt from q and k when a view asks), so a few entries stay small.
 @st.cache_resource(max_entries=4, show_spinner="Running the model…")
 def run_trace(source: str, device: str, ids: tuple[int, ...]) -> gptviz.Trace:
     bundle = load_bundle(source, device)

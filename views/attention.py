@@ -33,6 +33,6 @@ def open_clicked() -> None:
 
 
 st.subheader("Every layer × head")
-weights = [t[f"blocks.{l}.attn.weights"] for l in range(t.n_layer)]
+weights = (t[f"blocks.{l}.attn.weights"] for l in range(t.n_layer))  # one layer at a time
 ui.chart(figures.layer_head_grid(weights), key="attn_grid", on_select=open_clicked, selection_mode="points")
 st.caption("Click a tile to open that head above.")

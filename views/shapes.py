@@ -13,7 +13,7 @@ meaning = dict(B="batch", T="tokens", C="d_model", H="heads", D="C / H", V="voca
 for col, (k, n) in zip(cols, dims.items()):
     col.metric(f"{k} ({meaning[k]})", n)
 
-ui.chart(figures.shape_flow(analysis.shape_flow(t.shape_trace), dims), key="shape_flow")
+ui.chart(figures.shape_flow(analysis.shape_flow(t), dims), key="shape_flow")
 st.subheader("Every module, in call order")
 st.dataframe(t.shape_trace, width="stretch", height=420)
 ui.download("shape trace (CSV)", lambda: t.shape_trace.reset_index(), "shape_trace.csv", key="shape_dl")

@@ -4,7 +4,7 @@ one clickable grid, and the bertviz-style line view of one query."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -126,18 +126,21 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
     return fig
 
 
-def layer_head_grid(weights: Sequence[np.ndarray], tile: int = GRID_TILE) -> go.Figure:
-    """Every layer × head as one heatmap of tiles (rows = layers, columns = heads), each tile a head's
+def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.Figure:
+    """weights: each layer's [H, T, T] in turn. Every layer × head as one heatmap of tiles
+    (rows = layers, columns = heads), each tile a head's
     weights averaged down to at most tile × tile. A click selects the marker at a tile's centre,
     whose x, y map back to (layer, head) with overview_cell(x, y, tile)."""
-    L, H = len(weights), weights[0].shape[0]
     pitch = tile + GRID_GAP
-    grid = np.full((L * pitch, H * pitch), np.nan, dtype=np.float32)
-    b = 1
-    for l in range(L):
+    rows, b = [], 1
+    for layer in weights:  # one layer at a time: a Trace may build each layer's maps on demand
+        H = layer.shape[0]
+        row = np.full((pitch, H * pitch), np.nan, dtype=np.float32)
         for h in range(H):
-            z, b = block_reduce(weights[l][h], tile)
-            grid[l * pitch : l * pitch + z.shape[0], h * pitch : h * pitch + z.shape[1]] = z
+            z, b = block_reduce(layer[h], tile)
+            row[: z.shape[0], h * pitch : h * pitch + z.shape[1]] = z
+        rows.append(row)
+    grid, L = np.concatenate(rows), len(rows)
     title = "Every layer × head (click a tile to open it)"
     if b > 1:
         title += f" · {b}×{b} blocks averaged"

@@ -18,7 +18,7 @@ def shape_flow(flow: pd.DataFrame, dims: dict[str, int]) -> go.Figure:
         fig.add_shape(type="rect", x0=0, x1=1, y0=y - 0.38, y1=y + 0.38, line=dict(color="#1f6fb4"),
                       fillcolor="#eaf2fb" if "h.0" in r.module else "#f6f6f6", layer="below")
         real = "(" + ", ".join(str(s) for s in r.shape) + ")"
-        fig.add_annotation(x=0.02, y=y, xanchor="left", showarrow=False,
+        fig.add_annotation(x=0.02, y=y, xanchor="left", showarrow=False, font_color="#1a1a1a",
                            text=f"<b>{r.notation}</b> = {real}   {r.what}  <span style='color:#777'>[{r.module}]</span>")
         if i < n - 1:
             fig.add_annotation(x=0.5, y=y - 0.62, ax=0.5, ay=y - 0.38, xref="x", yref="y", axref="x", ayref="y",
