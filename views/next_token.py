@@ -41,7 +41,11 @@ if t.n_tokens < 2:
 else:
     loss = analysis.per_token_loss(t["logits"], t.token_ids)
     values = np.concatenate([[np.nan], loss["loss_bits"].to_numpy()])
-    st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, unit="bits"), unsafe_allow_html=True)
-    st.caption("Each token coloured by its loss −log₂ p given the tokens before it: white = expected, red = surprising. The first token is not predicted.")
+    uniform = float(np.log2(logits.size))  # the loss of a uniform guess over the vocabulary
+    st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, vmax=uniform, unit="bits"), unsafe_allow_html=True)
+    st.caption(
+        f"Each token coloured by its loss −log₂ p given the tokens before it: white = 0 bits (certain), full red = "
+        f"{uniform:.2f} bits or more (no better than a uniform guess over {logits.size} tokens). The first token is not predicted."
+    )
     ui.chart(figures.loss_bars(loss, v.labels), key="loss_bars")
     ui.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")

@@ -1,0 +1,256 @@
+"""Figure builders and analyses without Streamlit: the numbers drawn are the numbers computed,
+axes are named, masked cells are not zeros, and big inputs stay small."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import tiny_model
+
+import gptviz
+from gptviz import analysis, figures
+
+
+@pytest.fixture(scope="module")
+def trace() -> gptviz.Trace:
+    model = tiny_model(n_layer=2, n_head=2, vocab_size=11, block_size=16)
+    return gptviz.trace(model, [1, 4, 2, 9, 4, 4, 0, 7, 3, 10])
+
+
+@pytest.fixture(scope="module")
+def labels(trace) -> list[str]:
+    return figures.token_labels(trace.tokens)
+
+
+def axis_titles(fig: go.Figure) -> list[str]:
+    layout = fig.to_plotly_json()["layout"]
+    return [v["title"]["text"] for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) and v.get("visible", True) is not False and "title" in v]
+
+
+def test_figures_do_not_import_streamlit():
+    code = "import gptviz, gptviz.figures, gptviz.analysis, sys; print('streamlit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+# --- next token --------------------------------------------------------------------------------
+def test_top_k_is_softmax_top_k(trace):
+    logits = trace["logits"][-1]
+    for temperature in (1.0, 0.5, 2.0):
+        top = analysis.top_k(logits, 5, temperature)
+        ref = torch.topk(torch.softmax(torch.tensor(logits, dtype=torch.float64) / temperature, -1), 5)
+        np.testing.assert_allclose(top["probability"], ref.values.numpy(), rtol=1e-12)
+        assert top["id"].tolist() == ref.indices.tolist()
+    fig = figures.topk_bars(top, position_label="9 x", temperature=2.0)
+    np.testing.assert_array_equal(fig.data[0].x, top["probability"].to_numpy())
+    assert "temperature 2" in fig.layout.title.text
+    assert all(axis_titles(fig))
+
+
+def test_top_k_breaks_ties_by_id():
+    top = analysis.top_k(np.zeros(6, dtype=np.float32), 3)
+    assert top["id"].tolist() == [0, 1, 2]
+    np.testing.assert_allclose(top["probability"], 1 / 6)
+
+
+def test_token_rank():
+    logits = np.array([0.0, 3.0, 1.0, 3.0])
+    assert analysis.token_rank(logits, 1) == (1, pytest.approx(math.exp(3) / (2 * math.exp(3) + math.e + 1)))
+    assert analysis.token_rank(logits, 0)[0] == 4
+
+
+def test_per_token_loss_is_cross_entropy(trace):
+    loss = analysis.per_token_loss(trace["logits"], trace.token_ids)
+    ref = F.cross_entropy(torch.tensor(trace["logits"][:-1], dtype=torch.float64), torch.tensor(trace.token_ids[1:]), reduction="none")
+    np.testing.assert_allclose(loss["loss_nats"], ref.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(loss["loss_bits"], ref.numpy() / math.log(2), rtol=1e-10)
+    assert loss["position"].tolist() == list(range(1, trace.n_tokens))
+    fig = figures.loss_bars(loss, figures.token_labels(trace.tokens))
+    np.testing.assert_array_equal(fig.data[0].y, loss["loss_bits"].to_numpy())
+
+
+def test_softmax_rejects_a_bad_temperature():
+    with pytest.raises(ValueError, match="temperature"):
+        analysis.softmax(np.zeros(3), 0.0)
+
+
+# --- attention ---------------------------------------------------------------------------------
+def test_heatmap_shows_masked_cells_as_gaps_not_zeros(trace, labels):
+    m = analysis.attention_matrix(trace, 1, 0)
+    fig = figures.attention_heatmap(m, labels)
+    z = np.asarray(fig.data[0].z)
+    w = trace["blocks.1.attn.weights"][0]
+    assert np.isnan(z[np.triu_indices(len(z), 1)]).all()
+    np.testing.assert_array_equal(z[np.tril_indices(len(z))], w[np.tril_indices(len(z))])
+    assert fig.data[0].hoverongaps is False
+    assert "masked" in fig.layout.title.subtitle.text
+    assert (fig.data[0].zmin, fig.data[0].zmax) == (0.0, pytest.approx(np.nanmax(z)))
+    assert all(axis_titles(fig)) and len(set(fig.data[0].x)) == len(labels)
+
+
+def test_scores_are_unmasked_and_on_a_diverging_scale(trace, labels):
+    m = analysis.attention_matrix(trace, 0, 1, "scores")
+    np.testing.assert_array_equal(m, trace["blocks.0.attn.scores"][1])
+    fig = figures.attention_heatmap(m, labels, kind="scores")
+    assert not np.isnan(np.asarray(fig.data[0].z)).any()
+    assert "score" in fig.data[0].colorbar.title.text
+    masked = analysis.attention_matrix(trace, 0, 1, "masked scores")
+    assert np.isnan(masked[0, 1]) and masked[1, 0] == m[1, 0]
+    with pytest.raises(ValueError):
+        analysis.attention_matrix(trace, 0, 1, "probabilities")
+
+
+def test_leaving_key_0_out_of_the_scale_says_so(labels):
+    m = np.tril(np.full((10, 10), 0.01, dtype=np.float32))
+    m[:, 0] = 0.9
+    m[np.triu_indices(10, 1)] = np.nan
+    fig = figures.attention_heatmap(m, labels, skip_first_key=True)
+    assert fig.data[0].zmax == pytest.approx(0.01)
+    assert "key 0 left out" in fig.layout.title.subtitle.text
+
+
+def test_a_long_prompt_is_averaged_into_blocks_and_says_so():
+    T = 1024
+    w = np.tril(np.ones((T, T), dtype=np.float32))
+    w /= w.sum(1, keepdims=True)
+    w[np.triu_indices(T, 1)] = np.nan
+    fig = figures.attention_heatmap(w, [str(i) for i in range(T)])
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (256, 256) and "4×4 block" in fig.layout.title.text
+    assert len(fig.to_json()) < 600_000  # small enough to draw at once
+    grid = figures.layer_head_grid(np.broadcast_to(w, (12, T, T)) for _ in range(12))
+    assert len(grid.to_json()) < 2_000_000
+
+
+def test_block_reduce_averages_what_is_there():
+    m = np.array([[1.0, np.nan, np.nan], [2.0, 4.0, np.nan], [1.0, 1.0, 1.0]], dtype=np.float32)
+    out, b = analysis.block_reduce(m, 2)
+    assert b == 2
+    np.testing.assert_allclose(out, [[7 / 3, np.nan], [1.0, 1.0]])
+    same, b = analysis.block_reduce(m, 3)
+    assert b == 1 and same is m
+
+
+def test_head_grid_and_line_view(trace, labels):
+    w = trace["blocks.0.attn.weights"]
+    fig = figures.head_grid(w, labels, layer=0)
+    assert len(fig.data) == w.shape[0]
+    np.testing.assert_array_equal(fig.data[1].z, w[1])
+    lines = figures.attention_lines(w[1, 6], labels, 6, top=4)
+    drawn = [t for t in lines.data if t.mode == "lines"]
+    assert len(drawn) == 4  # the heaviest four keys of seven
+    widths = sorted(t.line.width for t in drawn)
+    assert widths[-1] == pytest.approx(0.5 + 14 * np.sort(w[1, 6, :7])[-1])
+
+
+def test_a_click_on_the_grid_maps_back_to_layer_and_head(trace):
+    fig = figures.layer_head_grid(trace[f"blocks.{l}.attn.weights"] for l in range(trace.n_layer))
+    markers = fig.data[1]
+    for (x, y), (l, h) in zip(zip(markers.x, markers.y), markers.customdata):
+        assert figures.overview_cell(x, y) == (l, h)
+    assert len(markers.x) == trace.n_layer * 2
+
+
+def test_query_computation_matches_the_trace(trace):
+    work = analysis.query_computation(trace, 1, 1, 6)
+    keys = work["keys"]
+    assert work["max_diff"]["scores"] < 1e-5 and work["max_diff"]["weights"] < 1e-5
+    np.testing.assert_array_equal(keys["score (Trace)"], trace["blocks.1.attn.scores"][1, 6])
+    assert (keys.loc[~keys["allowed"], "softmax"] == 0).all() and keys["softmax"].sum() == pytest.approx(1)
+    v = trace["blocks.1.attn.v"][1].astype(np.float64)
+    np.testing.assert_allclose(work["output"], trace["blocks.1.attn.weights"][1, 6] @ v, rtol=1e-6, atol=1e-9)
+    labels = figures.token_labels(trace.tokens)
+    fig = figures.query_scores(keys, labels, query_label=labels[6], head_dim=work["head_dim"])
+    np.testing.assert_array_equal(fig.data[-1].y, trace["blocks.1.attn.weights"][1, 6])
+    assert "√" in fig.layout.annotations[0].text
+
+
+def test_matrix_heatmaps(trace, labels):
+    q = trace["blocks.0.attn.q"][0]
+    fig = figures.matrix_heatmap(q, labels, title="q", value_name="q")
+    np.testing.assert_array_equal(fig.data[0].z, q)
+    assert fig.data[0].zmin == -fig.data[0].zmax == -np.abs(q).max()
+    work = analysis.query_computation(trace, 0, 0, 3)
+    fig = figures.query_weighted_values(work["weighted_v"], work["output"], labels, query_label=labels[3])
+    np.testing.assert_allclose(fig.data[1].z[0], work["output"])
+
+
+# --- residual stream and shapes ----------------------------------------------------------------
+def test_residual_grid_matches_resid_stats(trace):
+    sites, grid = analysis.residual_stat_grid(trace, "norm")
+    assert len(sites) == 1 + 2 * trace.n_layer
+    stats = trace.resid_stats
+    ref = stats[(stats.layer == 1) & (stats.site == "resid_post")]["norm"].to_numpy()
+    np.testing.assert_allclose(grid[-1], ref)
+    fig = figures.residual_lines(sites, grid, "norm", position=2, position_label="2 x")
+    np.testing.assert_allclose(fig.data[2].y, grid.mean(1))
+    np.testing.assert_allclose(fig.data[3].y, grid[:, 2])
+    heat = figures.residual_heatmap(sites, grid, figures.token_labels(trace.tokens), "mean")
+    assert heat.data[0].zmin == -heat.data[0].zmax
+    assert all(axis_titles(fig)) and all(axis_titles(heat))
+
+
+def test_sublayer_contributions_and_flags(trace):
+    contrib = analysis.sublayer_contributions(trace)
+    pre, mid = trace["blocks.0.resid_pre"], trace["blocks.0.resid_mid"]
+    assert contrib.loc[0, "added_norm"] == pytest.approx(np.linalg.norm(mid - pre, axis=1).mean(), rel=1e-6)
+    assert analysis.residual_flags(trace) == []
+    figures.contributions_bars(contrib)
+
+
+class Blown(dict):
+    """A trace-like mapping whose residual stream grows 10× per sub-layer."""
+
+    n_layer = 2
+
+    def __init__(self):
+        x = np.ones((3, 4))
+        super().__init__({"blocks.0.resid_pre": x})
+        for l in range(2):
+            self[f"blocks.{l}.resid_pre"] = x
+            self[f"blocks.{l}.resid_mid"] = x = x * 10
+            self[f"blocks.{l}.resid_post"] = x = x * 10
+
+
+def test_runaway_growth_is_flagged():
+    flags = analysis.residual_flags(Blown())
+    assert any("layer 0 attention multiplies the residual norm by 10.0×" in f for f in flags)
+    assert any("grows 10000×" in f for f in flags)
+
+
+def test_shape_flow_has_the_real_sizes(trace):
+    flow = analysis.shape_flow(trace)
+    d = analysis.dims(trace)
+    shapes = dict(zip(flow["notation"] + " " + flow["module"], flow["shape"]))
+    T, C, H, D, V = d["T"], d["C"], d["H"], d["D"], d["V"]
+    assert shapes["(B, T, 3C) transformer.h.0.attn.c_attn"] == (1, T, 3 * C)
+    assert shapes["(B, H, T, D) transformer.h.0.attn.q"] == (1, H, T, D)
+    assert shapes["(B, H, T, T) transformer.h.0.attn.scores"] == (1, H, T, T)
+    assert shapes["(B, T, 4C) transformer.h.0.mlp.c_fc"] == (1, T, 4 * C)
+    assert shapes["(B, T, V) lm_head"] == (1, T, V)
+    fig = figures.shape_flow(flow, d)
+    assert f"T = {T}" in fig.layout.title.text and len(fig.layout.annotations) >= len(flow)
+
+
+# --- style -------------------------------------------------------------------------------------
+def test_presentation_mode_enlarges_fonts_and_leaves_the_input_alone(trace, labels):
+    fig = figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels)
+    before = json.dumps(fig.to_plotly_json(), default=str)
+    big = figures.presentation(fig)
+    assert big.layout.font.size > fig.layout.font.size and big.layout.height > fig.layout.height
+    assert json.dumps(fig.to_plotly_json(), default=str) == before
+    assert figures.presentation(fig, on=False).layout.font.size == fig.layout.font.size
+
+
+def test_token_chips_escape_html_and_colour_by_value():
+    html = figures.token_chips_html(["<b>", "␣"], [3, 1], [np.nan, 2.0], vmax=2.0, unit="bits")
+    assert "&lt;b&gt;" in html and "<b><b>" not in html
+    assert "rgb(255,115,40)" in html and "2.000 bits" in html
