@@ -53,7 +53,7 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
             orientation="h",
             marker_color="#1f6fb4",
             text=[f"{p:.1%} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
-            textposition="outside",
+            textposition="auto",  # inside a long bar, outside a short one: never clipped
             customdata=np.stack([top["id"].to_numpy(), top["logit"].to_numpy()], axis=1),
             hovertemplate="%{y}<br>id %{customdata[0]}<br>probability %{x:.4%}<br>logit %{customdata[1]:.3f}<extra></extra>",
         )

@@ -1,0 +1,130 @@
+"""Time the dashboard in a real Chromium, warm, and make the README screenshot.
+
+    .venv/bin/python tests/e2e/measure.py [--runs 7] [--screenshot docs/screenshot.png]
+
+Two timings, measured with the page's own clock (performance.now) in the same browser session:
+  enter -> heatmap   pressing Enter on a new prompt until the Overview heatmap shows the new run
+                     (the model really runs: every prompt is new to the cache);
+  trivial rerun      pressing Run again on the same prompt until Streamlit's script run is over
+                     (a rerun of the same page from the caches: Streamlit's own round trip).
+It uses the shipped checkpoints/shakespeare-char when it exists, else a small random-weight
+fixture checkpoint (--fixture forces that); the output says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dashboard_fixtures import NAME, make_checkpoints  # noqa: E402
+from server import CHROMIUM, CHROMIUM_ARGS, ROOT, VIEWPORT, streamlit_server, wait_for_app_run  # noqa: E402
+
+HEATMAP = "[data-testid=stPlotlyChart] .heatmaplayer image"
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+
+# Timestamps, in the page's clock, of Enter, clicks and every change of Streamlit's script state.
+INSTRUMENT = """() => {
+  window.__log = [];
+  const app = document.querySelector('[data-testid=stApp]');
+  new MutationObserver(() => window.__log.push(['state', app.getAttribute('data-test-script-state'), performance.now()]))
+    .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  document.addEventListener('keydown', e => { if (e.key === 'Enter') window.__log.push(['enter', '', performance.now()]); }, true);
+  document.addEventListener('click', () => window.__log.push(['click', '', performance.now()]), true);
+}"""
+
+NEW_IMAGE = """(old) => { const img = document.querySelector('%s');
+  const href = img && (img.getAttribute('href') || img.getAttribute('xlink:href'));
+  return href && href !== old ? performance.now() : false; }""" % HEATMAP
+
+RUN_OVER = """(t0) => { const log = window.__log; let running = false;
+  for (const [kind, value, t] of log) { if (kind !== 'state' || t < t0) continue;
+    if (value === 'running') running = true; else if (running && value === 'notRunning') return t; }
+  return false; }"""
+
+
+def last(page, kind: str) -> float:
+    return page.evaluate(f"() => window.__log.filter(e => e[0] === '{kind}').at(-1)[2]")
+
+
+def heatmap_href(page) -> str:
+    return page.locator(HEATMAP).first.evaluate("el => el.getAttribute('href') || el.getAttribute('xlink:href')")
+
+
+def summary(ms: list[float]) -> dict:
+    return dict(median=round(statistics.median(ms)), min=round(min(ms)), max=round(max(ms)), n=len(ms), all=[round(x) for x in ms])
+
+
+def measure(url: str, runs: int, screenshot: Path | None, base_prompt: str) -> dict:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(url)
+        page.locator(HEATMAP).first.wait_for(state="attached", timeout=120_000)
+        wait_for_app_run(page)
+        page.evaluate(INSTRUMENT)
+        box = page.get_by_label("Prompt", exact=True)
+        run_button = page.get_by_role("button", name="Run")
+        enter_ms, rerun_ms, script_ms = [], [], []
+        for i in range(runs + 1):  # the first round warms the caches and the chart code
+            old = heatmap_href(page)
+            box.fill(f"{base_prompt} {WORDS[i % len(WORDS)]} {i}")
+            box.press("Enter")
+            drawn = page.wait_for_function(NEW_IMAGE, arg=old, polling="raf", timeout=60_000).json_value()
+            t_enter = last(page, "enter")
+            over = page.wait_for_function(RUN_OVER, arg=t_enter, polling=20, timeout=60_000).json_value()
+            wait_for_app_run(page)
+            run_button.click()
+            t_click = last(page, "click")
+            done = page.wait_for_function(RUN_OVER, arg=t_click, polling="raf", timeout=60_000).json_value()
+            wait_for_app_run(page)
+            if i:
+                enter_ms.append(drawn - t_enter)
+                script_ms.append(over - t_enter)
+                rerun_ms.append(done - t_click)
+        if screenshot:
+            box.fill("ROMEO: But soft, what light through yonder window breaks?")
+            box.press("Enter")
+            wait_for_app_run(page)
+            page.wait_for_timeout(1500)  # let Plotly finish its transitions
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot))
+        browser.close()
+    return {
+        "enter_to_heatmap_ms": summary(enter_ms),
+        "enter_to_script_done_ms": summary(script_ms),
+        "trivial_rerun_ms": summary(rerun_ms),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--screenshot", type=Path, help="also save a screenshot of the Overview here")
+    ap.add_argument("--fixture", action="store_true", help="use the random-weight fixture checkpoint")
+    args = ap.parse_args()
+    shipped = ROOT / "checkpoints" / "shakespeare-char"
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.fixture or not (shipped / "config.json").is_file():
+            env = {"GPTVIZ_CHECKPOINTS_DIR": str(make_checkpoints(Path(tmp))), "GPTVIZ_DEFAULT_CHECKPOINT": NAME}
+            checkpoint = f"fixture {NAME} (random weights)"
+        else:
+            env, checkpoint = {"GPTVIZ_CHECKPOINTS_DIR": str(shipped.parent), "GPTVIZ_DEFAULT_CHECKPOINT": shipped.name}, str(shipped)
+        with streamlit_server(env, Path(tmp) / "streamlit.log") as url:
+            result = measure(url, args.runs, args.screenshot, "Now is the winter of our discontent")
+    print(json.dumps({"checkpoint": checkpoint}))
+    for name, stats in result.items():
+        print(json.dumps({name: stats}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
