@@ -5,7 +5,14 @@ server. Each figure names its axes with units, states the colour range it really
 small enough to draw at T = 1024: large grids are averaged into blocks and the title says so.
 """
 
-from .attention import attention_heatmap, attention_lines, head_grid, layer_head_grid, overview_cell, token_labels
+from .attention import (
+    attention_heatmap,
+    attention_lines,
+    head_grid,
+    layer_head_grid,
+    overview_cell,
+    token_labels,
+)
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
 from .residual import contributions_bars, residual_heatmap, residual_lines
 from .shapes import shape_flow
@@ -15,20 +22,20 @@ from .tokens import loss_bars, token_chips_html, topk_bars
 __all__ = [
     "attention_heatmap",
     "attention_lines",
+    "contributions_bars",
     "head_grid",
     "layer_head_grid",
-    "overview_cell",
-    "token_labels",
+    "loss_bars",
     "matrix_heatmap",
+    "overview_cell",
+    "presentation",
     "query_scores",
     "query_weighted_values",
-    "contributions_bars",
     "residual_heatmap",
     "residual_lines",
     "shape_flow",
-    "presentation",
     "style",
-    "loss_bars",
     "token_chips_html",
+    "token_labels",
     "topk_bars",
 ]

@@ -25,11 +25,18 @@ from playwright.sync_api import sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dashboard_fixtures import NAME, make_checkpoints  # noqa: E402
-from server import CHROMIUM, CHROMIUM_ARGS, ROOT, VIEWPORT, streamlit_server, wait_for_app_run  # noqa: E402
+from dashboard_fixtures import NAME, make_checkpoints
+from server import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    VIEWPORT,
+    streamlit_server,
+    wait_for_app_run,
+)
 
 HEATMAP = "[data-testid=stPlotlyChart] .heatmaplayer image"
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
 
 # Timestamps, in the page's clock, of Enter, clicks and every change of Streamlit's script state.
 INSTRUMENT = """() => {
@@ -41,9 +48,9 @@ INSTRUMENT = """() => {
   document.addEventListener('click', () => window.__log.push(['click', '', performance.now()]), true);
 }"""
 
-NEW_IMAGE = """(old) => { const img = document.querySelector('%s');
+NEW_IMAGE = """(old) => { const img = document.querySelector('HEATMAP');
   const href = img && (img.getAttribute('href') || img.getAttribute('xlink:href'));
-  return href && href !== old ? performance.now() : false; }""" % HEATMAP
+  return href && href !== old ? performance.now() : false; }""".replace("HEATMAP", HEATMAP)
 
 RUN_OVER = """(t0) => { const log = window.__log; let running = false;
   for (const [kind, value, t] of log) { if (kind !== 'state' || t < t0) continue;
