@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_model
 
 import gptviz
 from gptviz import analysis, figures
@@ -21,7 +20,8 @@ from gptviz import analysis, figures
 
 @pytest.fixture(scope="module")
 def trace() -> gptviz.Trace:
-    model = tiny_model(n_layer=2, n_head=2, vocab_size=11, block_size=16)
+    torch.manual_seed(0)
+    model = gptviz.GPT(gptviz.GPTConfig(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=16)).eval()
     return gptviz.trace(model, [1, 4, 2, 9, 4, 4, 0, 7, 3, 10])
 
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dashboard_fixtures import NAME, make_checkpoints
-from server import (
+from e2e_server import (
     CHROMIUM,
     CHROMIUM_ARGS,
     ROOT,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import Page, expect
-from server import charts, heatmap_drawn, type_prompt, wait_for_app_run
+from e2e_server import charts, heatmap_drawn, type_prompt, wait_for_app_run
 
 PAGES = ["Attention", "Q / K / V", "Shapes", "Residual stream", "Next token", "Overview"]
 
