@@ -19,6 +19,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,7 @@ DEMO = "demo"  # a random-weight model built in memory: the fallback when nothin
 LOCAL, UPLOAD = "local path…", "upload…"
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
 DEVICES = ("cpu", "cuda", "mps")
+PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
 URL_KEYS = ("checkpoint", "device", "prompt", "layer", "head", "position")
 
 # How many times the model really ran, per (checkpoint, device): tests read it to prove that
@@ -153,7 +155,7 @@ class View:
     presentation: bool = False
     notes: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def labels(self) -> list[str]:
         """'index token' axis labels with visible whitespace, unique per position."""
         return figures.token_labels(self.display(self.trace.token_ids))
@@ -311,6 +313,8 @@ def sidebar() -> View:
         st.text_input("Prompt", key="prompt", help="Press Enter or Run to run the model on it")
         st.form_submit_button("Run", key="run_btn", type="primary")
     presentation = st.sidebar.toggle("Presentation mode (larger fonts)", key="presentation")
+    if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page
+        st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
     v = View(source=source or "", device=device, prompt=st.session_state.get("prompt", ""), presentation=presentation)
     _current.set(v)
     if source is None:

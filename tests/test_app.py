@@ -251,3 +251,19 @@ def test_upload_is_size_limited_and_saved_outside_the_checkpoints(monkeypatch, e
     monkeypatch.setenv(ui.UPLOAD_LIMIT_ENV, "10")
     with pytest.raises(gptviz.CheckpointError, match="plain file names"):
         ui.save_upload([Upload("../evil.json", b"{}")])
+
+
+def test_scores_view_and_token_lookup(at, env):
+    ok(run_prompt(at, PROMPT))
+    ok(at.switch_page("views/attention.py").run())
+    ok(at.button_group(key="attn_kind").set_value("scores").run())
+    t = reference_trace(env, PROMPT)
+    z = array(figure(at, "attn_heatmap")["data"][0]["z"])
+    np.testing.assert_array_equal(z, t["blocks.0.attn.scores"][0])  # before the mask: every cell
+    ok(at.switch_page("views/next_token.py").run())
+    ok(at.text_input(key="lookup_token").input("e").run())
+    tok = gptviz.load(env / NAME).tokenizer
+    rank, p = analysis.token_rank(t["logits"][-1], tok.encode("e")[0])
+    assert {m.label: m.value for m in at.metric}["Rank"] == f"{rank} of {len(tok.itos)}"
+    at.text_input(key="lookup_token").input("~").run()
+    assert "does not know" in errors(at)

@@ -21,11 +21,12 @@ ui.download("top-k (CSV)", lambda: top, f"top_k_pos{pos}.csv", key="topk_dl")
 
 st.subheader("Look up a token")
 text = st.text_input("Token text", key="lookup_token", help="Its rank and probability as the next token after the chosen position")
+ids: list[int] = []
 if text:
     try:
         ids = v.bundle.tokenizer.encode(text) if v.bundle.tokenizer else [int(text)]
     except (GptvizError, ValueError) as e:
-        ids, _ = [], st.error(f"Cannot look it up: {e}")
+        st.error(f"Cannot look it up: {e}")
     if len(ids) == 1:
         rank, p = analysis.token_rank(logits, ids[0], temperature)
         a, b, c = st.columns(3)
