@@ -94,6 +94,13 @@ def attention_matrix(trace: Mapping, layer: int, head: int, kind: str = "weights
     return m
 
 
+def layer_weights(trace: Mapping, layer: int) -> np.ndarray:
+    """Every head's attention weights of one layer, [H, T, T] float32, masked cells as NaN."""
+    w = np.array(trace[f"blocks.{layer}.attn.weights"], dtype=np.float32)  # [H, T, T]
+    w[:, ~np.asarray(trace[f"blocks.{layer}.attn.mask"])] = np.nan
+    return w
+
+
 def block_reduce(m: np.ndarray, max_size: int) -> tuple[np.ndarray, int]:
     """Shrink a [R, C] grid so neither side exceeds max_size by averaging b×b blocks (NaN-aware:
     a block that is entirely NaN stays NaN). Returns (grid, b); b == 1 means unchanged."""

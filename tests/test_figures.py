@@ -140,11 +140,13 @@ def test_block_reduce_averages_what_is_there():
 
 
 def test_head_grid_and_line_view(trace, labels):
-    w = trace["blocks.0.attn.weights"]
+    w = analysis.layer_weights(trace, 0)
+    np.testing.assert_array_equal(w[1], analysis.attention_matrix(trace, 0, 1))
     fig = figures.head_grid(w, labels, layer=0)
     assert len(fig.data) == w.shape[0]
     np.testing.assert_array_equal(fig.data[1].z, w[1])
-    lines = figures.attention_lines(w[1, 6], labels, 6, top=4)
+    assert np.isnan(fig.data[1].z[0, 1])
+    lines = figures.attention_lines(w[1, 6], labels, 6, top=4)  # NaN (masked) keys are never drawn
     drawn = [t for t in lines.data if t.mode == "lines"]
     assert len(drawn) == 4  # the heaviest four keys of seven
     widths = sorted(t.line.width for t in drawn)
@@ -152,7 +154,7 @@ def test_head_grid_and_line_view(trace, labels):
 
 
 def test_a_click_on_the_grid_maps_back_to_layer_and_head(trace):
-    fig = figures.layer_head_grid(trace[f"blocks.{l}.attn.weights"] for l in range(trace.n_layer))
+    fig = figures.layer_head_grid(analysis.layer_weights(trace, l) for l in range(trace.n_layer))
     markers = fig.data[1]
     for (x, y), (l, h) in zip(zip(markers.x, markers.y), markers.customdata):
         assert figures.overview_cell(x, y) == (l, h)

@@ -19,10 +19,11 @@ st.caption("Rows are queries (the token that reads), columns are keys (the token
 ui.download(f"{kind} (.npz)", lambda: {kind.replace(" ", "_"): m, "tokens": v.labels}, f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz", key="attn_dl")
 
 st.subheader(f"Where {v.labels[v.position]} looks")
-ui.chart(figures.attention_lines(t[f"blocks.{v.layer}.attn.weights"][v.head, v.position], v.labels, v.position), key="attn_lines")
+layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN
+ui.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")
 
 st.subheader(f"Every head of layer {v.layer}")
-ui.chart(figures.head_grid(t[f"blocks.{v.layer}.attn.weights"], v.labels, layer=v.layer), key="attn_heads")
+ui.chart(figures.head_grid(layer, v.labels, layer=v.layer), key="attn_heads")
 
 
 def open_clicked() -> None:
@@ -33,6 +34,6 @@ def open_clicked() -> None:
 
 
 st.subheader("Every layer × head")
-weights = (t[f"blocks.{l}.attn.weights"] for l in range(t.n_layer))  # one layer at a time
+weights = (analysis.layer_weights(t, l) for l in range(t.n_layer))  # one layer at a time
 ui.chart(figures.layer_head_grid(weights), key="attn_grid", on_select=open_clicked, selection_mode="points")
 st.caption("Click a tile to open that head above.")

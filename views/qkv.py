@@ -32,5 +32,7 @@ st.caption(
 )
 st.dataframe(work["keys"].assign(token=v.labels[: len(work["keys"])]), hide_index=True, width="stretch", height=260)
 ui.download("this computation (CSV)", lambda: work["keys"], f"query_{q}_L{L}_H{H}.csv", key="qkv_work_dl")
-ui.chart(figures.query_weighted_values(work["weighted_v"], work["output"], v.labels, query_label=v.labels[q]), key="qkv_weighted")
+allowed = work["keys"]["allowed"].to_numpy()  # masked keys add nothing: leave their rows out
+read = [label for label, ok in zip(v.labels, allowed) if ok]
+ui.chart(figures.query_weighted_values(work["weighted_v"][allowed], work["output"], read, query_label=v.labels[q]), key="qkv_weighted")
 ui.download("weighted v rows and output (.npz)", lambda: {"weighted_v": work["weighted_v"], "output": work["output"]}, f"weighted_v_{q}_L{L}_H{H}.npz", key="qkv_out_dl")

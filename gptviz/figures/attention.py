@@ -93,14 +93,15 @@ def attention_heatmap(
     caption = "grey = masked: the key comes after the query, so it is not read" if masked else "no masked cells"
     if note:
         caption += f"; {note}"
-    style(fig, title, height=600, subtitle=caption, plot_bgcolor=MASKED if masked else "white", margin=dict(t=90))
+    style(fig, title, height=680, subtitle=caption, plot_bgcolor=MASKED if masked else "white", margin=dict(t=90))
     fig.update_xaxes(title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain")
     fig.update_yaxes(title_text="query position and token (who reads)", autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain")
     return fig
 
 
 def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_cells: int = 64) -> go.Figure:
-    """Every head of one layer as small multiples sharing one colour scale: weights [H, T, T]."""
+    """Every head of one layer as small multiples sharing one colour scale: weights [H, T, T] with
+    masked cells as NaN (analysis.layer_weights), drawn as grey gaps."""
     H = matrices.shape[0]
     cols = min(H, 4)
     rows = math.ceil(H / cols)
@@ -127,7 +128,7 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
 
 
 def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.Figure:
-    """weights: each layer's [H, T, T] in turn. Every layer × head as one heatmap of tiles
+    """weights: each layer's [H, T, T] in turn, masked cells NaN (left out of the block means). Every layer × head as one heatmap of tiles
     (rows = layers, columns = heads), each tile a head's
     weights averaged down to at most tile × tile. A click selects the marker at a tile's centre,
     whose x, y map back to (layer, head) with overview_cell(x, y, tile)."""
