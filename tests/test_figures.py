@@ -223,9 +223,14 @@ class Blown(dict):
 
 
 def test_runaway_growth_is_flagged():
-    flags = analysis.residual_flags(Blown())
-    assert any("layer 0 attention multiplies the residual norm by 10.0×" in f for f in flags)
-    assert any("grows 10000×" in f for f in flags)
+    blown = Blown()
+    flags = analysis.residual_flags(blown)
+    assert any("block 1 multiplies the mean residual norm by 100.0×" in f for f in flags)
+    assert not any("block 0" in f for f in flags)  # block 0 may rescale the embedding
+    assert any("reaches 2e+04" in f for f in flags)
+    assert analysis.residual_growth(blown) == pytest.approx(1e4)
+    blown["blocks.1.resid_mid"] = blown["blocks.1.resid_mid"] * np.nan
+    assert any("blocks.1.resid_mid holds NaN" in f for f in analysis.residual_flags(blown))
 
 
 def test_shape_flow_has_the_real_sizes(trace):

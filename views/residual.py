@@ -12,7 +12,11 @@ flags = analysis.residual_flags(t)
 for flag in flags:
     st.warning(f"Runaway growth: {flag}")
 if not flags:
-    st.success(f"No runaway growth: no sub-layer multiplies the norm by more than {analysis.GROWTH_LIMIT:g}×, no NaN or Inf.")
+    st.success(
+        f"No runaway growth: no NaN or Inf, no block after the first multiplies the norm by more than "
+        f"{analysis.GROWTH_LIMIT:g}×, every norm below {analysis.NORM_LIMIT:g}."
+    )
+st.caption(f"From the embedding to the last block the mean norm grows {analysis.residual_growth(t):.1f}×; a steady growth over depth is normal in a trained GPT.")
 
 stat = st.segmented_control("Statistic over C", ["norm", "mean", "std"], key="resid_stat", default="norm", required=True)
 sites, grid = analysis.residual_stat_grid(t, stat)
