@@ -18,7 +18,7 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import streamlit as st
 import torch
 
 import gptviz
-from gptviz import figures
+from gptviz import analysis, figures
 from gptviz.checkpoint import Bundle, LoadReport, finish, resolve_device
 from gptviz.errors import GptvizError, PromptError, UnknownCharacterError
 
@@ -109,6 +109,14 @@ def run_trace(source: str, device: str, ids: tuple[int, ...]) -> gptviz.Trace:
     return gptviz.trace(bundle.model, list(ids), bundle.tokenizer)
 
 
+@st.cache_resource(max_entries=4, show_spinner="Summarising every head…")
+def layer_head_grid(source: str, device: str, ids: tuple[int, ...]):
+    """The layer × head overview of one run, built once: it needs every layer's attention maps,
+    which the Trace rebuilds from q and k on each request (seconds at T = 1024)."""
+    t = run_trace(source, device, ids)
+    return figures.layer_head_grid(analysis.layer_weights(t, l) for l in range(t.n_layer))
+
+
 def save_upload(files) -> str:
     """Write uploaded checkpoint files into a fresh temporary folder (named by their content, never
     beside the shipped ones) and return what to load: the folder, or the file if there is one."""
@@ -153,7 +161,7 @@ class View:
     head: int = 0
     position: int = 0
     presentation: bool = False
-    notes: list[str] = field(default_factory=list)
+    ids: tuple[int, ...] = ()
 
     @cached_property
     def labels(self) -> list[str]:
@@ -335,7 +343,8 @@ def sidebar() -> View:
     if ids is None:
         return v
     try:
-        v.trace = run_trace(source, v.device, tuple(ids))
+        v.ids = tuple(ids)
+        v.trace = run_trace(source, v.device, v.ids)
     except GptvizError as e:
         st.error(f"Prompt not run: {e}")
         return v

@@ -13,13 +13,13 @@ kind = c1.segmented_control("Show", analysis.ATTENTION_KINDS, key="attn_kind", d
                             help="scores = q·kᵀ/√D before the mask; masked scores hide the future; weights = softmax")
 skip = c2.checkbox("Leave key 0 out of the colour scale", key="attn_skip_first", help="Key 0 often takes most of the weight (an attention sink)")
 
-m = analysis.attention_matrix(t, v.layer, v.head, kind)
+layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN: built once per run of this page
+m = layer[v.head] if kind == "weights" else analysis.attention_matrix(t, v.layer, v.head, kind)
 ui.chart(figures.attention_heatmap(m, v.labels, kind=kind, skip_first_key=skip, title=f"Layer {v.layer}, head {v.head}: {kind}"), key="attn_heatmap")
 st.caption("Rows are queries (the token that reads), columns are keys (the token read). Choose layer, head and position in the sidebar.")
 ui.download(f"{kind} (.npz)", lambda: {kind.replace(" ", "_"): m, "tokens": v.labels}, f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz", key="attn_dl")
 
 st.subheader(f"Where {v.labels[v.position]} looks")
-layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN
 ui.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")
 
 st.subheader(f"Every head of layer {v.layer}")
@@ -34,6 +34,5 @@ def open_clicked() -> None:
 
 
 st.subheader("Every layer × head")
-weights = (analysis.layer_weights(t, l) for l in range(t.n_layer))  # one layer at a time
-ui.chart(figures.layer_head_grid(weights), key="attn_grid", on_select=open_clicked, selection_mode="points")
+ui.chart(ui.layer_head_grid(v.source, v.device, v.ids), key="attn_grid", on_select=open_clicked, selection_mode="points")
 st.caption("Click a tile to open that head above.")
