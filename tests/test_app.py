@@ -267,3 +267,13 @@ def test_scores_view_and_token_lookup(at, env):
     assert {m.label: m.value for m in at.metric}["Rank"] == f"{rank} of {len(tok.itos)}"
     at.text_input(key="lookup_token").input("~").run()
     assert "does not know" in errors(at)
+
+
+def test_uploaded_checkpoint_is_loaded_from_a_temporary_folder(at, env):
+    at.selectbox(key="ckpt_choice").set_value(ui.UPLOAD).run()
+    assert "Choose a checkpoint" in at.info[0].value
+    files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted((env / NAME).iterdir())]
+    ok(at.get_by_key("ckpt_upload").set_value(files).run())
+    rows = dict(at.dataframe[1].value.itertuples(index=False))  # the load report
+    assert Path(rows["path"]).parent.name != env.name and "gptviz-uploads" in rows["path"]
+    assert at.query_params["checkpoint"] == "upload"
