@@ -91,9 +91,22 @@ def demo_bundle(device: str) -> Bundle:
     return Bundle(finish(model, report, torch.device(device)), gptviz.CharTokenizer(chars), report, card)
 
 
+def version(source: str) -> str:
+    """When the checkpoint's files last changed: part of every cache key, so a checkpoint
+    rewritten in place (a training run saving as it goes) is loaded again, not served stale."""
+    if source == DEMO:
+        return ""
+    path = checkpoint_path(source)
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+        return ",".join(f"{p.name}:{p.stat().st_mtime_ns}" for p in files if p.exists())
+    except OSError:  # unreadable: the loader will say so
+        return ""
+
+
 @st.cache_resource(max_entries=4, show_spinner="Loading the checkpoint…")
-def load_bundle(source: str, device: str) -> Bundle:
-    """One model per (checkpoint, device) per process, shared by every session: read-only."""
+def load_bundle(source: str, device: str, version: str = "") -> Bundle:
+    """One model per (checkpoint, device, version) per process, shared by every session: read-only."""
     if source == DEMO:
         return demo_bundle(device)
     return gptviz.load(checkpoint_path(source), device)
@@ -103,17 +116,17 @@ def load_bundle(source: str, device: str) -> Bundle:
 # without the pickle round trip st.cache_data would pay on each rerun. It holds the activations
 # (attention maps are rebuilt from q and k when a view asks), so a few entries stay small.
 @st.cache_resource(max_entries=4, show_spinner="Running the model…")
-def run_trace(source: str, device: str, ids: tuple[int, ...]) -> gptviz.Trace:
-    bundle = load_bundle(source, device)
+def run_trace(source: str, device: str, ids: tuple[int, ...], version: str = "") -> gptviz.Trace:
+    bundle = load_bundle(source, device, version)
     RUN_CALLS[(source, device)] += 1
     return gptviz.trace(bundle.model, list(ids), bundle.tokenizer)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Summarising every head…")
-def layer_head_grid(source: str, device: str, ids: tuple[int, ...]):
+def layer_head_grid(source: str, device: str, ids: tuple[int, ...], version: str = ""):
     """The layer × head overview of one run, built once: it needs every layer's attention maps,
     which the Trace rebuilds from q and k on each request (seconds at T = 1024)."""
-    t = run_trace(source, device, ids)
+    t = run_trace(source, device, ids, version)
     return figures.layer_head_grid(analysis.layer_weights(t, l) for l in range(t.n_layer))
 
 
@@ -162,6 +175,7 @@ class View:
     position: int = 0
     presentation: bool = False
     ids: tuple[int, ...] = ()
+    version: str = ""  # see version()
 
     @cached_property
     def labels(self) -> list[str]:
@@ -335,7 +349,8 @@ def sidebar() -> View:
             st.error(f"Device not available: {e}. Showing results on CPU.")
         v.device = "cpu"
     try:
-        v.bundle = load_bundle(source, v.device)
+        v.version = version(source)
+        v.bundle = load_bundle(source, v.device, v.version)
     except GptvizError as e:
         st.error(f"Checkpoint not loaded: {e}")
         return v
@@ -344,7 +359,7 @@ def sidebar() -> View:
         return v
     try:
         v.ids = tuple(ids)
-        v.trace = run_trace(source, v.device, v.ids)
+        v.trace = run_trace(source, v.device, v.ids, v.version)
     except GptvizError as e:
         st.error(f"Prompt not run: {e}")
         return v

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import streamlit as st
 import torch
-from dashboard_fixtures import NAME, make_checkpoints
+from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
@@ -277,3 +277,15 @@ def test_uploaded_checkpoint_is_loaded_from_a_temporary_folder(at, env):
     rows = dict(at.dataframe[1].value.itertuples(index=False))  # the load report
     assert Path(rows["path"]).parent.name != env.name and "gptviz-uploads" in rows["path"]
     assert at.query_params["checkpoint"] == "upload"
+
+
+def test_a_checkpoint_rewritten_in_place_is_loaded_again(tmp_path, monkeypatch, env):
+    make_checkpoints(tmp_path)
+    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(tmp_path))
+    at = ok(new_app())
+    before = array(figure(at, "overview_topk")["data"][0]["x"])
+    torch.manual_seed(99)  # the same shape, new weights: as a training run saving as it goes
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / NAME, gptviz.CharTokenizer(CHARS))
+    ok(at.run())
+    assert sum(ui.RUN_CALLS.values()) == 2
+    assert not np.array_equal(array(figure(at, "overview_topk")["data"][0]["x"]), before)

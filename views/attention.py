@@ -34,5 +34,5 @@ def open_clicked() -> None:
 
 
 st.subheader("Every layer × head")
-ui.chart(ui.layer_head_grid(v.source, v.device, v.ids), key="attn_grid", on_select=open_clicked, selection_mode="points")
+ui.chart(ui.layer_head_grid(v.source, v.device, v.ids, v.version), key="attn_grid", on_select=open_clicked, selection_mode="points")
 st.caption("Click a tile to open that head above.")
