@@ -21,7 +21,7 @@ with left:
     ui.download("top-10 (CSV)", lambda: top, "top_k.csv", key="overview_topk_dl")
 with right:
     w = analysis.attention_matrix(t, v.layer, v.head)
-    ui.chart(figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights"), key="overview_heatmap")
+    ui.chart(figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights", height=520), key="overview_heatmap")
     ui.download("these weights (.npz)", lambda: {"weights": w, "tokens": v.labels}, f"attention_L{v.layer}_H{v.head}.npz", key="overview_heatmap_dl")
 
 card, report = st.columns(2)

@@ -62,6 +62,7 @@ def attention_heatmap(
     title: str = "Attention",
     skip_first_key: bool = False,
     max_cells: int = MAX_CELLS,
+    height: int = 680,
 ) -> go.Figure:
     """One head's [T, T] matrix, queries as rows and keys as columns. NaN cells (masked: the key
     comes after the query) are not drawn: the grey background shows through and the caption says so.
@@ -93,7 +94,7 @@ def attention_heatmap(
     caption = "grey = masked: the key comes after the query, so it is not read" if masked else "no masked cells"
     if note:
         caption += f"; {note}"
-    style(fig, title, height=680, subtitle=caption, plot_bgcolor=MASKED if masked else "white", margin=dict(t=90))
+    style(fig, title, height=height, subtitle=caption, plot_bgcolor=MASKED if masked else "white", margin=dict(t=90))
     fig.update_xaxes(title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain")
     fig.update_yaxes(title_text="query position and token (who reads)", autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain")
     return fig

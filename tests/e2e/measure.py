@@ -19,6 +19,7 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlencode
 
 from playwright.sync_api import sync_playwright
 
@@ -36,6 +37,7 @@ from e2e_server import (
 )
 
 HEATMAP = "[data-testid=stPlotlyChart] .heatmaplayer image"
+SCREENSHOT_VIEW = {"prompt": "ROMEO: But soft, what light through yonder window breaks?", "layer": 2, "head": 1, "position": 56}
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
 
 # Timestamps, in the page's clock, of Enter, clicks and every change of Streamlit's script state.
@@ -97,9 +99,9 @@ def measure(url: str, runs: int, screenshot: Path | None, base_prompt: str) -> d
                 enter_ms.append(drawn - t_enter)
                 script_ms.append(over - t_enter)
                 rerun_ms.append(done - t_click)
-        if screenshot:
-            box.fill("ROMEO: But soft, what light through yonder window breaks?")
-            box.press("Enter")
+        if screenshot:  # a fresh session opened from a bookmark-style URL
+            page.goto(f"{url}/?{urlencode(SCREENSHOT_VIEW)}")
+            page.locator(HEATMAP).first.wait_for(state="attached", timeout=60_000)
             wait_for_app_run(page)
             page.wait_for_timeout(1500)  # let Plotly finish its transitions
             screenshot.parent.mkdir(parents=True, exist_ok=True)
