@@ -289,3 +289,13 @@ def test_a_checkpoint_rewritten_in_place_is_loaded_again(tmp_path, monkeypatch, 
     ok(at.run())
     assert sum(ui.RUN_CALLS.values()) == 2
     assert not np.array_equal(array(figure(at, "overview_topk")["data"][0]["x"]), before)
+
+
+def test_an_unexpected_error_is_a_message_not_a_traceback(at, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(analysis, "top_k", broken)
+    at.run()
+    assert not at.exception
+    assert "Internal error while drawing this page (RuntimeError: boom)" in errors(at)
