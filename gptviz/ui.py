@@ -43,6 +43,11 @@ LOCAL, UPLOAD = "local path…", "upload…"
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
 DEVICES = ("cpu", "cuda", "mps")
 PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
+CHECKPOINT_HELP = (
+    "gptviz: config.json + model.safetensors (+ tokenizer.json). nanoGPT: ckpt.pt (+ meta.pkl). "
+    "Hugging Face GPT-2: config.json + model.safetensors or pytorch_model.bin + vocab.json + merges.txt "
+    "(or tokenizer.json). Nothing is unpickled beyond plain tensors."
+)
 URL_KEYS = ("checkpoint", "device", "prompt", "layer", "head", "position")
 
 # How many times the model really ran, per (checkpoint, device): tests read it to prove that
@@ -242,11 +247,11 @@ def _pick_checkpoint() -> str | None:
         st.sidebar.warning(f"No shipped checkpoint in {checkpoints_dir()}: train one (README) or pick a path. The demo model has random weights.")
     if choice == LOCAL:
         st.session_state.setdefault("ckpt_path", "")
-        path = st.sidebar.text_input("Checkpoint path", key="ckpt_path", help="A gptviz folder (config.json + model.safetensors) or another supported checkpoint")
+        path = st.sidebar.text_input("Checkpoint path", key="ckpt_path", help=CHECKPOINT_HELP)
         return path.strip() or None
     if choice == UPLOAD:
         limit = int(os.environ.get(UPLOAD_LIMIT_ENV, "200"))
-        files = st.sidebar.file_uploader(f"Checkpoint files (up to {limit} MB)", accept_multiple_files=True, key="ckpt_upload", max_upload_size=limit)
+        files = st.sidebar.file_uploader(f"Checkpoint files (up to {limit} MB)", accept_multiple_files=True, key="ckpt_upload", max_upload_size=limit, help=CHECKPOINT_HELP)
         if not files:
             return None
         try:
