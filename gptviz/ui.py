@@ -291,8 +291,9 @@ def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
     keep_last = st.session_state.get("fix_long") == prompt
     try:
         ids = gptviz.encode_prompt(tok, prompt, block, unknown="drop" if drop else "error", keep_last=keep_last)
-    except UnknownCharacterError as e:
-        st.error(f"Prompt not run: {e}")
+    except UnknownCharacterError as e:  # the library's message speaks to API users; say it for the page
+        shown = ", ".join(repr(c) for c in e.chars)
+        st.error(f"Prompt not run: the tokenizer does not know {len(e.chars)} character(s): {shown}. Remove them, or drop them here:")
         _offer(f"Drop the {len(e.chars)} unknown character(s) and run", "fix_unknown_btn", "fix_unknown", prompt)
         return None
     except PromptError as e:

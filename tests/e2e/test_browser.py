@@ -73,3 +73,17 @@ def test_click_the_layer_head_grid_opens_that_head(page: Page):
     wait_for_app_run(page)
     expect(page.locator(".gtitle", has_text="Layer 1, head 3")).to_be_visible()
     assert (query(page)["layer"], query(page)["head"]) == ("1", "3")
+
+
+def test_unknown_characters_in_the_browser(page: Page, shot):
+    page.goto("/")
+    wait_for_app_run(page)
+    type_prompt(page, "Café | bar")
+    wait_for_app_run(page)
+    expect(page.get_by_text("does not know 2 character(s)")).to_be_visible()
+    shot(page, "unknown-characters")
+    page.get_by_role("button", name="Drop the 2 unknown character(s) and run").click()
+    wait_for_app_run(page)
+    expect(page.get_by_text("Dropped 2 unknown character(s)")).to_be_visible()
+    expect(heatmap_drawn(page)).to_be_attached()
+    no_errors(page)
