@@ -174,7 +174,8 @@ def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.
             showlegend=False,
         )
     )
-    style(fig, title, height=max(260, 70 * L + 120), plot_bgcolor="white", meta=dict(tile_pitch=pitch),
+    style(fig, title, height=max(260, 70 * L + 120), subtitle="white: masked cells, and the gaps between tiles",
+          plot_bgcolor="white", meta=dict(tile_pitch=pitch),
           hovermode="closest", hoverdistance=-1)
     centers = [i * pitch + tile / 2 for i in range(max(L, H))]
     fig.update_xaxes(title_text="head", tickvals=centers[:H], ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False)
