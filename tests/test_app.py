@@ -299,3 +299,18 @@ def test_an_unexpected_error_is_a_message_not_a_traceback(at, monkeypatch):
     at.run()
     assert not at.exception
     assert "Internal error while drawing this page (RuntimeError: boom)" in errors(at)
+
+
+SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*") if (p / "config.json").is_file())
+
+
+@pytest.mark.skipif(not SHIPPED, reason="no shipped checkpoint in checkpoints/ yet")
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_page_renders_on_the_shipped_checkpoints(name, monkeypatch):
+    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(ROOT / "checkpoints"))
+    monkeypatch.setenv(ui.DEFAULT_ENV, name)
+    st.cache_resource.clear()
+    at = ok(new_app())
+    for path, title in PAGES.items():
+        ok(at.switch_page(path).run())
+        assert at.title[0].value == title and at.get("plotly_chart")
