@@ -24,3 +24,21 @@ def make_checkpoints(root: Path) -> Path:
     broken.mkdir(parents=True, exist_ok=True)
     (broken / "config.json").write_text('{"gptviz_format": 1, "config": {"n_layer": "two"}}')
     return root
+
+
+GPT2_SMALL_NAME = "gpt2-small-char"
+# Printable ASCII first (the prompt's characters), then CJK ideographs and Hangul syllables to fill
+# GPT-2's 50,257 ids, so every id the model can predict has a printable token.
+_FILL = [*range(0x4E00, 0xA000), *range(0xAC00, 0xD7A4), *range(0x20000, 0x2A6E0)]
+GPT2_SMALL_CHARS = CHARS + [chr(c) for c in _FILL[: 50257 - len(CHARS)]]
+
+
+def make_gpt2_small_checkpoint(root: Path) -> Path:
+    """root/gpt2-small-char: GPT-2 small's shape (12 layers, 12 heads, C = 768, V = 50,257,
+    block 1,024; about 500 MB of float32 weights), random weights, a character tokenizer."""
+    from gptviz.bench import GPT2_SMALL
+
+    torch.manual_seed(1234)
+    model = gptviz.GPT(gptviz.GPTConfig(**GPT2_SMALL))
+    gptviz.save(model, root / GPT2_SMALL_NAME, gptviz.CharTokenizer(GPT2_SMALL_CHARS), card={"note": "test fixture: GPT-2 small shape, random weights"})
+    return root

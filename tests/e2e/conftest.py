@@ -13,9 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dashboard_fixtures import NAME, make_checkpoints
-from e2e_server import CHROMIUM, CHROMIUM_ARGS, ROOT, VIEWPORT, streamlit_server
+from e2e_server import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, streamlit_server
 
-ARTIFACTS = ROOT / "artifacts" / "e2e"
 expect.set_options(timeout=30_000)  # the first Plotly chart takes seconds on 2 cores
 
 

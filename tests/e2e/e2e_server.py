@@ -15,6 +15,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts" / "e2e"  # screenshots and logs (pytest-playwright wipes test-results/)
 CHROMIUM = "/usr/bin/chromium"
 # Playwright already passes --headless --no-sandbox --disable-background-networking etc.
 CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic"]
@@ -64,6 +65,66 @@ def wait_for_app_run(page: Page, initial_wait_ms: int = 200, timeout: int = 60_0
     page.locator("[data-testid=stApp][data-test-connection-state=CONNECTED]").wait_for(state="attached", timeout=timeout)
     page.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(state="attached", timeout=timeout)
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=timeout)
+
+
+PAGES = ["Overview", "Attention", "Q / K / V", "Shapes", "Residual stream", "Next token"]
+
+# True once every chart on screen has been drawn by Plotly (its SVG exists; a heatmap's image is set).
+ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
+  .filter(c => c.offsetParent !== null);
+  return cs.length > 0 && cs.every(c => c.querySelector('.main-svg') &&
+    [...c.querySelectorAll('.heatmaplayer image')].every(i => i.getAttribute('href') || i.getAttribute('xlink:href'))); }"""
+
+
+def nav(page: Page, title: str, timeout: int = 60_000) -> float:
+    """Open a page from the sidebar; seconds from the click until its charts are drawn and the
+    script run is over (the wait before checking the run state is included when it is longer)."""
+    t0 = time.perf_counter()
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
+    expect(page.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=timeout)
+    wait_for_app_run(page, timeout=timeout)
+    page.wait_for_function(ALL_CHARTS_DRAWN, polling="raf", timeout=timeout)
+    return time.perf_counter() - t0
+
+
+def enter_prompt(page: Page, text: str, timeout: int = 60_000) -> float:
+    """Type a prompt and press Enter; seconds until the Overview's charts show the new run."""
+    t0 = time.perf_counter()
+    type_prompt(page, text)
+    wait_for_app_run(page, timeout=timeout)
+    page.wait_for_function(ALL_CHARTS_DRAWN, polling="raf", timeout=timeout)
+    return time.perf_counter() - t0
+
+
+def tour(page: Page, timeout: int = 60_000, shot=None) -> dict[str, float]:
+    """From the Overview, open every other page once and come back: seconds per page.
+    A page's first visit after a new prompt is the one that computes what it shows."""
+    seconds = {}
+    for title in [*PAGES[1:], PAGES[0]]:
+        seconds[title] = nav(page, title, timeout=timeout)
+        no_errors(page)
+        if shot:
+            shot(page, title.replace(" / ", "").replace(" ", "-").lower())
+    return seconds
+
+
+def long_prompt(n: int, salt: str = "") -> str:
+    """n characters of plain text, all of them in the fixture checkpoints' vocabulary."""
+    text = f"Now is the winter of our discontent made glorious summer by this sun of York{salt}. "
+    return (text * (n // len(text) + 1))[:n]
+
+
+def no_errors(page: Page) -> None:
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.get_by_text("Internal error")).to_have_count(0)
+
+
+def record_frames(page: Page) -> list[int]:
+    """The size in bytes of every websocket message the page receives from now on: Streamlit sends
+    each element (a chart's whole Plotly figure) as one message."""
+    sizes: list[int] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: sizes.append(len(payload))))
+    return sizes
 
 
 def charts(page: Page):

@@ -6,24 +6,11 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import Page, expect
-from e2e_server import charts, heatmap_drawn, type_prompt, wait_for_app_run
-
-PAGES = ["Attention", "Q / K / V", "Shapes", "Residual stream", "Next token", "Overview"]
+from e2e_server import charts, heatmap_drawn, nav, no_errors, tour, type_prompt, wait_for_app_run
 
 
 def query(page: Page) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
-
-
-def nav(page: Page, title: str) -> None:
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
-    wait_for_app_run(page)
-    expect(page.get_by_role("heading", name=title, exact=True)).to_be_visible()
-
-
-def no_errors(page: Page) -> None:
-    expect(page.get_by_test_id("stException")).to_have_count(0)
-    expect(page.get_by_text("Internal error")).to_have_count(0)
 
 
 def test_first_open_then_type_a_prompt(page: Page, shot):
@@ -44,11 +31,8 @@ def test_switch_pages_and_pick_a_head(page: Page, shot):
     wait_for_app_run(page)
     type_prompt(page, "Now is the winter of our discontent")
     wait_for_app_run(page)
-    for title in PAGES:
-        nav(page, title)
-        expect(charts(page).first).to_be_visible()
-        no_errors(page)
-        shot(page, "page-" + title.replace(" / ", "").replace(" ", "-").lower())
+    tour(page, shot=lambda p, name: shot(p, "page-" + name))
+    expect(charts(page).first).to_be_visible()
     nav(page, "Attention")
     page.get_by_test_id("stRadio").filter(has_text="Head").get_by_text("2", exact=True).click()
     wait_for_app_run(page)

@@ -1,0 +1,42 @@
+"""The dashboard at full context on a GPT-2-small-sized model: 1,024-token prompts, every page
+drawn in a real Chromium, and no chart larger than 3 MB on the wire.
+
+How long each page takes is written to artifacts/e2e/long_prompt.json: a record, not a test
+(tests/e2e/measure.py --long prints it next to the model's forward time)."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from dashboard_fixtures import GPT2_SMALL_NAME, make_gpt2_small_checkpoint
+from e2e_server import ARTIFACTS, enter_prompt, heatmap_drawn, long_prompt, record_frames, streamlit_server, tour, wait_for_app_run
+
+T = 1024
+MAX_FIGURE_BYTES = 3 * 2**20
+SLOW = 300_000  # ms: CI's two cores run a 124M-parameter model here
+
+
+@pytest.fixture(scope="module")
+def gpt2_small_url(tmp_path_factory):
+    root = make_gpt2_small_checkpoint(tmp_path_factory.mktemp("gpt2-small"))
+    env = {"GPTVIZ_CHECKPOINTS_DIR": str(root), "GPTVIZ_DEFAULT_CHECKPOINT": GPT2_SMALL_NAME}
+    with streamlit_server(env, ARTIFACTS / "streamlit-gpt2-small.log") as url:
+        yield url
+
+
+def test_every_page_at_full_context(page: Page, gpt2_small_url, shot):
+    frames = record_frames(page)
+    page.goto(f"{gpt2_small_url}/?{urlencode({'prompt': long_prompt(T)})}")  # loads the model, runs once
+    expect(heatmap_drawn(page)).to_be_attached(timeout=SLOW)
+    wait_for_app_run(page, timeout=SLOW)
+    record = {"enter_to_overview_s": enter_prompt(page, long_prompt(T, salt="!"), timeout=SLOW)}
+    expect(page.get_by_text(f"{T} tokens")).to_be_visible()
+    record["page_s"] = tour(page, timeout=SLOW, shot=lambda p, name: shot(p, "long-" + name))
+    expect(page.locator(".gtitle", has_text=f"each cell is the mean of a 4×4 block (T = {T})")).to_be_visible()
+    record.update(largest_message_bytes=max(frames), messages=len(frames))
+    (ARTIFACTS / "long_prompt.json").write_text(json.dumps(record, indent=2))
+    assert max(frames) <= MAX_FIGURE_BYTES, f"a message of {max(frames) / 2**20:.2f} MiB reached the browser"
