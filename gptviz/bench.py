@@ -126,12 +126,45 @@ def held_bytes(result) -> int:
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
 
+def main_figures(t) -> dict[str, Callable]:
+    """Each dashboard page's main figure (its largest), built as the page builds it, for layer 0,
+    head 0 and the last position: page -> function() returning the Plotly figure."""
+    from . import analysis, figures
+
+    labels = figures.token_labels(t.tokens)
+    last = t.n_tokens - 1
+    return {
+        "Overview: headline heatmap": lambda: figures.attention_heatmap(analysis.attention_matrix(t, 0, 0), labels),
+        "Attention: one head": lambda: figures.attention_heatmap(analysis.attention_matrix(t, 0, 0), labels),
+        "Attention: heads of a layer": lambda: figures.head_grid(analysis.layer_weights(t, 0), labels, layer=0),
+        "Attention: layer x head grid": lambda: figures.layer_head_grid(analysis.layer_weights(t, l) for l in range(t.n_layer)),
+        "Q / K / V: q of a head": lambda: figures.matrix_heatmap(t["blocks.0.attn.q"][0], labels, title="q", value_name="q"),
+        "Shapes: flow": lambda: figures.shape_flow(analysis.shape_flow(t), analysis.dims(t)),
+        "Residual stream: heatmap": lambda: figures.residual_heatmap(*analysis.residual_stat_grid(t, "norm"), labels, "norm"),
+        "Next token: per-token loss": lambda: figures.loss_bars(analysis.per_token_loss(t["logits"], t.token_ids), labels),
+        "Next token: top-k": lambda: figures.topk_bars(analysis.top_k(t["logits"][last], 10), position_label=labels[last]),
+    }
+
+
+def figure_payloads(t) -> list[dict]:
+    """What each page's main figure sends to the browser (Streamlit sends plotly.io.to_json of the
+    figure) and how long building it takes on the server."""
+    import plotly.io
+
+    rows = []
+    for name, build in main_figures(t).items():
+        t0 = time.perf_counter()
+        payload = plotly.io.to_json(build(), validate=False)
+        rows.append(dict(figure=name, bytes=len(payload.encode()), build_seconds=round(time.perf_counter() - t0, 4)))
+    return rows
+
+
 @torch.no_grad()
 def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed: int = 0) -> dict:
     torch.manual_seed(seed)
     model = GPT(GPTConfig(**config)).eval()
     runs, notes = contenders(model, peers)
-    rows = []
+    rows, payloads = [], []
     for T in lengths:
         idx = torch.randint(0, model.config.vocab_size, (1, T))
         times: dict[str, list[float]] = {name: [] for name in runs}
@@ -161,6 +194,7 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
                     peak_rss_bytes=memory[name][0],
                 )
             )
+        payloads += [dict(T=T, **p) for p in figure_payloads(trace(model, idx[0]))]
     if "hf plain (sdpa)" in runs:
         idx = torch.randint(0, model.config.vocab_size, (1, min(lengths)))
         diff = (model(idx) - runs["hf plain (sdpa)"](idx)).abs().max().item()
@@ -172,6 +206,7 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
         torch=torch.__version__,
         machine=f"{platform.machine()}, {os.cpu_count()} cores",
         rows=rows,
+        figures=payloads,
         notes=notes,
     )
 
@@ -184,6 +219,10 @@ def format_table(result: dict) -> str:
         )
     base = result["rows"][0]["baseline"] if result["rows"] else ""
     lines.append(f"ratio: median time / median time of '{base}' at the same T, same run")
+    lines += ["", f"{'T':>5}  {'page: main figure':<32} {'sent KB':>9} {'build s':>8}"]
+    for f in result["figures"]:
+        lines.append(f"{f['T']:>5}  {f['figure']:<32} {f['bytes'] / 1024:>9.1f} {f['build_seconds']:>8.3f}")
+    lines.append("sent: the figure as Streamlit sends it to the browser (plotly.io.to_json); build: on the server")
     lines += [f"note: {k}: {v}" for k, v in result["notes"].items()]
     return "\n".join(lines)
 

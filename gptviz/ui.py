@@ -135,6 +135,14 @@ def layer_head_grid(source: str, device: str, ids: tuple[int, ...], version: str
     return figures.layer_head_grid(analysis.layer_weights(t, l) for l in range(t.n_layer))
 
 
+@st.cache_resource(max_entries=4, show_spinner=False)
+def prompt_loss(source: str, device: str, ids: tuple[int, ...], version: str = "") -> pd.DataFrame:
+    """The per-token loss of one run, built once: a pass over all T × V logits (0.4 s at T = 1024
+    with GPT-2's vocabulary) that a temperature or top-k change must not repeat. Read-only."""
+    t = run_trace(source, device, ids, version)
+    return analysis.per_token_loss(t["logits"], t.token_ids)
+
+
 def save_upload(files) -> str:
     """Write uploaded checkpoint files into a fresh temporary folder (named by their content, never
     beside the shipped ones) and return what to load: the folder, or the file if there is one."""

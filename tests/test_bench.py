@@ -32,6 +32,9 @@ def test_bench_tiny_with_peers_writes_a_table_and_json(tmp_path):
             assert r["ratio"] == 1.0
     capture = [r for r in result["rows"] if r["run"] == "gptviz capture" and r["T"] == 16][0]
     assert capture["held_bytes"] > 0
+    figures = {(f["T"], f["figure"]): f["bytes"] for f in result["figures"]}
+    assert len(figures) == 2 * 9 and min(figures.values()) > 1000  # every page's main figure, per T
+    assert "Attention: layer x head grid" in p.stdout
 
 
 @pytest.mark.parametrize("tie", [True, False])

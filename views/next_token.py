@@ -40,7 +40,7 @@ st.subheader("How surprised the model is by the prompt")
 if t.n_tokens < 2:
     st.info("A prompt of one token has nothing to predict: type a longer one.")
 else:
-    loss = analysis.per_token_loss(t["logits"], t.token_ids)
+    loss = ui.prompt_loss(v.source, v.device, v.ids, v.version)
     values = np.concatenate([[np.nan], loss["loss_bits"].to_numpy()])
     uniform = float(np.log2(logits.size))  # the loss of a uniform guess over the vocabulary
     st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, vmax=uniform, unit="bits"), unsafe_allow_html=True)

@@ -9,6 +9,13 @@ Two timings, measured with the page's own clock (performance.now) in the same br
                      (a rerun of the same page from the caches: Streamlit's own round trip).
 It uses the shipped checkpoints/shakespeare-char when it exists, else a small random-weight
 fixture checkpoint (--fixture forces that); the output says which.
+
+    .venv/bin/python tests/e2e/measure.py --long [--runs 3]
+
+times every page at T = 1,024 on a GPT-2-small-shaped random checkpoint instead: for each new
+prompt, Enter -> Overview drawn, then each page's first visit (click -> every chart drawn), next
+to the model's plain forward time at T = 1,024 measured in this process, and the largest
+websocket message the browser received.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -26,13 +34,18 @@ from playwright.sync_api import sync_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dashboard_fixtures import NAME, make_checkpoints
+from dashboard_fixtures import GPT2_SMALL_NAME, NAME, make_checkpoints, make_gpt2_small_checkpoint
 from e2e_server import (
     CHROMIUM,
     CHROMIUM_ARGS,
     ROOT,
     VIEWPORT,
+    enter_prompt,
+    heatmap_drawn,
+    long_prompt,
+    record_frames,
     streamlit_server,
+    tour,
     wait_for_app_run,
 )
 
@@ -114,12 +127,63 @@ def measure(url: str, runs: int, screenshot: Path | None, base_prompt: str) -> d
     }
 
 
+def forward_seconds(checkpoint: Path, T: int, repeats: int = 5) -> float:
+    """Median plain forward time of the checkpoint's model at T tokens, in this process."""
+    import torch
+
+    import gptviz
+
+    model = gptviz.load(checkpoint).model
+    idx = torch.randint(0, model.config.vocab_size, (1, T))
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            model(idx)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
+
+
+def measure_long(url: str, runs: int, T: int = 1024) -> dict:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=VIEWPORT)
+        frames = record_frames(page)
+        page.goto(f"{url}/?{urlencode({'prompt': long_prompt(T)})}")
+        heatmap_drawn(page).wait_for(state="attached", timeout=300_000)
+        wait_for_app_run(page, timeout=300_000)
+        seconds: dict[str, list[float]] = {}
+        for i in range(runs):
+            seconds.setdefault("Enter -> Overview", []).append(enter_prompt(page, long_prompt(T, salt=f" {i}"), timeout=300_000))
+            for title, s in tour(page, timeout=300_000).items():
+                seconds.setdefault(title, []).append(s)
+        browser.close()
+    return {"page_seconds": {k: round(statistics.median(v), 2) for k, v in seconds.items()}, "largest_message_bytes": max(frames)}
+
+
+def main_long(runs: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_gpt2_small_checkpoint(Path(tmp))
+        forward = forward_seconds(root / GPT2_SMALL_NAME, 1024)
+        env = {"GPTVIZ_CHECKPOINTS_DIR": str(root), "GPTVIZ_DEFAULT_CHECKPOINT": GPT2_SMALL_NAME}
+        with streamlit_server(env, Path(tmp) / "streamlit.log") as url:
+            result = measure_long(url, runs)
+    print(json.dumps({"checkpoint": "GPT-2 small shape, random weights, T = 1024", "plain_forward_s": round(forward, 2)}))
+    for title, s in result["page_seconds"].items():
+        print(json.dumps({"page": title, "median_s": s, "x_forward": round(s / forward, 2)}))
+    print(json.dumps({"largest_message_MB": round(result["largest_message_bytes"] / 2**20, 2)}))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--screenshot", type=Path, help="also save a screenshot of the Overview here")
     ap.add_argument("--fixture", action="store_true", help="use the random-weight fixture checkpoint")
+    ap.add_argument("--long", action="store_true", help="every page at T = 1024 on a GPT-2-small-shaped checkpoint")
     args = ap.parse_args()
+    if args.long:
+        return main_long(args.runs)
     shipped = ROOT / "checkpoints" / "shakespeare-char"
     with tempfile.TemporaryDirectory() as tmp:
         if args.fixture or not (shipped / "config.json").is_file():
