@@ -99,11 +99,34 @@ def contenders(model: GPT, peers: bool) -> tuple[dict[str, Callable], dict[str, 
             runs["hf eager + attentions + hidden"] = lambda idx: eager(
                 idx, output_attentions=True, output_hidden_states=True
             )
-        try:
-            from transformer_lens import HookedTransformer  # noqa: F401
-        except ImportError:
-            notes["transformer_lens"] = "TransformerLens is not installed; its column is left out"
+            tl = to_transformer_lens(sdpa)
+            if isinstance(tl, str):
+                notes["transformer_lens"] = tl
+            else:
+                runs["transformer_lens run_with_cache"] = lambda idx: tl.run_with_cache(idx)
     return runs, notes
+
+
+def to_transformer_lens(hf):
+    """The same weights in TransformerLens's HookedTransformer, converted by TransformerLens's own
+    GPT-2 converter without folding or centring (its raw forward, as run_with_cache runs it);
+    a string saying why not when it cannot be built."""
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+        from transformer_lens.pretrained.weight_conversions.gpt2 import convert_gpt2_weights
+    except ImportError:
+        return "TransformerLens 2.x/3.x (with HookedTransformer) is not installed; its rows are left out"
+    c = hf.config
+    cfg = HookedTransformerConfig(
+        n_layers=c.n_layer, d_model=c.n_embd, n_heads=c.n_head, d_head=c.n_embd // c.n_head, d_mlp=4 * c.n_embd,
+        n_ctx=c.n_positions, d_vocab=c.vocab_size, act_fn="gelu_new", normalization_type="LN", eps=c.layer_norm_epsilon,
+        positional_embedding_type="standard", default_prepend_bos=False, device="cpu",
+    )
+    tl = HookedTransformer(cfg)
+    tl.load_and_process_state_dict(
+        convert_gpt2_weights(hf, cfg), fold_ln=False, center_writing_weights=False, center_unembed=False, fold_value_biases=False
+    )
+    return tl.eval()
 
 
 def held_bytes(result) -> int:
@@ -199,6 +222,9 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
         idx = torch.randint(0, model.config.vocab_size, (1, min(lengths)))
         diff = (model(idx) - runs["hf plain (sdpa)"](idx)).abs().max().item()
         notes["hf_logits_max_abs_diff"] = f"{diff:.2e} (the same weights in both: a sanity check)"
+    if "transformer_lens run_with_cache" in runs:
+        diff = (model(idx) - runs["transformer_lens run_with_cache"](idx)[0]).abs().max().item()
+        notes["transformer_lens_logits_max_abs_diff"] = f"{diff:.2e}"
     return dict(
         config=config,
         repeats=repeats,
