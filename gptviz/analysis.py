@@ -62,15 +62,17 @@ def token_rank(logits: np.ndarray, token_id: int, temperature: float = 1.0) -> t
     return int((probs > p).sum()) + 1, float(p)
 
 
-def per_token_loss(logits: np.ndarray, ids: Sequence[int]) -> pd.DataFrame:
+def per_token_loss(logits: np.ndarray | torch.Tensor, ids: Sequence[int]) -> pd.DataFrame:
     """Cross-entropy of every prompt token given the tokens before it: row t scores ids[t+1]
-    under the logits at position t. The first token has no prediction, so T-1 rows."""
+    under the logits at position t. The first token has no prediction, so T-1 rows.
+    logits [T, V]: an array, or a tensor on any device (only the T-1 losses leave it)."""
     ids = np.asarray(ids, dtype=np.int64)
     target = ids[1:]
     # log p = z[target] - logsumexp(z): one pass over the [T-1, V] logits (50 M cells at T = 1024,
     # V = 50,257), in float64, on torch's threads.
-    z = torch.from_numpy(np.array(logits[:-1], dtype=np.float64))
-    lp = (z[torch.arange(len(target)), torch.from_numpy(target)] - torch.logsumexp(z, dim=-1)).numpy()
+    z = _float64(logits[:-1]) if isinstance(logits, torch.Tensor) else torch.from_numpy(np.array(logits[:-1], dtype=np.float64))
+    rows, target_t = torch.arange(len(target), device=z.device), torch.from_numpy(target).to(z.device)
+    lp = (z[rows, target_t] - torch.logsumexp(z, dim=-1)).cpu().numpy()
     return pd.DataFrame(
         {
             "position": np.arange(1, len(ids)),
@@ -203,14 +205,32 @@ def residual_sites(n_layer: int) -> list[tuple[str, str]]:
     return sites
 
 
+def exact(trace, name: str) -> torch.Tensor:
+    """A captured value as a float64 tensor where it lives (a Trace keeps the model's device), so
+    statistics over it come back to the CPU, not the value itself."""
+    return _float64(trace.tensor(name) if hasattr(trace, "tensor") else torch.from_numpy(np.array(trace[name])))
+
+
+def _float64(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float32 if t.device.type == "mps" else torch.float64)  # Apple MPS has no float64
+
+
+def _stat(x: torch.Tensor, stat: str) -> torch.Tensor:
+    """One statistic over the C axis of a [T, C] residual (std: population, as NumPy's default)."""
+    if stat == "mean":
+        return x.mean(1)
+    if stat == "std":
+        return x.std(1, correction=0)
+    if stat == "norm":
+        return torch.linalg.vector_norm(x, dim=1)
+    raise ValueError(f"stat={stat!r}: choose mean, std or norm")
+
+
 def residual_stat_grid(trace, stat: str) -> tuple[list[str], np.ndarray]:
     """A [sites, T] grid of one statistic over C (mean, std, or norm = L2 norm)."""
-    labels, rows = [], []
-    for label, name in residual_sites(trace.n_layer):
-        x = np.asarray(trace[name], dtype=np.float64)  # [T, C]
-        rows.append({"mean": x.mean(1), "std": x.std(1), "norm": np.linalg.norm(x, axis=1)}[stat])
-        labels.append(label)
-    return labels, np.array(rows)
+    sites = residual_sites(trace.n_layer)
+    grid = torch.stack([_stat(exact(trace, name), stat) for _, name in sites])
+    return [label for label, _ in sites], grid.cpu().double().numpy()
 
 
 def sublayer_contributions(trace) -> pd.DataFrame:
@@ -218,14 +238,11 @@ def sublayer_contributions(trace) -> pd.DataFrame:
     output (the difference it adds), next to the norm of the stream it reads, averaged over positions."""
     rows = []
     for l in range(trace.n_layer):
-        pre, mid, post = (np.asarray(trace[f"blocks.{l}.{s}"], dtype=np.float64) for s in RESID_SITES)
+        pre, mid, post = (exact(trace, f"blocks.{l}.{s}") for s in RESID_SITES)
         for sub, before, after in (("attention", pre, mid), ("MLP", mid, post)):
-            added = np.linalg.norm(after - before, axis=1).mean()
-            stream = np.linalg.norm(before, axis=1).mean()
-            out = np.linalg.norm(after, axis=1).mean()
+            added, stream, out = (_stat(x, "norm").mean().item() for x in (after - before, before, after))
             rows.append((l, sub, added, stream, out, added / stream if stream else np.inf, out / stream if stream else np.inf))
     return pd.DataFrame(rows, columns=["layer", "sublayer", "added_norm", "input_norm", "output_norm", "added_ratio", "growth"])
-
 
 
 def residual_flags(trace) -> list[str]:
@@ -236,11 +253,10 @@ def residual_flags(trace) -> list[str]:
     many times over (it acts as part of the embedding), and a steady growth over depth is normal."""
     flags = []
     for _, name in residual_sites(trace.n_layer):
-        if not np.isfinite(trace[name]).all():
+        if not torch.isfinite(exact(trace, name)).all():
             flags.append(f"{name} holds NaN or Inf values")
     for l in range(1, trace.n_layer):
-        before = np.linalg.norm(np.asarray(trace[f"blocks.{l}.resid_pre"], dtype=np.float64), axis=1).mean()
-        after = np.linalg.norm(np.asarray(trace[f"blocks.{l}.resid_post"], dtype=np.float64), axis=1).mean()
+        before, after = (_stat(exact(trace, f"blocks.{l}.{s}"), "norm").mean().item() for s in ("resid_pre", "resid_post"))
         if before > 0 and after / before > GROWTH_LIMIT:
             flags.append(f"block {l} multiplies the mean residual norm by {after / before:.1f}× (flagged above {GROWTH_LIMIT:g}×)")
     _, norms = residual_stat_grid(trace, "norm")
@@ -304,5 +320,5 @@ def shape_flow(trace) -> pd.DataFrame:
 
 def dims(trace) -> dict[str, int]:
     """The textbook sizes of this run, read off the captured tensors: B, T, C, H, D, V, L."""
-    H, T, D = trace["blocks.0.attn.q"].shape
-    return dict(B=1, T=T, C=trace["embed"].shape[1], H=H, D=D, V=trace["logits"].shape[1], L=trace.n_layer)
+    H, T, D = trace.tensor("blocks.0.attn.q").shape
+    return dict(B=1, T=T, C=trace.tensor("embed").shape[1], H=H, D=D, V=trace.tensor("logits").shape[1], L=trace.n_layer)

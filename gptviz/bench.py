@@ -164,8 +164,8 @@ def main_figures(t) -> dict[str, Callable]:
         "Q / K / V: q of a head": lambda: figures.matrix_heatmap(t["blocks.0.attn.q"][0], labels, title="q", value_name="q"),
         "Shapes: flow": lambda: figures.shape_flow(analysis.shape_flow(t), analysis.dims(t)),
         "Residual stream: heatmap": lambda: figures.residual_heatmap(*analysis.residual_stat_grid(t, "norm"), labels, "norm"),
-        "Next token: per-token loss": lambda: figures.loss_bars(analysis.per_token_loss(t["logits"], t.token_ids), labels),
-        "Next token: top-k": lambda: figures.topk_bars(analysis.top_k(t["logits"][last], 10), position_label=labels[last]),
+        "Next token: per-token loss": lambda: figures.loss_bars(analysis.per_token_loss(t.tensor("logits"), t.token_ids), labels),
+        "Next token: top-k": lambda: figures.topk_bars(analysis.top_k(t.part("logits", last), 10), position_label=labels[last]),
     }
 
 

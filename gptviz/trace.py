@@ -94,6 +94,11 @@ class Trace(Mapping):
             return self._lazy[name]()
         raise KeyError(f"{name!r} is not in this Trace; names look like {self._names[:3]} ...")
 
+    def part(self, name: str, index) -> np.ndarray:
+        """trace[name][index], with only that part leaving the model's device: one position's
+        logits are V floats, all of them T × V."""
+        return _numpy(self.tensor(name)[index])
+
     @property
     def names(self) -> list[str]:
         return list(self._names)

@@ -140,7 +140,7 @@ def prompt_loss(source: str, device: str, ids: tuple[int, ...], version: str = "
     """The per-token loss of one run, built once: a pass over all T × V logits (0.4 s at T = 1024
     with GPT-2's vocabulary) that a temperature or top-k change must not repeat. Read-only."""
     t = run_trace(source, device, ids, version)
-    return analysis.per_token_loss(t["logits"], t.token_ids)
+    return analysis.per_token_loss(t.tensor("logits"), t.token_ids)
 
 
 def save_upload(files) -> str:

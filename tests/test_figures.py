@@ -77,6 +77,15 @@ def test_per_token_loss_is_cross_entropy(trace):
     np.testing.assert_array_equal(fig.data[0].y, loss["loss_bits"].to_numpy())
 
 
+def test_per_token_loss_from_the_trace_tensor_and_one_position_of_logits(trace):
+    # The dashboard passes the tensor where the model left it, and takes one position's row.
+    from_tensor = analysis.per_token_loss(trace.tensor("logits"), trace.token_ids)
+    from_array = analysis.per_token_loss(trace["logits"], trace.token_ids)
+    np.testing.assert_array_equal(from_tensor["loss_nats"], from_array["loss_nats"])
+    np.testing.assert_array_equal(trace.part("logits", 2), trace["logits"][2])
+    assert trace.part("logits", -1).shape == (trace["logits"].shape[1],)
+
+
 def test_softmax_rejects_a_bad_temperature():
     with pytest.raises(ValueError, match="temperature"):
         analysis.softmax(np.zeros(3), 0.0)
@@ -195,6 +204,9 @@ def test_residual_grid_matches_resid_stats(trace):
     fig = figures.residual_lines(sites, grid, "norm", position=2, position_label="2 x")
     np.testing.assert_allclose(fig.data[2].y, grid.mean(1))
     np.testing.assert_allclose(fig.data[3].y, grid[:, 2])
+    for stat in ("mean", "std"):  # against NumPy on the arrays, in float64
+        x = np.asarray(trace["blocks.0.resid_mid"], dtype=np.float64)
+        np.testing.assert_allclose(analysis.residual_stat_grid(trace, stat)[1][1], getattr(x, stat)(1), rtol=1e-12)
     heat = figures.residual_heatmap(sites, grid, figures.token_labels(trace.tokens), "mean")
     assert heat.data[0].zmin == -heat.data[0].zmax
     assert all(axis_titles(fig)) and all(axis_titles(heat))

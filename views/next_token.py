@@ -10,7 +10,7 @@ v = ui.require_trace() or st.stop()
 t = v.trace
 st.title("Next token")
 pos = v.position
-logits = t["logits"][pos]
+logits = t.part("logits", pos)
 
 c1, c2 = st.columns(2)
 k = c1.slider("How many tokens (k)", 1, min(50, logits.size), min(10, logits.size), key="topk_k")

@@ -16,7 +16,7 @@ st.caption("Each chip: position · token id, then the token (␣ space, ↵ newl
 
 left, right = st.columns(2)
 with left:
-    top = analysis.top_k(t["logits"][-1], 10, display=v.display)
+    top = analysis.top_k(t.part("logits", -1), 10, display=v.display)
     ui.chart(figures.topk_bars(top, position_label=v.labels[-1]), key="overview_topk")
     ui.download("top-10 (CSV)", lambda: top, "top_k.csv", key="overview_topk_dl")
 with right:
