@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from .capture import trace
+from .checkpoint import resolve_device
 from .model import GPT, GPTConfig
 
 GPT2_SMALL = dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, activation="gelu_tanh")
@@ -79,7 +80,7 @@ def to_hf_gpt2(model: GPT, attn_implementation: str):
     conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
     state = {k: (v.t() if k.endswith(conv1d) else v) for k, v in model.state_dict().items()}
     hf.load_state_dict(state, strict=False)  # HF's own causal-mask buffers are not in ours
-    return hf.eval()
+    return hf.to(model.device).eval()
 
 
 def contenders(model: GPT, peers: bool) -> tuple[dict[str, Callable], dict[str, str]]:
@@ -120,7 +121,7 @@ def to_transformer_lens(hf):
     cfg = HookedTransformerConfig(
         n_layers=c.n_layer, d_model=c.n_embd, n_heads=c.n_head, d_head=c.n_embd // c.n_head, d_mlp=4 * c.n_embd,
         n_ctx=c.n_positions, d_vocab=c.vocab_size, act_fn="gelu_new", normalization_type="LN", eps=c.layer_norm_epsilon,
-        positional_embedding_type="standard", default_prepend_bos=False, device="cpu",
+        positional_embedding_type="standard", default_prepend_bos=False, device=str(hf.device),
     )
     tl = HookedTransformer(cfg)
     tl.load_and_process_state_dict(
@@ -182,25 +183,46 @@ def figure_payloads(t) -> list[dict]:
     return rows
 
 
+def measure_memory(f: Callable, idx: torch.Tensor, device: torch.device) -> tuple[int, int]:
+    """(peak bytes while f runs, bytes its result holds). The peak is host RSS on the CPU and
+    allocated memory on a CUDA GPU, above what was in use before."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+    with PeakRSS() as rss:
+        result = f(idx)
+        synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - start if device.type == "cuda" else rss.bytes
+    return peak, held_bytes(result)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work: a GPU returns before it has computed anything."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
 @torch.no_grad()
-def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed: int = 0) -> dict:
+def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed: int = 0, device: str = "cpu") -> dict:
+    dev = resolve_device(device)
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(**config)).eval()
+    model = GPT(GPTConfig(**config)).to(dev).eval()
     runs, notes = contenders(model, peers)
     rows, payloads = [], []
     for T in lengths:
-        idx = torch.randint(0, model.config.vocab_size, (1, T))
+        idx = torch.randint(0, model.config.vocab_size, (1, T), device=dev)
         times: dict[str, list[float]] = {name: [] for name in runs}
         memory = {}
         for name, f in runs.items():  # warm-up, and one measured pass for memory
-            with PeakRSS() as peak:
-                result = f(idx)
-            memory[name] = (peak.bytes, held_bytes(result))
-            del result
+            memory[name] = measure_memory(f, idx, dev)
         for _ in range(repeats):
             for name, f in runs.items():
+                synchronize(dev)
                 t0 = time.perf_counter()
                 f(idx)
+                synchronize(dev)
                 times[name].append(time.perf_counter() - t0)
         base = "hf plain (sdpa)" if "hf plain (sdpa)" in runs else "gptviz plain"
         base_s = statistics.median(times[base])
@@ -214,12 +236,12 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
                     ratio=round(s / base_s, 3),
                     baseline=base,
                     held_bytes=memory[name][1],
-                    peak_rss_bytes=memory[name][0],
+                    peak_bytes=memory[name][0],
                 )
             )
         payloads += [dict(T=T, **p) for p in figure_payloads(trace(model, idx[0]))]
     if "hf plain (sdpa)" in runs:
-        idx = torch.randint(0, model.config.vocab_size, (1, min(lengths)))
+        idx = torch.randint(0, model.config.vocab_size, (1, min(lengths)), device=dev)
         diff = (model(idx) - runs["hf plain (sdpa)"](idx)).abs().max().item()
         notes["hf_logits_max_abs_diff"] = f"{diff:.2e} (the same weights in both: a sanity check)"
     if "transformer_lens run_with_cache" in runs:
@@ -229,6 +251,7 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
         config=config,
         repeats=repeats,
         threads=torch.get_num_threads(),
+        device=str(dev),
         torch=torch.__version__,
         machine=f"{platform.machine()}, {os.cpu_count()} cores",
         rows=rows,
@@ -238,13 +261,14 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
 
 
 def format_table(result: dict) -> str:
-    lines = [f"{'T':>5}  {'run':<32} {'seconds':>9} {'ratio':>7} {'held MB':>9} {'peak RSS MB':>12}"]
+    lines = [f"{'T':>5}  {'run':<32} {'seconds':>9} {'ratio':>7} {'held MB':>9} {'peak MB':>12}"]
     for r in result["rows"]:
         lines.append(
-            f"{r['T']:>5}  {r['run']:<32} {r['seconds']:>9.4f} {r['ratio']:>6.2f}x {r['held_bytes'] / 2**20:>9.1f} {r['peak_rss_bytes'] / 2**20:>12.1f}"
+            f"{r['T']:>5}  {r['run']:<32} {r['seconds']:>9.4f} {r['ratio']:>6.2f}x {r['held_bytes'] / 2**20:>9.1f} {r['peak_bytes'] / 2**20:>12.1f}"
         )
     base = result["rows"][0]["baseline"] if result["rows"] else ""
     lines.append(f"ratio: median time / median time of '{base}' at the same T, same run")
+    lines.append(f"held: bytes the result keeps; peak: {'allocated GPU memory' if result.get('device', 'cpu').startswith('cuda') else 'host RSS'} above the start while it runs")
     lines += ["", f"{'T':>5}  {'page: main figure':<32} {'sent KB':>9} {'build s':>8}"]
     for f in result["figures"]:
         lines.append(f"{f['T']:>5}  {f['figure']:<32} {f['bytes'] / 1024:>9.1f} {f['build_seconds']:>8.3f}")
@@ -258,7 +282,7 @@ def main(args) -> None:
     lengths = [int(t) for t in args.lengths.split(",")] if args.lengths else ([16, 32] if args.tiny else [64, 256, 1024])
     if args.threads:
         torch.set_num_threads(args.threads)
-    result = run_bench(config, lengths, args.repeats, args.peers)
+    result = run_bench(config, lengths, args.repeats, args.peers, device=args.device)
     print(format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

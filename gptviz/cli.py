@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lengths", help="comma-separated prompt lengths T (default: 64,256,1024)")
     p.add_argument("--repeats", type=int, default=5, help="timed runs per contender and T (median is reported)")
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.set_defaults(func=cmd_bench)
     return parser

@@ -52,3 +52,11 @@ def test_held_bytes_counts_a_trace_and_hf_outputs():
     assert held_bytes(tr) == tr.nbytes
     logits = torch.zeros(1, 3, 11)
     assert held_bytes({"logits": logits, "hidden": (logits, torch.zeros(4))}) == 4 * (33 + 4)
+
+
+def test_bench_on_a_missing_gpu_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the message is for machines without it")
+    p = subprocess.run([sys.executable, "-m", "gptviz", "bench", "--tiny", "--device", "cuda", "--repeats", "1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert "no CUDA GPU is available here" in p.stderr and "Traceback" not in p.stderr
