@@ -70,7 +70,7 @@ def per_token_loss(logits: np.ndarray | torch.Tensor, ids: Sequence[int]) -> pd.
     target = ids[1:]
     # log p = z[target] - logsumexp(z): one pass over the [T-1, V] logits (50 M cells at T = 1024,
     # V = 50,257), in float64, on torch's threads.
-    z = _float64(logits[:-1]) if isinstance(logits, torch.Tensor) else torch.from_numpy(np.array(logits[:-1], dtype=np.float64))
+    z = _float64(logits[:-1])
     rows, target_t = torch.arange(len(target), device=z.device), torch.from_numpy(target).to(z.device)
     lp = (z[rows, target_t] - torch.logsumexp(z, dim=-1)).cpu().numpy()
     return pd.DataFrame(
@@ -208,11 +208,14 @@ def residual_sites(n_layer: int) -> list[tuple[str, str]]:
 def exact(trace, name: str) -> torch.Tensor:
     """A captured value as a float64 tensor where it lives (a Trace keeps the model's device), so
     statistics over it come back to the CPU, not the value itself."""
-    return _float64(trace.tensor(name) if hasattr(trace, "tensor") else torch.from_numpy(np.array(trace[name])))
+    return _float64(trace.tensor(name) if hasattr(trace, "tensor") else trace[name])
 
 
-def _float64(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float32 if t.device.type == "mps" else torch.float64)  # Apple MPS has no float64
+def _float64(x: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """An array (copied) or a tensor (on its device) as float64; float32 on Apple MPS, which has no float64."""
+    if not isinstance(x, torch.Tensor):
+        return torch.from_numpy(np.array(x, dtype=np.float64))
+    return x.to(torch.float32 if x.device.type == "mps" else torch.float64)
 
 
 def _stat(x: torch.Tensor, stat: str) -> torch.Tensor:

@@ -158,7 +158,7 @@ def main_figures(t) -> dict[str, Callable]:
     labels = figures.token_labels(t.tokens)
     last = t.n_tokens - 1
     return {
-        "Overview: headline heatmap": lambda: figures.attention_heatmap(analysis.attention_matrix(t, 0, 0), labels),
+        "Overview: headline heatmap": lambda: figures.attention_heatmap(analysis.attention_matrix(t, 0, 0), labels, height=520),
         "Attention: one head": lambda: figures.attention_heatmap(analysis.attention_matrix(t, 0, 0), labels),
         "Attention: heads of a layer": lambda: figures.head_grid(analysis.layer_weights(t, 0), labels, layer=0),
         "Attention: layer x head grid": lambda: figures.layer_head_grid(analysis.layer_weights(t, l) for l in range(t.n_layer)),
@@ -240,8 +240,8 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
                 )
             )
         payloads += [dict(T=T, **p) for p in figure_payloads(trace(model, idx[0]))]
+    idx = torch.randint(0, model.config.vocab_size, (1, min(lengths)), device=dev)
     if "hf plain (sdpa)" in runs:
-        idx = torch.randint(0, model.config.vocab_size, (1, min(lengths)), device=dev)
         diff = (model(idx) - runs["hf plain (sdpa)"](idx)).abs().max().item()
         notes["hf_logits_max_abs_diff"] = f"{diff:.2e} (the same weights in both: a sanity check)"
     if "transformer_lens run_with_cache" in runs:

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 import gptviz
+from gptviz.bench import GPT2_SMALL
 
 NAME = "tiny-char"
 # Printable ASCII without "~" and "|": those two (and anything non-ASCII) are unknown characters.
@@ -36,8 +37,6 @@ GPT2_SMALL_CHARS = CHARS + [chr(c) for c in _FILL[: 50257 - len(CHARS)]]
 def make_gpt2_small_checkpoint(root: Path) -> Path:
     """root/gpt2-small-char: GPT-2 small's shape (12 layers, 12 heads, C = 768, V = 50,257,
     block 1,024; about 500 MB of float32 weights), random weights, a character tokenizer."""
-    from gptviz.bench import GPT2_SMALL
-
     torch.manual_seed(1234)
     model = gptviz.GPT(gptviz.GPTConfig(**GPT2_SMALL))
     gptviz.save(model, root / GPT2_SMALL_NAME, gptviz.CharTokenizer(GPT2_SMALL_CHARS), card={"note": "test fixture: GPT-2 small shape, random weights"})

@@ -21,8 +21,7 @@ expect.set_options(timeout=30_000)  # the first Plotly chart takes seconds on 2 
 @pytest.fixture(scope="session")
 def streamlit_url(tmp_path_factory):
     root = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
-    env = {"GPTVIZ_CHECKPOINTS_DIR": str(root), "GPTVIZ_DEFAULT_CHECKPOINT": NAME}
-    with streamlit_server(env, ARTIFACTS / "streamlit.log") as url:
+    with streamlit_server(root, NAME, ARTIFACTS / "streamlit.log") as url:
         yield url
 
 

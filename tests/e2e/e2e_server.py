@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlencode
 
 from playwright.sync_api import Page, expect
 
@@ -29,8 +30,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict[str, str], log_path: Path):
-    """A dashboard server on a free port; yields its URL and stops it on exit."""
+def streamlit_server(checkpoints: Path, default: str, log_path: Path):
+    """A dashboard server on a free port over the checkpoints in a folder, opening on `default`;
+    yields its URL and stops it on exit."""
+    env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default}
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
            "--server.port", str(port), "--server.address", "127.0.0.1",
@@ -82,8 +85,7 @@ def nav(page: Page, title: str, timeout: int = 60_000) -> float:
     t0 = time.perf_counter()
     page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
     expect(page.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=timeout)
-    wait_for_app_run(page, timeout=timeout)
-    page.wait_for_function(ALL_CHARTS_DRAWN, polling="raf", timeout=timeout)
+    wait_until_drawn(page, timeout)
     return time.perf_counter() - t0
 
 
@@ -91,9 +93,21 @@ def enter_prompt(page: Page, text: str, timeout: int = 60_000) -> float:
     """Type a prompt and press Enter; seconds until the Overview's charts show the new run."""
     t0 = time.perf_counter()
     type_prompt(page, text)
+    wait_until_drawn(page, timeout)
+    return time.perf_counter() - t0
+
+
+def open_on_prompt(page: Page, url: str, prompt: str, timeout: int = 60_000) -> None:
+    """Open the dashboard with a prompt in the URL (the server loads the model and runs it)."""
+    page.goto(f"{url}/?{urlencode({'prompt': prompt})}")
+    heatmap_drawn(page).wait_for(state="attached", timeout=timeout)
+    wait_until_drawn(page, timeout)
+
+
+def wait_until_drawn(page: Page, timeout: int = 60_000) -> None:
+    """Wait until the script run is over and every chart on screen is drawn."""
     wait_for_app_run(page, timeout=timeout)
     page.wait_for_function(ALL_CHARTS_DRAWN, polling="raf", timeout=timeout)
-    return time.perf_counter() - t0
 
 
 def tour(page: Page, timeout: int = 60_000, shot=None) -> dict[str, float]:

@@ -41,8 +41,8 @@ from e2e_server import (
     ROOT,
     VIEWPORT,
     enter_prompt,
-    heatmap_drawn,
     long_prompt,
+    open_on_prompt,
     record_frames,
     streamlit_server,
     tour,
@@ -149,9 +149,7 @@ def measure_long(url: str, runs: int, T: int = 1024) -> dict:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport=VIEWPORT)
         frames = record_frames(page)
-        page.goto(f"{url}/?{urlencode({'prompt': long_prompt(T)})}")
-        heatmap_drawn(page).wait_for(state="attached", timeout=300_000)
-        wait_for_app_run(page, timeout=300_000)
+        open_on_prompt(page, url, long_prompt(T), timeout=300_000)
         seconds: dict[str, list[float]] = {}
         for i in range(runs):
             seconds.setdefault("Enter -> Overview", []).append(enter_prompt(page, long_prompt(T, salt=f" {i}"), timeout=300_000))
@@ -165,8 +163,7 @@ def main_long(runs: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = make_gpt2_small_checkpoint(Path(tmp))
         forward = forward_seconds(root / GPT2_SMALL_NAME, 1024)
-        env = {"GPTVIZ_CHECKPOINTS_DIR": str(root), "GPTVIZ_DEFAULT_CHECKPOINT": GPT2_SMALL_NAME}
-        with streamlit_server(env, Path(tmp) / "streamlit.log") as url:
+        with streamlit_server(root, GPT2_SMALL_NAME, Path(tmp) / "streamlit.log") as url:
             result = measure_long(url, runs)
     print(json.dumps({"checkpoint": "GPT-2 small shape, random weights, T = 1024", "plain_forward_s": round(forward, 2)}))
     for title, s in result["page_seconds"].items():
@@ -187,11 +184,10 @@ def main() -> int:
     shipped = ROOT / "checkpoints" / "shakespeare-char"
     with tempfile.TemporaryDirectory() as tmp:
         if args.fixture or not (shipped / "config.json").is_file():
-            env = {"GPTVIZ_CHECKPOINTS_DIR": str(make_checkpoints(Path(tmp))), "GPTVIZ_DEFAULT_CHECKPOINT": NAME}
-            checkpoint = f"fixture {NAME} (random weights)"
+            root, name, checkpoint = make_checkpoints(Path(tmp)), NAME, f"fixture {NAME} (random weights)"
         else:
-            env, checkpoint = {"GPTVIZ_CHECKPOINTS_DIR": str(shipped.parent), "GPTVIZ_DEFAULT_CHECKPOINT": shipped.name}, str(shipped)
-        with streamlit_server(env, Path(tmp) / "streamlit.log") as url:
+            root, name, checkpoint = shipped.parent, shipped.name, str(shipped)
+        with streamlit_server(root, name, Path(tmp) / "streamlit.log") as url:
             result = measure(url, args.runs, args.screenshot, "Now is the winter of our discontent")
     print(json.dumps({"checkpoint": checkpoint}))
     for name, stats in result.items():

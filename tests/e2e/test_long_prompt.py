@@ -7,13 +7,12 @@ How long each page takes is written to artifacts/e2e/long_prompt.json: a record,
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from dashboard_fixtures import GPT2_SMALL_NAME, make_gpt2_small_checkpoint
-from e2e_server import ARTIFACTS, enter_prompt, heatmap_drawn, long_prompt, record_frames, streamlit_server, tour, wait_for_app_run
+from e2e_server import ARTIFACTS, enter_prompt, long_prompt, open_on_prompt, record_frames, streamlit_server, tour
 
 T = 1024
 MAX_FIGURE_BYTES = 3 * 2**20
@@ -23,16 +22,13 @@ SLOW = 300_000  # ms: CI's two cores run a 124M-parameter model here
 @pytest.fixture(scope="module")
 def gpt2_small_url(tmp_path_factory):
     root = make_gpt2_small_checkpoint(tmp_path_factory.mktemp("gpt2-small"))
-    env = {"GPTVIZ_CHECKPOINTS_DIR": str(root), "GPTVIZ_DEFAULT_CHECKPOINT": GPT2_SMALL_NAME}
-    with streamlit_server(env, ARTIFACTS / "streamlit-gpt2-small.log") as url:
+    with streamlit_server(root, GPT2_SMALL_NAME, ARTIFACTS / "streamlit-gpt2-small.log") as url:
         yield url
 
 
 def test_every_page_at_full_context(page: Page, gpt2_small_url, shot):
     frames = record_frames(page)
-    page.goto(f"{gpt2_small_url}/?{urlencode({'prompt': long_prompt(T)})}")  # loads the model, runs once
-    expect(heatmap_drawn(page)).to_be_attached(timeout=SLOW)
-    wait_for_app_run(page, timeout=SLOW)
+    open_on_prompt(page, gpt2_small_url, long_prompt(T), timeout=SLOW)
     record = {"enter_to_overview_s": enter_prompt(page, long_prompt(T, salt="!"), timeout=SLOW)}
     expect(page.get_by_text(f"{T} tokens")).to_be_visible()
     record["page_s"] = tour(page, timeout=SLOW, shot=lambda p, name: shot(p, "long-" + name))
