@@ -3,13 +3,14 @@
 The pages live in views/, not pages/: a folder named pages/ beside app.py switches Streamlit to its
 old automatic multipage mode, which then runs a page script without this router (no sidebar).
 
-The sidebar (gptviz.ui) loads the checkpoint once per process and runs a prompt once per
-(checkpoint, device, prompt); every page reads that one Trace through ui.view().
+The sidebar (gptviz.dashboard.sidebar) loads the checkpoint once per process and runs a prompt once per
+(checkpoint, device, prompt); every page reads that one Trace through the View (gptviz.dashboard.state).
 """
 
 import streamlit as st
 
-from gptviz import ui
+from gptviz.dashboard.sidebar import sidebar
+from gptviz.dashboard.widgets import guard
 
 st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
 
@@ -25,8 +26,8 @@ PAGES = [
 
 def main() -> None:
     page = st.navigation(PAGES)
-    ui.sidebar()
+    sidebar()
     page.run()
 
 
-ui.guard(main)
+guard(main)

@@ -4,22 +4,25 @@
     trace = gptviz.trace(bundle.model, ids, bundle.tokenizer)
     trace["blocks.0.attn.weights"]   # [H, T, T] exact values
 
-Importing gptviz does not import Streamlit.
+The package reads in the order data flows: tokenizers -> model (with probes) -> capture ->
+Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not import Streamlit.
 """
 
-from .bpe import BPETokenizer
 from .capture import trace
-from .checkpoint import Bundle, LoadReport, load, save
+from .config import GPTConfig
 from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
-from .model import GPT, GPTConfig
-from .tokenizer import CharTokenizer, Tokenizer, display_token, encode_prompt
-from .trace import Trace, contract_names
+from .formats import Bundle, LoadReport, load, save
+from .model import GPT, explicit_attention
+from .names import contract_names, point
+from .record import Trace
+from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, display_token, encode_prompt, parse_ids
 
 __all__ = [
     "GPT",
     "GPTConfig",
     "Trace",
     "trace",
+    "explicit_attention",
     "load",
     "save",
     "Bundle",
@@ -29,7 +32,9 @@ __all__ = [
     "BPETokenizer",
     "display_token",
     "encode_prompt",
+    "parse_ids",
     "contract_names",
+    "point",
     "GptvizError",
     "ConfigError",
     "PromptError",

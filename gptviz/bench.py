@@ -20,8 +20,10 @@ from typing import Callable
 import torch
 
 from .capture import trace
-from .checkpoint import resolve_device
-from .model import GPT, GPTConfig
+from .config import GPTConfig
+from .devices import resolve_device
+from .formats.hf_gpt2 import CONV1D
+from .model import GPT
 
 GPT2_SMALL = dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, activation="gelu_tanh")
 TINY = dict(vocab_size=97, block_size=64, n_layer=2, n_head=2, n_embd=32, activation="gelu_tanh")
@@ -77,8 +79,7 @@ def to_hf_gpt2(model: GPT, attn_implementation: str):
             attn_implementation=attn_implementation,
         )
     )
-    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-    state = {k: (v.t() if k.endswith(conv1d) else v) for k, v in model.state_dict().items()}
+    state = {k: (v.t() if k.endswith(CONV1D) else v) for k, v in model.state_dict().items()}
     hf.load_state_dict(state, strict=False)  # HF's own causal-mask buffers are not in ours
     return hf.to(model.device).eval()
 

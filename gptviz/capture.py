@@ -18,9 +18,10 @@ import torch
 from torch import Tensor, nn
 
 from .errors import PromptError
-from .model import GPT, attention_scores, attention_weights
+from .model import GPT, attention_scores, attention_weights, causal_mask
+from .names import point
 from .probes import Probe, capture_name
-from .trace import Trace
+from .record import Trace
 
 _active: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar("gptviz_recorder", default=None)
 
@@ -71,7 +72,18 @@ class _Recorder:
 
 def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Tensor:
     """Token ids as a [1, T] LongTensor on the model's device."""
-    t = torch.as_tensor(ids if isinstance(ids, Tensor) else np.asarray(ids, dtype=np.int64))
+    if isinstance(ids, Tensor):
+        t = ids
+    else:
+        a = np.asarray(ids)
+        if a.size and a.dtype.kind not in "iu":  # 1.5 would become 1, True id 1, a huge int an object
+            bad = next((i for i in a.ravel().tolist() if isinstance(i, bool) or not isinstance(i, int)), None)
+            shown = repr(bad) if bad is not None else f"values of type {a.dtype}"
+            raise PromptError(f"token ids must be integers within the vocabulary, got {shown}")
+        try:
+            t = torch.as_tensor(a.astype(np.int64))
+        except OverflowError:
+            raise PromptError("a token id is too large: ids lie within the vocabulary") from None
     if t.dim() != 1:
         raise PromptError(f"trace runs one prompt: give a 1-D list of token ids, got shape {list(t.shape)}")
     return t.to(device=device).unsqueeze(0)
@@ -82,12 +94,12 @@ def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
     rebuild them from the captured q and k with the very functions of the model's explicit path,
     on the same (1, H, T, D) views, so they are bit-identical to what that path computes."""
     maps = {}
-    for l, block in enumerate(model.transformer.h):
-        q, k = rec.tensors[f"blocks.{l}.attn.q"][None], rec.tensors[f"blocks.{l}.attn.k"][None]  # (1, H, T, D)
-        mask = block.attn.causal[:T, :T].clone()  # (T, T)
-        rec.tensors[f"blocks.{l}.attn.mask"] = mask
-        maps[f"blocks.{l}.attn.scores"] = partial(lambda q, k: attention_scores(q, k)[0], q, k)
-        maps[f"blocks.{l}.attn.weights"] = partial(
+    mask = causal_mask(T, model.device)  # (T, T), the same for every layer: one tensor shared
+    for l in range(model.config.n_layer):
+        q, k = rec.tensors[point("attn.q", l)][None], rec.tensors[point("attn.k", l)][None]  # (1, H, T, D)
+        rec.tensors[point("attn.mask", l)] = mask
+        maps[point("attn.scores", l)] = partial(lambda q, k: attention_scores(q, k)[0], q, k)
+        maps[point("attn.weights", l)] = partial(
             lambda q, k, m: attention_weights(attention_scores(q, k), m)[0], q, k, mask
         )
     return maps
@@ -105,7 +117,6 @@ def trace(model: GPT, ids: Sequence[int] | Tensor | np.ndarray, tokenizer=None) 
     are not stored: the Trace rebuilds a layer's maps from its q and k when they are asked for.
     """
     idx = as_ids(ids, model.device)
-    model.check_ids(idx)
     rec = _Recorder()
     handles = []
     token = _active.set(rec)

@@ -10,22 +10,16 @@ import sys
 
 import pandas as pd
 
+from .analysis import shape_table
 from .capture import trace
-from .checkpoint import load
 from .errors import GptvizError, PromptError
-from .tokenizer import encode_prompt
-
-
-def parse_ids(text: str) -> list[int]:
-    try:
-        return [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise PromptError(f"--token-ids must be comma-separated integers, got {text!r}") from None
+from .formats import load
+from .tokenizers import encode_prompt, parse_ids
 
 
 def prompt_ids(bundle, args) -> list[int]:
     if args.token_ids is not None:
-        return parse_ids(args.token_ids)
+        return parse_ids(args.token_ids, bundle.model.config.vocab_size, what="--token-ids")
     if bundle.tokenizer is None:
         raise PromptError(f"{bundle.report.path} has no tokenizer, so text cannot be encoded; use --token-ids")
     return encode_prompt(bundle.tokenizer, args.prompt, bundle.model.config.block_size)
@@ -53,11 +47,11 @@ def cmd_info(args) -> None:
     t = trace(bundle.model, ids, bundle.tokenizer)
     print(f"\n== shape trace (B=1, T={t.n_tokens}, C={cfg.n_embd}, H={cfg.n_head}, D={cfg.head_dim}, V={cfg.vocab_size})")
     with pd.option_context("display.max_rows", None, "display.width", 200):
-        print(t.shape_trace.to_string())
+        print(shape_table(t).to_string())
 
 
 def cmd_train(args) -> None:
-    from .train import run
+    from .training.train import run
 
     run(args, args.argv)
 
@@ -91,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("train", help="train a model on a text corpus and write a native checkpoint")
-    from .train import add_arguments
+    from .training.train import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=cmd_train)

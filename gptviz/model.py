@@ -1,6 +1,6 @@
 """The GPT model family: one decoder-only transformer, every variant chosen by GPTConfig.
 
-Read top to bottom: config -> norm -> attention -> MLP -> Block -> GPT. Submodule names equal
+Read top to bottom: norm -> attention -> MLP -> Block -> GPT. Submodule names equal
 GPT-2 checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing
 weights is a name-for-name copy. Probes (gptviz.probes) mark every point the Trace contract
 names; nothing in here knows about capture.
@@ -8,67 +8,33 @@ names; nothing in here knows about capture.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .errors import ConfigError, PromptError
+from .config import GPTConfig
+from .errors import PromptError
 from .probes import Probe
 
-CHOICES = {
-    "pos_encoding": ("learned", "sinusoidal"),
-    "norm": ("layernorm", "rmsnorm"),
-    "activation": ("gelu", "gelu_tanh", "relu"),
-}
+# Whether attention computes its weights as a tensor (probes on scores, mask and weights see
+# them) or runs the fused kernel. Per thread and per call, never a module attribute: Streamlit
+# serves every session from one shared model.
+_explicit: contextvars.ContextVar[bool] = contextvars.ContextVar("gptviz_explicit_attention", default=False)
 
 
-@dataclass
-class GPTConfig:
-    vocab_size: int = 65  # 65: the character set of Shakespeare's plays
-    block_size: int = 256  # longest context the model can read
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 128  # C, the width of the residual stream; D = C / H per head
-    dropout: float = 0.0  # only active in train mode
-    bias: bool = True  # biases in Linear and LayerNorm, as GPT-2
-    pos_encoding: str = "learned"  # learned (GPT-2) | sinusoidal (fixed sin/cos)
-    norm: str = "layernorm"  # layernorm (GPT-2) | rmsnorm
-    activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2's gelu_new) | relu
-    tie_weights: bool = True  # lm_head shares the token embedding, as GPT-2
-    norm_eps: float = 1e-5
-
-    def __post_init__(self):
-        for name, allowed in CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(allowed)}")
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name}={value!r}: must be a positive integer")
-        if self.n_embd % self.n_head:
-            raise ConfigError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
-            raise ConfigError(f"sinusoidal positions need an even n_embd, got {self.n_embd}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout={self.dropout!r}: must be in [0, 1)")
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> GPTConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
-        return cls(**d)
+@contextlib.contextmanager
+def explicit_attention(on: bool = True) -> Iterator[None]:
+    """Within this block, attention in this thread builds its scores and weights explicitly."""
+    token = _explicit.set(on)
+    try:
+        yield
+    finally:
+        _explicit.reset(token)
 
 
 def make_norm(config: GPTConfig) -> nn.Module:
@@ -92,6 +58,12 @@ def attention_scores(q: Tensor, k: Tensor) -> Tensor:
     return q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.size(-1)))
 
 
+def causal_mask(T: int, device: torch.device | str = "cpu") -> Tensor:
+    """(T, T) bools, True where query i may read key j (j <= i). Built per call: T² bytes, where a
+    per-layer buffer of block_size² would be held by every layer for the model's lifetime."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril_()
+
+
 def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the keys each query may read (mask True); the others get exactly 0."""
     return F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
@@ -108,19 +80,17 @@ class CausalSelfAttention(nn.Module):
         self.q, self.k, self.v = Probe(), Probe(), Probe()
         self.scores, self.weights = Probe(), Probe()
         self.mask = Probe(batched=False)
-        causal = torch.tril(torch.ones(config.block_size, config.block_size, dtype=torch.bool))
-        self.register_buffer("causal", causal, persistent=False)  # True where query i may read key j
 
-    def forward(self, x: Tensor, explicit: bool = False) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         B, T, C = x.size()
         H, D = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).split(C, dim=2)
         q = self.q(q.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         k = self.k(k.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         v = self.v(v.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
-        if explicit:  # the attention weights exist as a tensor only on this path
+        if _explicit.get():  # the attention weights exist as a tensor only on this path
             scores = self.scores(attention_scores(q, k))  # (B, H, T, T)
-            mask = self.mask(self.causal[:T, :T])  # (T, T)
+            mask = self.mask(causal_mask(T, x.device))  # (T, T)
             weights = self.weights(attention_weights(scores, mask))  # (B, H, T, T)
             y = self.attn_dropout(weights) @ v  # (B, H, T, D)
         else:
@@ -158,9 +128,9 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.resid_pre, self.resid_mid, self.resid_post = Probe(), Probe(), Probe()
 
-    def forward(self, x: Tensor, explicit: bool = False) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         x = self.resid_pre(x)
-        x = self.resid_mid(x + self.attn(self.ln_1(x), explicit))
+        x = self.resid_mid(x + self.attn(self.ln_1(x)))
         return self.resid_post(x + self.mlp(self.ln_2(x)))
 
 
@@ -206,7 +176,8 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())  # tied weights counted once
 
     def check_ids(self, idx: Tensor) -> None:
-        """Raise PromptError, with the reason, for input the model cannot run."""
+        """Raise PromptError, with the reason, for input the model cannot run (the ids' range is
+        checked in eval mode only)."""
         if idx.dim() != 2:
             raise PromptError(f"expected token ids of shape [B, T], got {list(idx.shape)}")
         if idx.dtype.is_floating_point or idx.dtype == torch.bool:
@@ -219,15 +190,21 @@ class GPT(nn.Module):
                 f"the prompt has {T} tokens but the model reads at most block_size={self.config.block_size}; "
                 f"keep the last {self.config.block_size}"
             )
+        if self.training:  # reading the ids' range syncs a GPU: not on every training step
+            return
         lo, hi = int(idx.min()), int(idx.max())
         if lo < 0 or hi >= self.config.vocab_size:
             bad = lo if lo < 0 else hi
             raise PromptError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size - 1}]")
 
     def forward(self, idx: Tensor, explicit: bool = False) -> Tensor:
-        """Logits at every position. explicit=True computes the attention weights as a tensor
-        (the capture path); the default uses fused scaled_dot_product_attention."""
+        """Logits at every position. explicit=True builds the attention weights as a tensor (see
+        explicit_attention); the default runs fused scaled_dot_product_attention."""
         self.check_ids(idx)
+        with explicit_attention() if explicit else contextlib.nullcontext():
+            return self._logits(idx)
+
+    def _logits(self, idx: Tensor) -> Tensor:
         B, T = idx.size()
         tok = self.transformer.wte(idx)  # (B, T, C)
         if self.config.pos_encoding == "learned":
@@ -236,5 +213,5 @@ class GPT(nn.Module):
             pos = self.sinusoid[:T]  # (T, C)
         x = self.transformer.embed(self.transformer.drop(tok + pos))
         for block in self.transformer.h:
-            x = block(x, explicit)
+            x = block(x)
         return self.lm_head(self.transformer.ln_f(x))  # (B, T, V)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .names import module_to_point
+
 
 class Probe(nn.Module):
     """Identity at a named point of the forward pass.
@@ -27,13 +29,9 @@ class Probe(nn.Module):
 def capture_name(module_path: str, module: nn.Module) -> str | None:
     """The Trace-contract name of what a module outputs, or None if it is not captured.
 
-    Names come from the module tree (DESIGN.md): `transformer.h.3.attn.q` -> `blocks.3.attn.q`.
-    """
+    Names come from the module tree: `transformer.h.3.attn.q` -> `blocks.3.attn.q`."""
     if module_path == "lm_head":
         return "logits"
     if module_path == "transformer.ln_f":
         return "ln_f"
-    if not isinstance(module, Probe):
-        return None
-    name = module_path.removeprefix("transformer.")
-    return "blocks." + name.removeprefix("h.") if name.startswith("h.") else name
+    return module_to_point(module_path) if isinstance(module, Probe) else None

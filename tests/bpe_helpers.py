@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from gptviz.bpe import BPETokenizer
+from gptviz.tokenizers.bpe import BPETokenizer
 
 TEXT = """ROMEO. But soft, what light through yonder window breaks?
 It is the east, and Juliet is the sun.

@@ -15,7 +15,8 @@ from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
-from gptviz import analysis, ui
+from gptviz import analysis
+from gptviz.dashboard import caches, sources, state
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -28,6 +29,7 @@ PAGES = {
     "views/next_token.py": "Next token",
 }
 PROMPT = "To be, or not to be: that is the question."
+RUNS: list = []  # the ids of every run the model really did (caches.trace is wrapped to count)
 
 
 @pytest.fixture(scope="session")
@@ -37,11 +39,13 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def env(ckpt_root, monkeypatch):
-    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(ckpt_root))
-    monkeypatch.delenv(ui.DEFAULT_ENV, raising=False)
-    monkeypatch.setenv(ui.DEFAULT_ENV, NAME)
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
+    monkeypatch.delenv(sources.DEFAULT_ENV, raising=False)
+    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
     st.cache_resource.clear()  # process-wide: every test starts with a cold cache
-    ui.RUN_CALLS.clear()
+    RUNS.clear()
+    real = caches.trace
+    monkeypatch.setattr(caches, "trace", lambda *a, **k: RUNS.append(a[1]) or real(*a, **k))
     return ckpt_root
 
 
@@ -91,7 +95,7 @@ def test_first_open_shows_a_result_on_the_default_model(at):
     assert at.title[0].value == "Overview"
     assert {"overview_topk", "overview_heatmap"} <= {e.key for e in at.get("plotly_chart")}
     assert at.query_params["checkpoint"] == NAME
-    assert at.query_params["prompt"] == ui.PRESET_PROMPT
+    assert at.query_params["prompt"] == state.PRESET_PROMPT
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -129,17 +133,17 @@ def test_topk_bars_equal_softmax_of_the_logits(at, env):
 def test_temperature_resoftmaxes_without_running_the_model(at, env):
     ok(run_prompt(at, PROMPT))
     ok(at.switch_page("views/next_token.py").run())
-    runs = sum(ui.RUN_CALLS.values())
+    runs = len(RUNS)
     ok(at.slider(key="temperature").set_value(2.0).run())
     x = array(figure(at, "topk_bars")["data"][0]["x"])
     logits = reference_trace(env, PROMPT)["logits"][-1]
     np.testing.assert_allclose(x, np.sort(analysis.softmax(logits, 2.0))[::-1][:10], rtol=1e-12)
-    assert sum(ui.RUN_CALLS.values()) == runs
+    assert len(RUNS) == runs
 
 
 def test_view_widgets_never_rerun_the_model(at):
     ok(run_prompt(at, PROMPT))
-    assert sum(ui.RUN_CALLS.values()) == 2  # the preset prompt, then this one
+    assert len(RUNS) == 2  # the preset prompt, then this one
     ok(at.switch_page("views/attention.py").run())
     ok(at.radio(key="layer").set_value(1).run())
     ok(at.radio(key="head").set_value(3).run())
@@ -148,15 +152,15 @@ def test_view_widgets_never_rerun_the_model(at):
     ok(at.toggle(key="presentation").set_value(True).run())
     for path in PAGES:
         ok(at.switch_page(path).run())
-    assert sum(ui.RUN_CALLS.values()) == 2
+    assert len(RUNS) == 2
     ok(run_prompt(at, PROMPT + " Again."))
-    assert sum(ui.RUN_CALLS.values()) == 3
+    assert len(RUNS) == 3
 
 
 def test_a_second_session_reuses_the_cached_run(at):
     run_prompt(at, PROMPT)
     ok(new_app(prompt=PROMPT))
-    assert sum(ui.RUN_CALLS.values()) == 2
+    assert len(RUNS) == 2
 
 
 def test_query_params_restore_a_view(env):
@@ -209,7 +213,7 @@ def test_unknown_characters_offer_to_drop_them(at):
 
 
 def test_checkpoint_that_fails_to_load(at, env):
-    at.selectbox(key="ckpt_choice").set_value(ui.LOCAL).run()
+    at.selectbox(key="ckpt_choice").set_value(state.Pick.PATH).run()
     at.text_input(key="ckpt_path").input(str(env / "broken")).run()
     msg = errors(at)
     assert "Checkpoint not loaded" in msg and "config.json" in msg
@@ -226,8 +230,8 @@ def test_gpu_that_is_not_there(at):
 
 
 def test_no_shipped_checkpoint_falls_back_to_the_demo_model(tmp_path, monkeypatch, env):
-    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(tmp_path))
-    monkeypatch.delenv(ui.DEFAULT_ENV)
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.delenv(sources.DEFAULT_ENV)
     at = new_app()
     assert not at.exception and not at.error
     assert "No shipped checkpoint" in at.sidebar.warning[0].value
@@ -243,14 +247,14 @@ def test_upload_is_size_limited_and_saved_outside_the_checkpoints(monkeypatch, e
             return self.data
 
     files = [Upload(p.name, p.read_bytes()) for p in (env / NAME).iterdir()]
-    path = Path(ui.save_upload(files))
+    path = Path(sources.save_upload(files))
     assert env not in path.parents and gptviz.load(path).model.config.n_layer == 2
-    monkeypatch.setenv(ui.UPLOAD_LIMIT_ENV, "0")
+    monkeypatch.setenv(sources.UPLOAD_LIMIT_ENV, "0")
     with pytest.raises(gptviz.CheckpointError, match="limit"):
-        ui.save_upload(files)
-    monkeypatch.setenv(ui.UPLOAD_LIMIT_ENV, "10")
+        sources.save_upload(files)
+    monkeypatch.setenv(sources.UPLOAD_LIMIT_ENV, "10")
     with pytest.raises(gptviz.CheckpointError, match="plain file names"):
-        ui.save_upload([Upload("../evil.json", b"{}")])
+        sources.save_upload([Upload("../evil.json", b"{}")])
 
 
 def test_scores_view_and_token_lookup(at, env):
@@ -270,7 +274,7 @@ def test_scores_view_and_token_lookup(at, env):
 
 
 def test_uploaded_checkpoint_is_loaded_from_a_temporary_folder(at, env):
-    at.selectbox(key="ckpt_choice").set_value(ui.UPLOAD).run()
+    at.selectbox(key="ckpt_choice").set_value(state.Pick.UPLOAD).run()
     assert "Choose a checkpoint" in at.info[0].value
     files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted((env / NAME).iterdir())]
     ok(at.get_by_key("ckpt_upload").set_value(files).run())
@@ -281,13 +285,13 @@ def test_uploaded_checkpoint_is_loaded_from_a_temporary_folder(at, env):
 
 def test_a_checkpoint_rewritten_in_place_is_loaded_again(tmp_path, monkeypatch, env):
     make_checkpoints(tmp_path)
-    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
     at = ok(new_app())
     before = array(figure(at, "overview_topk")["data"][0]["x"])
     torch.manual_seed(99)  # the same shape, new weights: as a training run saving as it goes
     gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / NAME, gptviz.CharTokenizer(CHARS))
     ok(at.run())
-    assert sum(ui.RUN_CALLS.values()) == 2
+    assert len(RUNS) == 2
     assert not np.array_equal(array(figure(at, "overview_topk")["data"][0]["x"]), before)
 
 
@@ -307,8 +311,8 @@ SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*") if (p / "confi
 @pytest.mark.skipif(not SHIPPED, reason="no shipped checkpoint in checkpoints/ yet")
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_page_renders_on_the_shipped_checkpoints(name, monkeypatch):
-    monkeypatch.setenv(ui.CHECKPOINTS_ENV, str(ROOT / "checkpoints"))
-    monkeypatch.setenv(ui.DEFAULT_ENV, name)
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ROOT / "checkpoints"))
+    monkeypatch.setenv(sources.DEFAULT_ENV, name)
     st.cache_resource.clear()
     at = ok(new_app())
     for path, title in PAGES.items():

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 import gptviz
-from gptviz.bpe import BPETokenizer, byte_decoder, show_bytes
+from gptviz.tokenizers.bpe import BPETokenizer, byte_decoder, show_bytes
 
 MOJIBAKE = ("Ġ", "Ċ", "ĉ", "Ã", "â", "\ufffd")  # GPT-2's byte spellings, Latin-1 misreadings, replacement char
 

@@ -220,28 +220,27 @@ def test_sublayer_contributions_and_flags(trace):
     figures.contributions_bars(contrib)
 
 
-class Blown(dict):
-    """A trace-like mapping whose residual stream grows 10× per sub-layer."""
-
-    n_layer = 2
-
-    def __init__(self):
-        x = np.ones((3, 4))
-        super().__init__({"blocks.0.resid_pre": x})
-        for l in range(2):
-            self[f"blocks.{l}.resid_pre"] = x
-            self[f"blocks.{l}.resid_mid"] = x = x * 10
-            self[f"blocks.{l}.resid_post"] = x = x * 10
+def blown_trace(nan_at: str | None = None) -> gptviz.Trace:
+    """A Trace whose residual stream grows 10× per sub-layer (and holds NaN at one site if asked)."""
+    x = torch.ones(3, 4, dtype=torch.float64)
+    tensors = {}
+    for l in range(2):
+        tensors[f"blocks.{l}.resid_pre"] = x
+        tensors[f"blocks.{l}.resid_mid"] = x = x * 10
+        tensors[f"blocks.{l}.resid_post"] = x = x * 10
+    if nan_at:
+        tensors[nan_at] = tensors[nan_at] * float("nan")
+    return gptviz.Trace(tensors, ["a", "b", "c"], np.arange(3), [])
 
 
 def test_runaway_growth_is_flagged():
-    blown = Blown()
+    blown = blown_trace()
     flags = analysis.residual_flags(blown)
     assert any("block 1 multiplies the mean residual norm by 100.0×" in f for f in flags)
     assert not any("block 0" in f for f in flags)  # block 0 may rescale the embedding
     assert any("reaches 2e+04" in f for f in flags)
     assert analysis.residual_growth(blown) == pytest.approx(1e4)
-    blown["blocks.1.resid_mid"] = blown["blocks.1.resid_mid"] * np.nan
+    blown = blown_trace(nan_at="blocks.1.resid_mid")
     assert any("blocks.1.resid_mid holds NaN" in f for f in analysis.residual_flags(blown))
 
 

@@ -19,7 +19,7 @@ from bpe_helpers import TEXT, tiny_bpe
 from safetensors.torch import save_file
 
 import gptviz
-from gptviz.bpe import BPETokenizer
+from gptviz.tokenizers.bpe import BPETokenizer
 
 transformers = pytest.importorskip("transformers")
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast

@@ -177,7 +177,7 @@ def test_without_meta_a_text_prompt_is_a_clear_cli_error(tmp_path, capsys):
 
 
 def test_meta_given_by_path(tmp_path):
-    from gptviz.nanogpt import load_nanogpt
+    from gptviz.formats.nanogpt import load_nanogpt
 
     write_ckpt(tmp_path / "out", meta=False)
     write_meta(tmp_path / "elsewhere.pkl")

@@ -11,14 +11,14 @@ import pytest
 
 import gptviz
 from gptviz.cli import main
-from gptviz.corpus import (
+from gptviz.training.corpus import (
     CorpusError,
     load_corpus,
     read_sdist_texts,
     split,
     strip_gutenberg,
 )
-from gptviz.train import lr_at
+from gptviz.training.train import lr_at
 
 PLAY = "".join(f"ROMEO.\nBut soft, what light through yonder window breaks? {i}\n\nJULIET.\nAy me!\n\n" for i in range(60))
 TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "4",

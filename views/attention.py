@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from gptviz import analysis, figures, ui
+from gptviz import analysis, figures
+from gptviz.dashboard import caches, widgets
 
-v = ui.require_trace() or st.stop()
+v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Attention")
 
@@ -15,15 +16,15 @@ skip = c2.checkbox("Leave key 0 out of the colour scale", key="attn_skip_first",
 
 layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN: built once per run of this page
 m = layer[v.head] if kind == "weights" else analysis.attention_matrix(t, v.layer, v.head, kind)
-ui.chart(figures.attention_heatmap(m, v.labels, kind=kind, skip_first_key=skip, title=f"Layer {v.layer}, head {v.head}: {kind}"), key="attn_heatmap")
+widgets.chart(figures.attention_heatmap(m, v.labels, kind=kind, skip_first_key=skip, title=f"Layer {v.layer}, head {v.head}: {kind}"), key="attn_heatmap")
 st.caption("Rows are queries (the token that reads), columns are keys (the token read). Choose layer, head and position in the sidebar.")
-ui.download(f"{kind} (.npz)", lambda: {kind.replace(" ", "_"): m, "tokens": v.labels}, f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz", key="attn_dl")
+widgets.download(f"{kind} (.npz)", lambda: {kind.replace(" ", "_"): m, "tokens": v.labels}, f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz", key="attn_dl")
 
 st.subheader(f"Where {v.labels[v.position]} looks")
-ui.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")
+widgets.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")
 
 st.subheader(f"Every head of layer {v.layer}")
-ui.chart(figures.head_grid(layer, v.labels, layer=v.layer), key="attn_heads")
+widgets.chart(figures.head_grid(layer, v.labels, layer=v.layer), key="attn_heads")
 
 
 def open_clicked() -> None:
@@ -34,5 +35,5 @@ def open_clicked() -> None:
 
 
 st.subheader("Every layer × head")
-ui.chart(ui.layer_head_grid(v.source, v.device, v.ids, v.version), key="attn_grid", on_select=open_clicked, selection_mode="points")
+widgets.chart(caches.layer_head_grid(v.key), key="attn_grid", on_select=open_clicked, selection_mode="points")
 st.caption("Click a tile to open that head above.")

@@ -3,9 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from gptviz import analysis, figures, ui
+from gptviz import analysis, figures
+from gptviz.dashboard import widgets
 
-v = ui.require_trace() or st.stop()
+v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Overview")
 st.caption(f"Checkpoint **{v.source}** on **{v.device}** · {t.n_tokens} tokens · capture holds {t.nbytes / 2**20:.1f} MiB")
@@ -17,12 +18,12 @@ st.caption("Each chip: position · token id, then the token (␣ space, ↵ newl
 left, right = st.columns(2)
 with left:
     top = analysis.top_k(t.part("logits", -1), 10, display=v.display)
-    ui.chart(figures.topk_bars(top, position_label=v.labels[-1]), key="overview_topk")
-    ui.download("top-10 (CSV)", lambda: top, "top_k.csv", key="overview_topk_dl")
+    widgets.chart(figures.topk_bars(top, position_label=v.labels[-1]), key="overview_topk")
+    widgets.download("top-10 (CSV)", lambda: top, "top_k.csv", key="overview_topk_dl")
 with right:
     w = analysis.attention_matrix(t, v.layer, v.head)
-    ui.chart(figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights", height=520), key="overview_heatmap")
-    ui.download("these weights (.npz)", lambda: {"weights": w, "tokens": v.labels}, f"attention_L{v.layer}_H{v.head}.npz", key="overview_heatmap_dl")
+    widgets.chart(figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights", height=520), key="overview_heatmap")
+    widgets.download("these weights (.npz)", lambda: {"weights": w, "tokens": v.labels}, f"attention_L{v.layer}_H{v.head}.npz", key="overview_heatmap_dl")
 
 card, report = st.columns(2)
 with card:

@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from gptviz import analysis, figures, ui
+from gptviz import analysis, figures
+from gptviz.dashboard import widgets
 
-v = ui.require_trace() or st.stop()
+v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Residual stream")
 
@@ -20,10 +21,10 @@ st.caption(f"From the embedding to the last block the mean norm grows {analysis.
 
 stat = st.segmented_control("Statistic over C", ["norm", "mean", "std"], key="resid_stat", default="norm", required=True)
 sites, grid = analysis.residual_stat_grid(t, stat)
-ui.chart(figures.residual_lines(sites, grid, stat, position=v.position, position_label=v.labels[v.position]), key="resid_lines")
-ui.chart(figures.residual_heatmap(sites, grid, v.labels, stat), key="resid_heatmap")
-ui.download("mean, std, norm per layer and position (CSV)", lambda: t.resid_stats, "resid_stats.csv", key="resid_dl")
+widgets.chart(figures.residual_lines(sites, grid, stat, position=v.position, position_label=v.labels[v.position]), key="resid_lines")
+widgets.chart(figures.residual_heatmap(sites, grid, v.labels, stat), key="resid_heatmap")
+widgets.download("mean, std, norm per layer and position (CSV)", lambda: t.resid_stats, "resid_stats.csv", key="resid_dl")
 
 contrib = analysis.sublayer_contributions(t)
-ui.chart(figures.contributions_bars(contrib), key="resid_contrib")
-ui.download("sub-layer contributions (CSV)", lambda: contrib, "sublayer_contributions.csv", key="resid_contrib_dl")
+widgets.chart(figures.contributions_bars(contrib), key="resid_contrib")
+widgets.download("sub-layer contributions (CSV)", lambda: contrib, "sublayer_contributions.csv", key="resid_contrib_dl")

@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from gptviz import analysis, figures, ui
+from gptviz import analysis, figures
+from gptviz.dashboard import widgets
 
-v = ui.require_trace() or st.stop()
+v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Shapes")
 dims = analysis.dims(t)
@@ -13,7 +14,8 @@ meaning = dict(B="batch", T="tokens", C="d_model", H="heads", D="C / H", V="voca
 for col, (k, n) in zip(cols, dims.items()):
     col.metric(f"{k} ({meaning[k]})", n)
 
-ui.chart(figures.shape_flow(analysis.shape_flow(t), dims), key="shape_flow")
+widgets.chart(figures.shape_flow(analysis.shape_flow(t), dims), key="shape_flow")
 st.subheader("Every module, in call order")
-st.dataframe(t.shape_trace, width="stretch", height=420)
-ui.download("shape trace (CSV)", lambda: t.shape_trace.reset_index(), "shape_trace.csv", key="shape_dl")
+table = analysis.shape_table(t)
+st.dataframe(table, width="stretch", height=420)
+widgets.download("shape trace (CSV)", lambda: table.reset_index(), "shape_trace.csv", key="shape_dl")

@@ -10,8 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import block_reduce
-from .style import MASKED, style
+from ..analysis.blocks import block_labels, block_reduce
+from .style import BLUE, MASKED, style
 
 MAX_CELLS = 256  # a heatmap side longer than this is averaged into blocks
 GRID_TILE = 32  # side of one head's tile in the layer × head grid
@@ -28,13 +28,6 @@ def token_labels(tokens: Sequence[str]) -> list[str]:
     """Axis labels 'position token' for display strings: unique even when tokens repeat, so a
     categorical axis never merges two positions."""
     return [f"{i} {t}" for i, t in enumerate(tokens)]
-
-
-def _block_labels(labels: Sequence[str], b: int) -> list[str]:
-    if b == 1:
-        return list(labels)
-    n = len(labels)
-    return [f"{i}–{min(i + b, n) - 1}" for i in range(0, n, b)]
 
 
 def _range(z: np.ndarray, kind: str, skip_first_key: bool) -> tuple[float, float, str]:
@@ -71,7 +64,7 @@ def attention_heatmap(
     skip_first_key: scale the colours without key 0, which often takes most of the weight (a sink).
     A side longer than max_cells is averaged into blocks (NaN-aware) and the title says so."""
     z, b = block_reduce(np.asarray(matrix, dtype=np.float32), max_cells)
-    ticks = _block_labels(labels, b)
+    ticks = block_labels(labels, b)
     zmin, zmax, note = _range(z, kind, skip_first_key)
     if b > 1:
         title += f" · each cell is the mean of a {b}×{b} block (T = {len(labels)})"
@@ -110,7 +103,7 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
     b = 1
     for h in range(H):
         z, b = block_reduce(matrices[h], max_cells)
-        ticks = _block_labels(labels, b)
+        ticks = block_labels(labels, b)
         fig.add_trace(
             go.Heatmap(z=z, x=ticks, y=ticks, coloraxis="coloraxis", hoverongaps=False, hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"),
             row=h // cols + 1,
@@ -205,7 +198,7 @@ def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, 
                 x=[0, 1],
                 y=[qy, ys[int(k)]],
                 mode="lines",
-                line=dict(width=0.5 + 14 * w[k], color="#1f6fb4"),
+                line=dict(width=0.5 + 14 * w[k], color=BLUE),
                 opacity=0.3 + 0.7 * w[k] / wmax,
                 hovertemplate=f"query {labels[query]} → key {labels[k]}<br>weight {w[k]:.4f}<extra></extra>",
                 showlegend=False,

@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import block_mean
-from .style import MASKED, style
+from ..analysis.blocks import block_labels, block_mean
+from .style import BLUE, MASKED, ORANGE, style
 
 MAX_ROWS = 256
 
@@ -26,7 +26,7 @@ def matrix_heatmap(m: np.ndarray, row_labels: Sequence[str], *, title: str, valu
     m = np.asarray(m, dtype=np.float32)
     m, b = block_mean(m, max_rows, axis=0)
     if b > 1:
-        row_labels = [f"{i}–{min(i + b, len(row_labels)) - 1}" for i in range(0, len(row_labels), b)]
+        row_labels = block_labels(row_labels, b)
         title += f" · rows are means of {b} positions"
     r = _symmetric(m)
     fig = go.Figure(
@@ -56,12 +56,12 @@ def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str,
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=(f"score = q·k / √{head_dim}", "weight = softmax over the allowed keys"))
     score = keys["score (Trace)"].to_numpy()
-    fig.add_trace(go.Bar(x=x, y=np.where(allowed, score, np.nan), name="allowed key", marker_color="#1f6fb4",
+    fig.add_trace(go.Bar(x=x, y=np.where(allowed, score, np.nan), name="allowed key", marker_color=BLUE,
                          customdata=keys["q·k"].to_numpy(), hovertemplate="key %{x}<br>q·k %{customdata:.4f}<br>score %{y:.4f}<extra></extra>"), row=1, col=1)
     if (~allowed).any():
         fig.add_trace(go.Bar(x=x, y=np.where(allowed, np.nan, score), name="masked key (score set to −∞)", marker=dict(color=MASKED, pattern_shape="/"),
                              hovertemplate="key %{x}: masked<br>score before the mask %{y:.4f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=x, y=keys["weight (Trace)"].to_numpy(), name="attention weight", marker_color="#e4572e",
+    fig.add_trace(go.Bar(x=x, y=keys["weight (Trace)"].to_numpy(), name="attention weight", marker_color=ORANGE,
                          hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>"), row=2, col=1)
     style(fig, f"Query {query_label}: q·k for every key, ÷√D, mask, softmax", height=560, barmode="overlay",
           legend=dict(orientation="h", y=-0.18))

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..analysis import block_mean
-from .style import style
+from ..analysis.blocks import block_labels, block_mean
+from .style import BLUE, INK, ORANGE, style
 
 STAT_NAMES = {"norm": "L2 norm ‖x‖ over C", "mean": "mean over C", "std": "standard deviation over C"}
 
@@ -24,10 +24,10 @@ def residual_lines(sites: Sequence[str], grid: np.ndarray, stat: str, *, positio
     fig.add_trace(go.Scatter(x=sites, y=hi, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=sites, y=lo, mode="lines", line=dict(width=0), fill="tonexty", fillcolor="rgba(31,111,180,0.15)",
                              name="range over positions (min … max)", hovertemplate="%{x}: min %{y:.4g}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=sites, y=mean, mode="lines+markers", name="mean over positions", line=dict(color="#1f6fb4", width=3),
+    fig.add_trace(go.Scatter(x=sites, y=mean, mode="lines+markers", name="mean over positions", line=dict(color=BLUE, width=3),
                              hovertemplate="%{x}: mean %{y:.4g}<extra></extra>"))
     fig.add_trace(go.Scatter(x=sites, y=grid[:, position], mode="lines+markers", name=f"position {position_label}",
-                             line=dict(color="#e4572e", width=2, dash="dash"), hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
+                             line=dict(color=ORANGE, width=2, dash="dash"), hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
     style(fig, f"Residual stream {STAT_NAMES[stat]}, layer by layer", height=420, legend=dict(orientation="h", y=-0.3))
     fig.update_xaxes(title_text="point in the residual stream (layer.sub-layer)", type="category")
     fig.update_yaxes(title_text=f"{STAT_NAMES[stat]} (activation units)", gridcolor="#eee")
@@ -37,7 +37,7 @@ def residual_lines(sites: Sequence[str], grid: np.ndarray, stat: str, *, positio
 def residual_heatmap(sites: Sequence[str], grid: np.ndarray, labels: Sequence[str], stat: str, *, max_cells: int = 256) -> go.Figure:
     """grid [sites, T] as a heatmap: depth down the rows, positions along the columns."""
     z, b = block_mean(np.asarray(grid, dtype=np.float32), max_cells, axis=1)
-    cols = list(labels) if b == 1 else [f"{i}–{min(i + b, len(labels)) - 1}" for i in range(0, len(labels), b)]
+    cols = block_labels(labels, b)
     diverging = stat == "mean"
     r = float(np.abs(z).max()) if z.size else 1.0
     fig = go.Figure(go.Heatmap(
@@ -60,13 +60,13 @@ def contributions_bars(contrib: pd.DataFrame) -> go.Figure:
     """What each sub-layer writes into the residual stream (‖output‖, mean over positions), next to
     the norm of the stream it reads (sublayer_contributions)."""
     fig = go.Figure()
-    for sub, color in (("attention", "#1f6fb4"), ("MLP", "#e4572e")):
+    for sub, color in (("attention", BLUE), ("MLP", ORANGE)):
         d = contrib[contrib["sublayer"] == sub]
         fig.add_trace(go.Bar(x=d["layer"].astype(str), y=d["added_norm"], name=f"{sub} adds ‖Δ‖", marker_color=color,
                              customdata=d["added_ratio"], hovertemplate="layer %{x}<br>‖Δ‖ %{y:.4g}<br>= %{customdata:.2f} × the stream it reads<extra></extra>"))
     attn = contrib[contrib["sublayer"] == "attention"]
     fig.add_trace(go.Scatter(x=attn["layer"].astype(str), y=attn["input_norm"], name="‖stream‖ entering the block", mode="lines+markers",
-                             line=dict(color="#333", dash="dot"), hovertemplate="layer %{x}<br>‖x‖ %{y:.4g}<extra></extra>"))
+                             line=dict(color=INK, dash="dot"), hovertemplate="layer %{x}<br>‖x‖ %{y:.4g}<extra></extra>"))
     style(fig, "What each sub-layer adds to the residual stream (mean over positions)", height=400, barmode="group", legend=dict(orientation="h", y=-0.25))
     fig.update_xaxes(title_text="layer", type="category")
     fig.update_yaxes(title_text="L2 norm (activation units)", rangemode="tozero", gridcolor="#eee")

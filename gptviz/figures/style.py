@@ -7,6 +7,9 @@ import plotly.graph_objects as go
 FONT = 14  # base font size in px; presentation mode scales it
 PRESENTATION_SCALE = 1.45
 MASKED = "#c8c8c8"  # background shown through NaN cells: masked (future) positions
+BLUE = "#1f6fb4"  # the main series: bars, lines, boxes
+ORANGE = "#e4572e"  # the second series, or the one chosen
+INK = "#333333"  # reference lines
 FONT_FAMILY = "Inter, 'Source Sans Pro', Arial, sans-serif"
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import style
+from .style import BLUE, style
 
 _CHIP = (
     '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
@@ -51,7 +51,7 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
             x=top["probability"].to_numpy(),
             y=names,
             orientation="h",
-            marker_color="#1f6fb4",
+            marker_color=BLUE,
             text=[f"{p:.1%} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
             textposition="auto",  # inside a long bar, outside a short one: never clipped
             customdata=np.stack([top["id"].to_numpy(), top["logit"].to_numpy()], axis=1),

@@ -1,4 +1,4 @@
-"""Tokenizers behind one small interface, and display strings that make whitespace visible.
+"""The tokenizer interface, display strings that make whitespace visible, and prompt parsing.
 
 A tokenizer turns text into ids and back, and names each id's token string. Display strings are
 for axes and chips: a space, newline or tab must be seen, never drawn as nothing.
@@ -6,9 +6,10 @@ for axes and chips: a space, newline or tab must be seen, never drawn as nothing
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Protocol, Sequence
 
-from .errors import PromptError, UnknownCharacterError
+from ..errors import PromptError, UnknownCharacterError
 
 # Visible stand-ins for characters that would otherwise draw as nothing.
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -40,44 +41,6 @@ class Tokenizer(Protocol):
     def display(self, ids: Sequence[int]) -> list[str]: ...
 
 
-class CharTokenizer:
-    """One token per character, in nanoGPT's convention: itos[i] is the character of id i."""
-
-    kind = "char"
-
-    def __init__(self, chars: Sequence[str]):
-        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
-            raise ValueError("a character vocabulary must be distinct single characters")
-        self.itos = list(chars)
-        self.stoi = {c: i for i, c in enumerate(self.itos)}
-
-    @classmethod
-    def from_text(cls, text: str) -> CharTokenizer:
-        return cls(sorted(set(text)))
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.itos)
-
-    def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
-        missing = sorted({c for c in text if c not in self.stoi})
-        if missing and unknown == "error":
-            raise UnknownCharacterError(missing)
-        return [self.stoi[c] for c in text if c in self.stoi]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return "".join(self.itos[i] for i in ids)
-
-    def token_strings(self, ids: Sequence[int]) -> list[str]:
-        return [self.itos[i] for i in ids]
-
-    def display(self, ids: Sequence[int]) -> list[str]:
-        return [display_token(s) for s in self.token_strings(ids)]
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "chars": self.itos}
-
-
 def encode_prompt(
     tokenizer: Tokenizer,
     text: str,
@@ -101,4 +64,23 @@ def encode_prompt(
                 f"shorten it or keep the last {block_size} tokens"
             )
         ids = ids[-block_size:]
+    return ids
+
+
+def parse_ids(text: str, vocab_size: int | None = None, what: str = "token ids") -> list[int]:
+    """Typed token ids -> a list of ints: one grammar for the CLI, the sidebar and the lookup.
+    Separators are commas and/or whitespace ("1, 2 3"); each id is a plain non-negative integer
+    below vocab_size when that is given. `what` names the input in messages. Anything else is a PromptError that says what was wrong."""
+    ids = []
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        if not re.fullmatch(r"[0-9]+", part):  # ASCII digits only: "²" passes str.isdigit, not int()
+            raise PromptError(f"{what} must be comma-separated integers, e.g. 1, 2, 3: {part[:40]!r} is not one")
+        if len(part) > 12 or (vocab_size is not None and int(part) >= vocab_size):
+            top = f" [0, {vocab_size - 1}]" if vocab_size is not None else ""
+            raise PromptError(f"token id {part[:20]}{'…' if len(part) > 20 else ''} is outside the vocabulary{top}")
+        ids.append(int(part))
+    if not ids:
+        raise PromptError(f"no {what} given: type comma-separated integers, e.g. 1, 2, 3")
     return ids

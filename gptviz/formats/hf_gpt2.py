@@ -16,11 +16,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from .bpe import BPETokenizer
-from .checkpoint import Bundle, LoadReport, finish, load_state_into, read_json
-from .errors import CheckpointError, ConfigError
-from .model import GPT, GPTConfig
-from .nanogpt import torch_load
+from ..config import GPTConfig
+from ..errors import CheckpointError, ConfigError
+from ..model import GPT
+from ..tokenizers import BPETokenizer
+from .bundle import Bundle, LoadReport, finish, load_state_into
+from .safe import read_json, torch_load
 
 SAFETENSORS, PT_BIN = "model.safetensors", "pytorch_model.bin"
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")

@@ -19,8 +19,8 @@ from typing import Literal
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from .errors import CheckpointError, UnknownCharacterError
-from .tokenizer import display_token
+from ..errors import CheckpointError, UnknownCharacterError
+from .base import display_token
 
 TOKENIZER_FILE = "tokenizer.json"
 

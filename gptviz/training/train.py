@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .bpe import BPETokenizer
-from .checkpoint import save
+from ..config import GPTConfig
+from ..formats import save
+from ..model import GPT
+from ..tokenizers import BPETokenizer, CharTokenizer
 from .corpus import DEFAULT_CACHE, load_corpus
-from .model import GPT, GPTConfig
-from .tokenizer import CharTokenizer
 
 MODEL_FIELDS = [f for f in fields(GPTConfig) if f.name != "vocab_size"]  # the tokenizer fixes vocab_size
 
@@ -289,10 +289,3 @@ def write_curve(out: Path, rows: list[tuple]) -> None:
     with open(out / "loss_curve.csv", "w", newline="") as f:
         csv.writer(f).writerows(rows)
 
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gptviz train", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    argv = sys.argv[1:] if argv is None else argv
-    run(p.parse_args(argv), ["train", *argv])
-    return 0

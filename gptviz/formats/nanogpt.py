@@ -13,59 +13,22 @@ through `safe_unpickle`, which refuses every class or function a pickle names.
 
 from __future__ import annotations
 
-import io
-import pickle
-import re
-import zipfile
 from pathlib import Path
 
 import torch
 
-from .checkpoint import Bundle, LoadReport, finish, load_state_into
-from .errors import CheckpointError, ConfigError
-from .model import GPT, GPTConfig
-from .tokenizer import CharTokenizer
+from ..config import GPTConfig
+from ..errors import CheckpointError, ConfigError
+from ..model import GPT
+from ..tokenizers import CharTokenizer
+from .bundle import Bundle, LoadReport, finish, load_state_into
+from .safe import safe_unpickle, torch_load
 
 CKPT_NAME = "ckpt.pt"
 META_NAME = "meta.pkl"
 SUFFIXES = (".pt", ".pth", ".ckpt")
 PREFIX = "_orig_mod."  # added by torch.compile
 MODEL_ARGS = {"n_layer", "n_head", "n_embd", "block_size", "bias", "vocab_size", "dropout"}
-MAX_META_BYTES = 64 * 2**20
-
-
-# --- untrusted pickles -------------------------------------------------------------------------
-class _Refused(pickle.UnpicklingError):
-    """The pickle asks for something other than plain data."""
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Rebuilds only what pickle encodes without naming a class: dict, list, tuple, str, bytes,
-    int, float, bool, None. Any GLOBAL/STACK_GLOBAL (the way a pickle reaches a callable) fails."""
-
-    def find_class(self, module, name):
-        raise _Refused(f"it names {module}.{name}, and only plain data is accepted")
-
-    def persistent_load(self, pid):
-        raise _Refused("it refers to external objects, and only plain data is accepted")
-
-
-def safe_unpickle(path: Path) -> object:
-    """Unpickle plain data from path, or CheckpointError. Never imports or calls anything."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if not data:
-        raise CheckpointError(f"{path}: the file is empty")
-    if len(data) > MAX_META_BYTES:
-        raise CheckpointError(f"{path}: {len(data):,} bytes is too large for a vocabulary file")
-    try:
-        return _PlainUnpickler(io.BytesIO(data)).load()
-    except _Refused as e:
-        raise CheckpointError(f"{path}: refused to unpickle: {e}") from None
-    except Exception as e:  # truncated or not a pickle: EOFError, ValueError, KeyError, ...
-        raise CheckpointError(f"{path}: not a readable pickle ({type(e).__name__}: {e})") from None
 
 
 def vocab_from_meta(path: Path, vocab_size: int) -> CharTokenizer:
@@ -83,29 +46,6 @@ def vocab_from_meta(path: Path, vocab_size: int) -> CharTokenizer:
         return CharTokenizer([itos[i] for i in range(n)])
     except ValueError as e:
         raise CheckpointError(f"{path}: {e}") from None
-
-
-def torch_load(path: Path) -> object:
-    """torch.load with weights_only=True, every failure turned into one sentence naming the file."""
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if size == 0:
-        raise CheckpointError(f"{path}: the file is empty")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        # weights_only refuses a pickle that names anything but tensors and plain containers
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(e))
-        what = f"it names {found.group(1)}" if found else "it holds objects other than tensors and plain data"
-        raise CheckpointError(
-            f"{path}: refused to load: {what}, which could run code; "
-            "gptviz only loads tensors and plain data (torch.load weights_only=True)"
-        ) from None
-    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, OSError, KeyError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: not a readable PyTorch file, truncated or corrupt ({first})") from None
 
 
 # --- detection and loading ---------------------------------------------------------------------

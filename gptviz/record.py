@@ -17,7 +17,6 @@ Scores and weights grow as L·H·T² (1.2 GB for GPT-2 small at T = 1024), so a 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -28,25 +27,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-BLOCK_SITES = (
-    "resid_pre",
-    "attn.q",
-    "attn.k",
-    "attn.v",
-    "attn.scores",
-    "attn.mask",
-    "attn.weights",
-    "resid_mid",
-    "resid_post",
-)
-RESID_SITES = ("resid_pre", "resid_mid", "resid_post")
-
-
-def contract_names(n_layer: int) -> list[str]:
-    """Every tensor name of a Trace of an n_layer model, in forward order."""
-    blocks = [f"blocks.{l}.{site}" for l in range(n_layer) for site in BLOCK_SITES]
-    return ["embed", *blocks, "ln_f", "logits"]
-
+from .names import RESID_SITES, forward_order, point
 
 def _numpy(t: Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:  # NumPy has no bfloat16; float32 holds it exactly
@@ -74,7 +55,7 @@ class Trace(Mapping):
         self.tokens = list(tokens)
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
         self._shapes = shapes
-        self._names = sorted([*tensors, *self._lazy], key=_forward_order)
+        self._names = sorted([*tensors, *self._lazy], key=forward_order)
 
     # --- the mapping -------------------------------------------------------------------
     def __getitem__(self, name: str) -> np.ndarray:
@@ -105,7 +86,7 @@ class Trace(Mapping):
 
     @property
     def n_layer(self) -> int:
-        return sum(1 for n in self._tensors if n.endswith(".resid_pre"))
+        return sum(1 for n in self._tensors if n.endswith(".resid_pre"))  # one per block
 
     @property
     def n_tokens(self) -> int:
@@ -121,10 +102,11 @@ class Trace(Mapping):
     # --- derived tables ----------------------------------------------------------------
     @property
     def shape_trace(self) -> pd.DataFrame:
-        """Every hooked module in call order: path, type, input and output shapes, capture name."""
+        """Every hooked module in call order: path, type, input and output shapes (tuples of shape
+        tuples, one per tensor argument), capture name."""
         df = pd.DataFrame(self._shapes, columns=["module", "type", "inputs", "outputs", "capture"])
         for col in ("inputs", "outputs"):
-            df[col] = [", ".join(str(tuple(s)) for s in shapes) for shapes in df[col]]
+            df[col] = [tuple(tuple(s) for s in shapes) for shapes in df[col]]
         df.index.name = "step"
         return df
 
@@ -134,7 +116,7 @@ class Trace(Mapping):
         rows = []
         for l in range(self.n_layer):
             for site in RESID_SITES:
-                x = self[f"blocks.{l}.{site}"].astype(np.float64)  # [T, C]
+                x = self[point(site, l)].astype(np.float64)  # [T, C]
                 for pos, (m, s, n) in enumerate(zip(x.mean(1), x.std(1), np.linalg.norm(x, axis=1))):
                     rows.append((l, site, pos, self.tokens[pos], m, s, n))
         return pd.DataFrame(rows, columns=["layer", "site", "position", "token", "mean", "std", "norm"])
@@ -158,9 +140,3 @@ class Trace(Mapping):
             tensors = {k: torch.from_numpy(f[k].copy()) for k in names}
         return cls(tensors=tensors, tokens=tokens, token_ids=token_ids, shapes=[])
 
-
-def _forward_order(name: str) -> tuple:
-    m = re.match(r"blocks\.(\d+)\.(.+)", name)
-    if m:
-        return (1, int(m.group(1)), BLOCK_SITES.index(m.group(2)))
-    return ({"embed": 0, "ln_f": 2, "logits": 3}.get(name, 4), 0, 0)

@@ -1,0 +1,45 @@
+"""Analyses: computations on a Trace that the views, the CLI and notebooks share.
+
+Everything here takes a Trace (or plain arrays) and returns arrays or DataFrames; nothing
+imports Streamlit or Plotly, and nothing re-runs the model unless its name says so.
+"""
+
+from .attention import ATTENTION_KINDS, attention_matrix, layer_weights, query_computation
+from .blocks import block_labels, block_mean, block_reduce
+from .next_token import per_token_loss, softmax, token_rank, top_k
+from .residual import (
+    GROWTH_LIMIT,
+    NORM_LIMIT,
+    residual_flags,
+    residual_growth,
+    residual_sites,
+    residual_stat_grid,
+    sublayer_contributions,
+)
+from .shapes import FLOW, dims, format_shapes, shape_flow, shape_table
+
+__all__ = [
+    "ATTENTION_KINDS",
+    "FLOW",
+    "GROWTH_LIMIT",
+    "NORM_LIMIT",
+    "attention_matrix",
+    "block_labels",
+    "block_mean",
+    "block_reduce",
+    "dims",
+    "format_shapes",
+    "layer_weights",
+    "per_token_loss",
+    "query_computation",
+    "residual_flags",
+    "residual_growth",
+    "residual_sites",
+    "residual_stat_grid",
+    "shape_flow",
+    "shape_table",
+    "softmax",
+    "sublayer_contributions",
+    "token_rank",
+    "top_k",
+]

@@ -1,0 +1,78 @@
+"""Attention as the views need it: one head's matrix with masked cells as NaN, a layer's heads,
+and one query's attention worked through step by step from the captured q, k and v."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..names import point
+from ..record import Trace
+
+ATTENTION_KINDS = ("weights", "masked scores", "scores")
+
+
+def attention_matrix(trace: Trace, layer: int, head: int, kind: str = "weights") -> np.ndarray:
+    """One head's [T, T] matrix (queries as rows) in float32, masked cells as NaN.
+
+    kind: "weights" (after softmax), "masked scores" (scores where the mask allows, else NaN) or
+    "scores" (q·kᵀ/√D before the mask: every cell, as the model computed it)."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"kind={kind!r}: choose one of {', '.join(ATTENTION_KINDS)}")
+    site = "weights" if kind == "weights" else "scores"
+    m = np.array(trace[point("attn." + site, layer)][head], dtype=np.float32)  # [T, T]
+    if kind != "scores":
+        m[~trace[point("attn.mask", layer)]] = np.nan
+    return m
+
+
+def layer_weights(trace: Trace, layer: int) -> np.ndarray:
+    """Every head's attention weights of one layer, [H, T, T] float32, masked cells as NaN."""
+    w = np.array(trace[point("attn.weights", layer)], dtype=np.float32)  # [H, T, T]
+    w[:, ~np.asarray(trace[point("attn.mask", layer)])] = np.nan
+    return w
+
+
+def query_computation(trace: Trace, layer: int, head: int, query: int) -> dict:
+    """The attention of one query worked through from the captured q, k and v: q·k for each key,
+    ÷√D, the mask, softmax, the weighted v rows and their sum (the head's output for this query).
+
+    Returns `keys`, a per-key DataFrame holding both the recomputed steps and the Trace's own
+    scores and weights; `weighted_v` [T, D] = the Trace's weights × v and `output` [D], their sum;
+    `max_diff`, the largest gap between recomputed and captured values (float32 rounding)."""
+    q = np.asarray(trace[point("attn.q", layer)][head], dtype=np.float64)  # [T, D]
+    k = np.asarray(trace[point("attn.k", layer)][head], dtype=np.float64)  # [T, D]
+    v = np.asarray(trace[point("attn.v", layer)][head], dtype=np.float64)  # [T, D]
+    allowed = np.asarray(trace[point("attn.mask", layer)][query])  # [T]
+    D = q.shape[1]
+    dots = k @ q[query]  # [T]
+    scores = dots / math.sqrt(D)
+    masked = np.where(allowed, scores, -np.inf)
+    weights = np.exp(masked - masked.max())
+    weights /= weights.sum()
+    captured_scores = np.asarray(trace[point("attn.scores", layer)][head, query])  # [T]
+    captured_weights = np.asarray(trace[point("attn.weights", layer)][head, query])  # [T]
+    weighted_v = captured_weights.astype(np.float64)[:, None] * v  # [T, D]
+    keys = pd.DataFrame(
+        {
+            "key": np.arange(len(dots)),
+            "q·k": dots,
+            "q·k/√D": scores,
+            "score (Trace)": captured_scores,
+            "allowed": allowed,
+            "softmax": np.where(allowed, weights, 0.0),
+            "weight (Trace)": captured_weights,
+        }
+    )
+    return dict(
+        keys=keys,
+        weighted_v=weighted_v,
+        output=weighted_v.sum(0),
+        head_dim=D,
+        max_diff=dict(
+            scores=float(np.abs(scores - captured_scores).max()),
+            weights=float(np.abs(weights - captured_weights).max()),
+        ),
+    )

@@ -1,0 +1,75 @@
+"""The next-token distribution: top-k with a temperature, the rank of any token, per-token loss.
+
+Nothing re-runs the model: each is computed from the captured logits, so changing a temperature in
+the dashboard is instant and the numbers stay the model's own. Probabilities are computed in
+float64 so rounding never reorders the top of a distribution.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .values import float64
+
+def softmax(logits: np.ndarray, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
+    """softmax(logits / temperature) in float64, stable for any logit range."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    z = z - z.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def top_k(logits: np.ndarray, k: int, temperature: float = 1.0, display: Callable[[list[int]], list[str]] | None = None) -> pd.DataFrame:
+    """The k most likely next tokens of one position's logits [V], most likely first.
+
+    display: ids -> token strings (e.g. tokenizer.display). Ties go to the lower id, so the
+    order is deterministic."""
+    logits = np.asarray(logits)
+    probs = softmax(logits, temperature)
+    k = max(1, min(int(k), probs.size))
+    order = np.lexsort((np.arange(probs.size), -probs))[:k]
+    return pd.DataFrame(
+        {
+            "rank": np.arange(1, k + 1),
+            "id": order,
+            "token": display(order.tolist()) if display is not None else [str(i) for i in order],
+            "probability": probs[order],
+            "logit": logits[order].astype(np.float64),
+        }
+    )
+
+
+def token_rank(logits: np.ndarray, token_id: int, temperature: float = 1.0) -> tuple[int, float]:
+    """(rank, probability) of one token: rank 1 is the most likely; ties count in its favour."""
+    probs = softmax(logits, temperature)
+    p = probs[token_id]
+    return int((probs > p).sum()) + 1, float(p)
+
+
+def per_token_loss(logits: np.ndarray | torch.Tensor, ids: Sequence[int]) -> pd.DataFrame:
+    """Cross-entropy of every prompt token given the tokens before it: row t scores ids[t+1]
+    under the logits at position t. The first token has no prediction, so T-1 rows.
+    logits [T, V]: an array, or a tensor on any device (only the T-1 losses leave it)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    target = ids[1:]
+    # log p = z[target] - logsumexp(z): one pass over the [T-1, V] logits (50 M cells at T = 1024,
+    # V = 50,257), in float64, on torch's threads.
+    z = float64(logits[:-1])
+    rows, target_t = torch.arange(len(target), device=z.device), torch.from_numpy(target).to(z.device)
+    lp = (z[rows, target_t] - torch.logsumexp(z, dim=-1)).cpu().numpy()
+    return pd.DataFrame(
+        {
+            "position": np.arange(1, len(ids)),
+            "id": target,
+            "loss_nats": -lp,
+            "loss_bits": -lp / math.log(2),
+            "probability": np.exp(lp),
+        }
+    )

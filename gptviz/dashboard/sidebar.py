@@ -1,0 +1,155 @@
+"""The shared sidebar: checkpoint, device, prompt and what to look at. It loads and runs what is
+asked for and builds the View the pages read; every expected failure is a message in the page."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..devices import DEVICES, device_status, resolve_device
+from ..errors import GptvizError, PromptError, UnknownCharacterError
+from ..formats import Bundle
+from ..tokenizers import encode_prompt, parse_ids
+from .caches import ModelKey, RunKey, load_bundle, run_trace
+from .sources import CHECKPOINT_HELP, DEMO, checkpoints_dir, default_checkpoint, save_upload, shipped, upload_limit_mb, version
+from .state import Pick, View, read_url, set_view, write_url
+
+PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
+
+
+def _pick_checkpoint() -> str | None:
+    names = shipped()
+    options = [*names, *Pick]
+    if st.session_state.get("ckpt_choice") not in options:
+        st.session_state["ckpt_choice"] = default_checkpoint() if default_checkpoint() in names else Pick.PATH
+    choice = st.sidebar.selectbox(
+        "Checkpoint", options, key="ckpt_choice", format_func=lambda o: o.value if isinstance(o, Pick) else f"{o} (shipped)"
+    )
+    if not names:
+        st.sidebar.warning(f"No shipped checkpoint in {checkpoints_dir()}: train one (README) or pick a path. The demo model has random weights.")
+    if choice is Pick.PATH:
+        st.session_state.setdefault("ckpt_path", "")
+        path = st.sidebar.text_input("Checkpoint path", key="ckpt_path", help=CHECKPOINT_HELP)
+        return path.strip() or None
+    if choice is Pick.UPLOAD:
+        limit = upload_limit_mb()
+        files = st.sidebar.file_uploader(f"Checkpoint files (up to {limit} MB)", accept_multiple_files=True, key="ckpt_upload", max_upload_size=limit, help=CHECKPOINT_HELP)
+        if not files:
+            return None
+        try:
+            return save_upload(files)
+        except GptvizError as e:
+            st.error(f"Upload not used: {e}")
+            return None
+    return DEMO if choice is Pick.DEMO else choice
+
+
+def _pick_device() -> str:
+    status = device_status()
+    st.session_state.setdefault("device", "cpu")
+    captions = ["always available" if not status[d] else f"not available: {status[d]}" for d in DEVICES]
+    return st.sidebar.radio("Device", DEVICES, key="device", horizontal=False, captions=captions, format_func=str.upper)
+
+
+def _offer(label: str, key: str, flag: str, prompt: str) -> None:
+    def apply():
+        st.session_state[flag] = prompt
+
+    st.button(label, key=key, on_click=apply, type="primary")
+
+
+def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
+    """The prompt as ids, or None after showing what is wrong and how to fix it."""
+    block = bundle.model.config.block_size
+    tok = bundle.tokenizer
+    if tok is None:  # a checkpoint without a tokenizer: the prompt is token ids
+        try:
+            ids = parse_ids(prompt)
+        except PromptError as e:
+            st.error(f"This checkpoint has no tokenizer, so the prompt is token ids: {e}")
+            return None
+        return ids[-block:] if st.session_state.get("fix_long") == prompt else ids
+    drop = st.session_state.get("fix_unknown") == prompt
+    keep_last = st.session_state.get("fix_long") == prompt
+    try:
+        ids = encode_prompt(tok, prompt, block, unknown="drop" if drop else "error", keep_last=keep_last)
+    except UnknownCharacterError as e:  # the library's message speaks to API users; say it for the page
+        shown = ", ".join(repr(c) for c in e.chars)
+        st.error(f"Prompt not run: the tokenizer does not know {len(e.chars)} character(s): {shown}. Remove them, or drop them here:")
+        _offer(f"Drop the {len(e.chars)} unknown character(s) and run", "fix_unknown_btn", "fix_unknown", prompt)
+        return None
+    except PromptError as e:
+        st.error(f"Prompt not run: {e}")
+        if prompt and len(tok.encode(prompt, unknown="drop")) > block:
+            _offer(f"Keep the last {block} tokens and run", "fix_long_btn", "fix_long", prompt)
+        return None
+    if drop:
+        missing = sorted({c for c in prompt if not tok.encode(c, unknown="drop")})
+        st.info(f"Dropped {len(missing)} unknown character(s): {', '.join(map(repr, missing))}")
+    if keep_last and len(tok.encode(prompt, unknown="drop")) > block:
+        st.info(f"The prompt was longer than the model's context: showing its last {block} tokens")
+    return ids
+
+
+def _choose_view(v: View) -> None:
+    """Layer, head and position in the sidebar, clamped to this model and prompt."""
+    L, H = v.trace.n_layer, v.bundle.model.config.n_head
+    T = v.trace.n_tokens
+    for key, n in (("layer", L), ("head", H)):
+        if not 0 <= st.session_state.get(key, 0) < n:
+            st.session_state[key] = 0
+        st.session_state.setdefault(key, 0)
+    if st.session_state.get("_position_for") != (v.source, v.prompt) or not 0 <= st.session_state.get("position", -1) < T:
+        st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
+        st.session_state["_position_for"] = (v.source, v.prompt)
+    st.sidebar.subheader("View")
+    v.layer = st.sidebar.radio("Layer", list(range(L)), key="layer", horizontal=True)
+    v.head = st.sidebar.radio("Head", list(range(H)), key="head", horizontal=True)
+    if T > 1:
+        labels = v.labels
+        v.position = st.sidebar.select_slider("Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i])
+    else:
+        v.position = 0
+
+
+def sidebar() -> View:
+    """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
+    Every expected failure is shown as a message in the page; the View then has no Trace."""
+    read_url()
+    st.sidebar.header("gptviz")
+    source = _pick_checkpoint()
+    device = _pick_device()
+    with st.sidebar.form("prompt_form", border=False):
+        st.text_input("Prompt", key="prompt", help="Press Enter or Run to run the model on it")
+        st.form_submit_button("Run", key="run_btn", type="primary")
+    presentation = st.sidebar.toggle("Presentation mode (larger fonts)", key="presentation")
+    if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page
+        st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
+    v = View(source=source or "", device=device, prompt=st.session_state.get("prompt", ""), presentation=presentation)
+    set_view(v)
+    if source is None:
+        st.info("Choose a checkpoint in the sidebar: a local path, or upload its files.")
+        return v
+    if device_status()[device]:
+        try:
+            resolve_device(device)
+        except GptvizError as e:
+            st.error(f"Device not available: {e}. Showing results on CPU.")
+        v.device = "cpu"
+    model_key = ModelKey(source, v.device, version(source))
+    try:
+        v.bundle = load_bundle(model_key)
+    except GptvizError as e:
+        st.error(f"Checkpoint not loaded: {e}")
+        return v
+    ids = _encode(v.bundle, v.prompt)
+    if ids is None:
+        return v
+    try:
+        key = RunKey(model_key, tuple(ids))
+        v.trace, v.key = run_trace(key), key
+    except GptvizError as e:
+        st.error(f"Prompt not run: {e}")
+        return v
+    _choose_view(v)
+    write_url(v)
+    return v

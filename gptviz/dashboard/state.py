@@ -1,0 +1,106 @@
+"""The View every page reads, and the choices mirrored into the URL.
+
+The choices (checkpoint, device, prompt, layer, head, position) live in st.session_state under
+widget keys and are mirrored into st.query_params, so a view can be bookmarked and shared.
+Tensors never enter the session state: the View's bundle and Trace come from the process-wide
+caches (caches.py), named by its RunKey.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+
+import streamlit as st
+
+from .. import figures
+from ..devices import DEVICES
+from ..formats import Bundle
+from ..record import Trace
+from .caches import RunKey
+from .sources import DEMO, default_checkpoint, shipped
+
+PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
+URL_KEYS = ("checkpoint", "device", "prompt", "layer", "head", "position")
+
+
+class Pick(Enum):
+    """Checkpoint choices besides the shipped folders (which are picked by name)."""
+
+    DEMO = "demo (random weights)"
+    PATH = "a local path…"
+    UPLOAD = "upload a checkpoint…"
+
+
+@dataclass
+class View:
+    """What every page reads: the choices, the loaded bundle and the Trace (None if not runnable)."""
+
+    source: str
+    device: str
+    prompt: str
+    bundle: Bundle | None = None
+    trace: Trace | None = None
+    key: RunKey | None = None  # names the run in the caches, set together with trace
+    layer: int = 0
+    head: int = 0
+    position: int = 0
+    presentation: bool = False
+
+    @cached_property
+    def labels(self) -> list[str]:
+        """'index token' axis labels with visible whitespace, unique per position."""
+        return figures.token_labels(self.display(self.trace.token_ids))
+
+    def display(self, ids) -> list[str]:
+        ids = [int(i) for i in ids]
+        tok = self.bundle.tokenizer
+        return tok.display(ids) if tok is not None else [str(i) for i in ids]
+
+
+_current: contextvars.ContextVar[View | None] = contextvars.ContextVar("gptviz_view", default=None)
+
+
+def view() -> View | None:
+    """The View the sidebar built in this script run; None before the sidebar ran."""
+    return _current.get()
+
+
+def set_view(v: View) -> None:
+    _current.set(v)
+
+
+def read_url() -> None:
+    """Copy the URL's choices into the session once, before any widget exists."""
+    if st.session_state.get("_url_read"):
+        return
+    st.session_state["_url_read"] = True
+    q = st.query_params
+    source = q.get("checkpoint") or default_checkpoint()
+    if source in shipped():
+        st.session_state["ckpt_choice"] = source
+    elif source == DEMO:
+        st.session_state["ckpt_choice"] = Pick.DEMO
+    elif source == "upload":
+        st.session_state["ckpt_choice"] = Pick.UPLOAD
+    else:
+        st.session_state["ckpt_choice"], st.session_state["ckpt_path"] = Pick.PATH, source
+    st.session_state["device"] = q.get("device", "cpu") if q.get("device", "cpu") in DEVICES else "cpu"
+    st.session_state["prompt"] = q.get("prompt", PRESET_PROMPT)
+    for key in ("layer", "head", "position"):
+        if q.get(key, "").isdigit():
+            st.session_state[key] = int(q[key])
+    if "position" in st.session_state:
+        st.session_state["_position_for"] = (source, st.session_state["prompt"])
+
+
+def write_url(v: View) -> None:
+    wanted = {"checkpoint": "upload" if st.session_state.get("ckpt_choice") is Pick.UPLOAD else v.source, "prompt": v.prompt}
+    if v.device != "cpu":
+        wanted["device"] = v.device
+    if v.trace is not None:
+        wanted.update(layer=str(v.layer), head=str(v.head), position=str(v.position))
+    if {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params} != wanted:
+        st.query_params.from_dict(wanted)

@@ -1,0 +1,70 @@
+"""The names of the contract points: one place that spells them, so no other module builds
+`blocks.{l}...` strings by hand (the role TransformerLens's get_act_name plays).
+
+    point("attn.q", 3)    -> "blocks.3.attn.q"
+    point("logits")       -> "logits"
+    parse("blocks.3.attn.q") -> (3, "attn.q")
+"""
+
+from __future__ import annotations
+
+import re
+
+# Per-block points in forward order (DESIGN.md, "The Trace contract").
+BLOCK_SITES = (
+    "resid_pre",
+    "attn.q",
+    "attn.k",
+    "attn.v",
+    "attn.scores",
+    "attn.mask",
+    "attn.weights",
+    "resid_mid",
+    "resid_post",
+)
+RESID_SITES = ("resid_pre", "resid_mid", "resid_post")
+ATTENTION_MAPS = ("attn.scores", "attn.weights")  # [H, T, T]: rebuilt from q and k, not stored
+MODEL_SITES = ("embed", "ln_f", "logits")  # points outside the blocks
+
+_BLOCK = re.compile(r"blocks\.(\d+)\.(.+)")
+
+
+def point(site: str, layer: int | None = None) -> str:
+    """The contract name of a point: a block site with its layer, or a model-level site."""
+    if layer is None:
+        if site not in MODEL_SITES:
+            raise KeyError(f"{site!r} is a block site: give its layer, or use one of {', '.join(MODEL_SITES)}")
+        return site
+    if site not in BLOCK_SITES:
+        raise KeyError(f"{site!r} is not a block site; choose one of {', '.join(BLOCK_SITES)}")
+    return f"blocks.{int(layer)}.{site}"
+
+
+def parse(name: str) -> tuple[int | None, str]:
+    """(layer, site) of a contract name; layer is None for embed, ln_f and logits."""
+    m = _BLOCK.fullmatch(name)
+    if m and m.group(2) in BLOCK_SITES:
+        return int(m.group(1)), m.group(2)
+    if name in MODEL_SITES:
+        return None, name
+    raise KeyError(f"{name!r} is not a contract name; names look like 'embed', 'blocks.0.attn.q', 'logits'")
+
+
+def contract_names(n_layer: int) -> list[str]:
+    """Every tensor name of a Trace of an n_layer model, in forward order."""
+    blocks = [point(site, l) for l in range(n_layer) for site in BLOCK_SITES]
+    return ["embed", *blocks, "ln_f", "logits"]
+
+
+def forward_order(name: str) -> tuple[int, int, int]:
+    """A sort key that puts contract names in the order the forward pass produces them."""
+    layer, site = parse(name)
+    if layer is None:
+        return ({"embed": 0, "ln_f": 2, "logits": 3}[site], 0, 0)
+    return (1, layer, BLOCK_SITES.index(site))
+
+
+def module_to_point(module_path: str) -> str:
+    """`transformer.h.3.attn.q` -> `blocks.3.attn.q`; `transformer.embed` -> `embed`."""
+    name = module_path.removeprefix("transformer.")
+    return "blocks." + name.removeprefix("h.") if name.startswith("h.") else name
