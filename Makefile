@@ -5,7 +5,7 @@ PY    := $(VENV)/bin/python
 # later requirement can pull a multi-GB CUDA build. Override on a GPU machine: make TORCH=torch
 TORCH ?= torch==2.13.0
 
-.PHONY: setup browser dashboard test
+.PHONY: setup browser dashboard test test-fast lint
 
 setup: $(VENV)/.installed
 
@@ -13,15 +13,31 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -r requirements-dev.txt -e .
+	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
 # Debian's Chromium for the real-browser tests (Playwright's own browser download is not used).
+# As root it is installed with apt-get; anyone else is told the one command to run.
 browser:
-	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	  else \
+	    echo "The browser tests need Debian's Chromium: run 'sudo apt-get install -y chromium chromium-driver'," >&2; \
+	    echo "or run 'make test-fast', which leaves the browser tests out." >&2; exit 1; \
+	  fi; }
 
 dashboard: setup
 	$(VENV)/bin/streamlit run app.py
 
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Every test: library, AppTest, the built wheel, and a real headless Chromium.
 test: setup browser
 	$(PY) -m pytest -q
+
+# The quick loop: no browser, no wheel build, no training or benchmark runs.
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not browser"

@@ -14,8 +14,8 @@ import platform
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -120,13 +120,27 @@ def to_transformer_lens(hf):
         return "TransformerLens 2.x/3.x (with HookedTransformer) is not installed; its rows are left out"
     c = hf.config
     cfg = HookedTransformerConfig(
-        n_layers=c.n_layer, d_model=c.n_embd, n_heads=c.n_head, d_head=c.n_embd // c.n_head, d_mlp=4 * c.n_embd,
-        n_ctx=c.n_positions, d_vocab=c.vocab_size, act_fn="gelu_new", normalization_type="LN", eps=c.layer_norm_epsilon,
-        positional_embedding_type="standard", default_prepend_bos=False, device=str(hf.device),
+        n_layers=c.n_layer,
+        d_model=c.n_embd,
+        n_heads=c.n_head,
+        d_head=c.n_embd // c.n_head,
+        d_mlp=4 * c.n_embd,
+        n_ctx=c.n_positions,
+        d_vocab=c.vocab_size,
+        act_fn="gelu_new",
+        normalization_type="LN",
+        eps=c.layer_norm_epsilon,
+        positional_embedding_type="standard",
+        default_prepend_bos=False,
+        device=str(hf.device),
     )
     tl = HookedTransformer(cfg)
     tl.load_and_process_state_dict(
-        convert_gpt2_weights(hf, cfg), fold_ln=False, center_writing_weights=False, center_unembed=False, fold_value_biases=False
+        convert_gpt2_weights(hf, cfg),
+        fold_ln=False,
+        center_writing_weights=False,
+        center_unembed=False,
+        fold_value_biases=False,
     )
     return tl.eval()
 
@@ -159,15 +173,27 @@ def main_figures(t) -> dict[str, Callable]:
     labels = figures.token_labels(t.tokens)
     last = t.n_tokens - 1
     return {
-        "Overview: headline heatmap": lambda: figures.attention_heatmap(analysis.attention_matrix(t, 0, 0), labels, height=520),
+        "Overview: headline heatmap": lambda: figures.attention_heatmap(
+            analysis.attention_matrix(t, 0, 0), labels, height=520
+        ),
         "Attention: one head": lambda: figures.attention_heatmap(analysis.attention_matrix(t, 0, 0), labels),
         "Attention: heads of a layer": lambda: figures.head_grid(analysis.layer_weights(t, 0), labels, layer=0),
-        "Attention: layer x head grid": lambda: figures.layer_head_grid(analysis.layer_weights(t, l) for l in range(t.n_layer)),
-        "Q / K / V: q of a head": lambda: figures.matrix_heatmap(t["blocks.0.attn.q"][0], labels, title="q", value_name="q"),
+        "Attention: layer x head grid": lambda: figures.layer_head_grid(
+            analysis.layer_weights(t, l) for l in range(t.n_layer)
+        ),
+        "Q / K / V: q of a head": lambda: figures.matrix_heatmap(
+            t["blocks.0.attn.q"][0], labels, title="q", value_name="q"
+        ),
         "Shapes: flow": lambda: figures.shape_flow(analysis.shape_flow(t), analysis.dims(t)),
-        "Residual stream: heatmap": lambda: figures.residual_heatmap(*analysis.residual_stat_grid(t, "norm"), labels, "norm"),
-        "Next token: per-token loss": lambda: figures.loss_bars(analysis.per_token_loss(t.tensor("logits"), t.token_ids), labels),
-        "Next token: top-k": lambda: figures.topk_bars(analysis.top_k(t.part("logits", last), 10), position_label=labels[last]),
+        "Residual stream: heatmap": lambda: figures.residual_heatmap(
+            *analysis.residual_stat_grid(t, "norm"), labels, "norm"
+        ),
+        "Next token: per-token loss": lambda: figures.loss_bars(
+            analysis.per_token_loss(t.tensor("logits"), t.token_ids), labels
+        ),
+        "Next token: top-k": lambda: figures.topk_bars(
+            analysis.top_k(t.part("logits", last), 10), position_label=labels[last]
+        ),
     }
 
 
@@ -265,11 +291,13 @@ def format_table(result: dict) -> str:
     lines = [f"{'T':>5}  {'run':<32} {'seconds':>9} {'ratio':>7} {'held MB':>9} {'peak MB':>12}"]
     for r in result["rows"]:
         lines.append(
-            f"{r['T']:>5}  {r['run']:<32} {r['seconds']:>9.4f} {r['ratio']:>6.2f}x {r['held_bytes'] / 2**20:>9.1f} {r['peak_bytes'] / 2**20:>12.1f}"
+            f"{r['T']:>5}  {r['run']:<32} {r['seconds']:>9.4f} {r['ratio']:>6.2f}x "
+            f"{r['held_bytes'] / 2**20:>9.1f} {r['peak_bytes'] / 2**20:>12.1f}"
         )
     base = result["rows"][0]["baseline"] if result["rows"] else ""
     lines.append(f"ratio: median time / median time of '{base}' at the same T, same run")
-    lines.append(f"held: bytes the result keeps; peak: {'allocated GPU memory' if result.get('device', 'cpu').startswith('cuda') else 'host RSS'} above the start while it runs")
+    peak = "allocated GPU memory" if result.get("device", "cpu").startswith("cuda") else "host RSS"
+    lines.append(f"held: bytes the result keeps; peak: {peak} above the start while it runs")
     lines += ["", f"{'T':>5}  {'page: main figure':<32} {'sent KB':>9} {'build s':>8}"]
     for f in result["figures"]:
         lines.append(f"{f['T']:>5}  {f['figure']:<32} {f['bytes'] / 1024:>9.1f} {f['build_seconds']:>8.3f}")
@@ -280,7 +308,9 @@ def format_table(result: dict) -> str:
 
 def main(args) -> None:
     config = TINY if args.tiny else GPT2_SMALL
-    lengths = [int(t) for t in args.lengths.split(",")] if args.lengths else ([16, 32] if args.tiny else [64, 256, 1024])
+    lengths = (
+        [int(t) for t in args.lengths.split(",")] if args.lengths else ([16, 32] if args.tiny else [64, 256, 1024])
+    )
     if args.threads:
         torch.set_num_threads(args.threads)
     result = run_bench(config, lengths, args.repeats, args.peers, device=args.device)

@@ -9,9 +9,9 @@ concurrent call, so each hook checks that the forward pass it sees belongs to it
 from __future__ import annotations
 
 import contextvars
-from functools import partial
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from functools import partial
 
 import numpy as np
 import torch

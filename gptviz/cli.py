@@ -6,7 +6,9 @@ Every error gptviz raises on purpose prints one line to stderr and exits with st
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -45,7 +47,9 @@ def cmd_info(args) -> None:
     print(table(bundle.report.as_rows()))
     ids = prompt_ids(bundle, args) if (args.prompt or args.token_ids) else [0] * min(8, cfg.block_size)
     t = trace(bundle.model, ids, bundle.tokenizer)
-    print(f"\n== shape trace (B=1, T={t.n_tokens}, C={cfg.n_embd}, H={cfg.n_head}, D={cfg.head_dim}, V={cfg.vocab_size})")
+    print(
+        f"\n== shape trace (B=1, T={t.n_tokens}, C={cfg.n_embd}, H={cfg.n_head}, D={cfg.head_dim}, V={cfg.vocab_size})"
+    )
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(shape_table(t).to_string())
 
@@ -54,6 +58,34 @@ def cmd_train(args) -> None:
     from .training.train import run
 
     run(args, args.argv)
+
+
+# What .streamlit/config.toml sets for `streamlit run app.py` in the checkout; an installed
+# package has no such file beside the user's working folder, so the flags say it.
+STREAMLIT_FLAGS = {
+    "server.headless": "true",
+    "browser.gatherUsageStats": "false",
+    "client.toolbarMode": "viewer",
+    "client.showErrorDetails": "none",
+}
+
+
+def app_file() -> Path:
+    """The dashboard's entry script: gptviz/_app/app.py in an installed package, app.py in a checkout."""
+    here = Path(__file__).resolve().parent
+    installed = here / "_app" / "app.py"
+    return installed if installed.is_file() else here.parent / "app.py"
+
+
+def cmd_dashboard(args) -> int:
+    flags = {**STREAMLIT_FLAGS, "server.address": args.address, "server.port": str(args.port)}
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app_file())]
+    cmd += [part for k, v in flags.items() for part in (f"--{k}", v)]
+    print(f"gptviz dashboard on http://{args.address}:{args.port} (Ctrl+C stops it)", flush=True)
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return 0
 
 
 def cmd_bench(args) -> None:
@@ -90,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p.set_defaults(func=cmd_train)
 
+    p = sub.add_parser("dashboard", help="start the dashboard in Streamlit")
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.set_defaults(func=cmd_dashboard)
+
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
     p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
@@ -107,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv  # the train command records the command line in its model card
     try:
-        args.func(args)
+        status = args.func(args)
     except (GptvizError, OSError) as e:  # OSError: e.g. --out in a folder that does not exist
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
+    return status if isinstance(status, int) else 0

@@ -185,7 +185,7 @@ class GPT(nn.Module):
         T = idx.size(1)
         if T == 0:
             raise PromptError("the prompt is empty: give at least one token")
-        if T > self.config.block_size:
+        if self.config.block_size < T:
             raise PromptError(
                 f"the prompt has {T} tokens but the model reads at most block_size={self.config.block_size}; "
                 f"keep the last {self.config.block_size}"

@@ -17,10 +17,9 @@ Scores and weights grow as L·H·T² (1.2 GB for GPT-2 small at T = 1024), so a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -28,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .names import RESID_SITES, forward_order, point
+
 
 def _numpy(t: Tensor) -> np.ndarray:
     if t.dtype == torch.bfloat16:  # NumPy has no bfloat16; float32 holds it exactly
@@ -139,4 +139,3 @@ class Trace(Mapping):
             names = [k for k in f.files if k not in ("tokens", "token_ids")]
             tensors = {k: torch.from_numpy(f[k].copy()) for k in names}
         return cls(tensors=tensors, tokens=tokens, token_ids=token_ids, shapes=[])
-

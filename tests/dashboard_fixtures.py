@@ -39,5 +39,10 @@ def make_gpt2_small_checkpoint(root: Path) -> Path:
     block 1,024; about 500 MB of float32 weights), random weights, a character tokenizer."""
     torch.manual_seed(1234)
     model = gptviz.GPT(gptviz.GPTConfig(**GPT2_SMALL))
-    gptviz.save(model, root / GPT2_SMALL_NAME, gptviz.CharTokenizer(GPT2_SMALL_CHARS), card={"note": "test fixture: GPT-2 small shape, random weights"})
+    gptviz.save(
+        model,
+        root / GPT2_SMALL_NAME,
+        gptviz.CharTokenizer(GPT2_SMALL_CHARS),
+        card={"note": "test fixture: GPT-2 small shape, random weights"},
+    )
     return root

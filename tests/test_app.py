@@ -166,7 +166,11 @@ def test_a_second_session_reuses_the_cached_run(at):
 def test_query_params_restore_a_view(env):
     at = ok(new_app(checkpoint=NAME, prompt=PROMPT, layer="1", head="3", position="4"))
     assert at.text_input(key="prompt").value == PROMPT
-    assert (at.radio(key="layer").value, at.radio(key="head").value, at.select_slider(key="position").value) == (1, 3, 4)
+    assert (at.radio(key="layer").value, at.radio(key="head").value, at.select_slider(key="position").value) == (
+        1,
+        3,
+        4,
+    )
     ok(at.switch_page("views/attention.py").run())
     assert figure(at, "attn_heatmap")["layout"]["title"]["text"].startswith("Layer 1, head 3")
     assert "query 4 " in figure(at, "attn_lines")["layout"]["title"]["text"]

@@ -8,18 +8,34 @@ import sys
 
 import pytest
 import torch
+from conftest import tiny_model
 
 import gptviz
 from gptviz.bench import held_bytes, to_hf_gpt2
 
-from conftest import tiny_model
+pytestmark = pytest.mark.slow  # trains models or runs the benchmark
 
 
 def test_bench_tiny_with_peers_writes_a_table_and_json(tmp_path):
     out = tmp_path / "bench.json"
     p = subprocess.run(
-        [sys.executable, "-m", "gptviz", "bench", "--tiny", "--peers", "--lengths", "8,16", "--repeats", "1", "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "gptviz",
+            "bench",
+            "--tiny",
+            "--peers",
+            "--lengths",
+            "8,16",
+            "--repeats",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert p.returncode == 0, p.stderr
     assert "ratio: median time / median time of 'hf plain (sdpa)'" in p.stdout
@@ -57,6 +73,11 @@ def test_held_bytes_counts_a_trace_and_hf_outputs():
 def test_bench_on_a_missing_gpu_says_so():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the message is for machines without it")
-    p = subprocess.run([sys.executable, "-m", "gptviz", "bench", "--tiny", "--device", "cuda", "--repeats", "1"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "gptviz", "bench", "--tiny", "--device", "cuda", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2
     assert "no CUDA GPU is available here" in p.stderr and "Traceback" not in p.stderr

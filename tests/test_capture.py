@@ -8,10 +8,9 @@ import threading
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_model
 
 import gptviz
-
-from conftest import tiny_model
 
 IDS = [3, 1, 4, 1, 5, 9, 2, 6]
 
@@ -111,7 +110,7 @@ def test_attention_maps_are_not_held(model):
     held = tr.nbytes
     tr["blocks.0.attn.weights"], tr["blocks.1.attn.scores"]
     assert tr.nbytes == held
-    T, C, H, V, L = len(IDS), 16, 2, 11, 2
+    T, C, V, L = len(IDS), 16, 11, 2
     # what is kept: c_attn output (q, k, v) per layer, embed = resid_pre 0, resid_mid and resid_post
     # per layer (resid_post l is resid_pre l+1), ln_f, logits, and one T x T mask that every layer shares
     expected = 4 * (L * T * 3 * C + T * C + L * 2 * T * C + T * C + T * V) + T * T
@@ -247,8 +246,10 @@ def test_shape_trace_lists_modules_in_call_order(model):
     modules = list(st.module)
     assert modules[0] == "transformer.wte" and modules[-1] == "lm_head"
     # a parent module is entered before its children
-    assert modules.index("transformer.h.0") < modules.index("transformer.h.0.attn") < modules.index(
-        "transformer.h.0.attn.c_attn"
+    assert (
+        modules.index("transformer.h.0")
+        < modules.index("transformer.h.0.attn")
+        < modules.index("transformer.h.0.attn.c_attn")
     )
     row = st[st.module == "transformer.h.1.attn.c_attn"].iloc[0]
     assert (row.inputs, row.outputs) == (((1, 8, 16),), ((1, 8, 48),))  # shapes stay tuples

@@ -7,10 +7,9 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_model
 
 import gptviz
-
-from conftest import tiny_model
 
 TOK = gptviz.CharTokenizer(list("abcdefghij "))
 IDS = [0, 4, 10, 2, 7]
@@ -29,7 +28,13 @@ def test_save_then_load_gives_identical_logits_and_report(tmp_path, variant):
     assert bundle.card == {"corpus": "unit test"}
     assert bundle.tokenizer.itos == TOK.itos
     r = bundle.report
-    assert (r.format, r.n_params, r.dtype, r.device, r.tokenizer) == ("gptviz", model.num_params(), "float32", "cpu", "char")
+    assert (r.format, r.n_params, r.dtype, r.device, r.tokenizer) == (
+        "gptviz",
+        model.num_params(),
+        "float32",
+        "cpu",
+        "char",
+    )
     assert r.missing == [] and r.unexpected == [] and r.warnings == []
     if model.config.tie_weights:
         assert bundle.model.lm_head.weight is bundle.model.transformer.wte.weight

@@ -7,10 +7,9 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import tiny_model
 
 import gptviz
-
-from conftest import tiny_model
 
 TOK = gptviz.CharTokenizer(list("abcdefghij "))
 
@@ -48,7 +47,15 @@ def test_trace_by_token_ids(ckpt, tmp_path):
 def test_info_prints_card_report_and_shape_trace(ckpt):
     p = run("info", "--checkpoint", str(ckpt))
     assert p.returncode == 0, p.stderr
-    for words in ("== model card", "n_layer", "== load report", "parameters", "== shape trace", "transformer.h.1.attn.c_attn", "(1, 8, 48)"):
+    for words in (
+        "== model card",
+        "n_layer",
+        "== load report",
+        "parameters",
+        "== shape trace",
+        "transformer.h.1.attn.c_attn",
+        "(1, 8, 48)",
+    ):
         assert words in p.stdout
 
 

@@ -32,7 +32,11 @@ def labels(trace) -> list[str]:
 
 def axis_titles(fig: go.Figure) -> list[str]:
     layout = fig.to_plotly_json()["layout"]
-    return [v["title"]["text"] for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) and v.get("visible", True) is not False and "title" in v]
+    return [
+        v["title"]["text"]
+        for k, v in layout.items()
+        if k.startswith(("xaxis", "yaxis")) and v.get("visible", True) is not False and "title" in v
+    ]
 
 
 def test_figures_do_not_import_streamlit():
@@ -69,7 +73,9 @@ def test_token_rank():
 
 def test_per_token_loss_is_cross_entropy(trace):
     loss = analysis.per_token_loss(trace["logits"], trace.token_ids)
-    ref = F.cross_entropy(torch.tensor(trace["logits"][:-1], dtype=torch.float64), torch.tensor(trace.token_ids[1:]), reduction="none")
+    ref = F.cross_entropy(
+        torch.tensor(trace["logits"][:-1], dtype=torch.float64), torch.tensor(trace.token_ids[1:]), reduction="none"
+    )
     np.testing.assert_allclose(loss["loss_nats"], ref.numpy(), rtol=1e-10)
     np.testing.assert_allclose(loss["loss_bits"], ref.numpy() / math.log(2), rtol=1e-10)
     assert loss["position"].tolist() == list(range(1, trace.n_tokens))

@@ -22,7 +22,7 @@ import gptviz
 from gptviz.tokenizers.bpe import BPETokenizer
 
 transformers = pytest.importorskip("transformers")
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 ATOL, RTOL = 1e-5, 1e-5
@@ -142,7 +142,9 @@ def test_load_report(tmp_path):
     assert (r.dtype, r.device, r.tokenizer) == ("float32", "cpu", "bpe")
     assert r.missing == [] and r.unexpected == []
     assert sorted(r.reshaped) == sorted(
-        f"transformer.h.{i}.{k}" for i in range(2) for k in ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+        f"transformer.h.{i}.{k}"
+        for i in range(2)
+        for k in ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
     )
     cfg = bundle.model.config
     assert (cfg.activation, cfg.tie_weights, cfg.block_size) == ("gelu_tanh", True, 64)
@@ -275,7 +277,9 @@ def test_bin_with_code_payload_is_refused_and_does_not_run(tmp_path, good):
 def test_weights_do_not_fit_the_config(good):
     cfg = json.loads((good / "config.json").read_text())
     (good / "config.json").write_text(json.dumps({**cfg, "n_embd": 64}))
-    with pytest.raises(gptviz.CheckpointError, match=r"model.safetensors: transformer\.\S+ has shape \[\d+\] but the config needs"):
+    with pytest.raises(
+        gptviz.CheckpointError, match=r"model.safetensors: transformer\.\S+ has shape \[\d+\] but the config needs"
+    ):
         gptviz.load(good)
 
 

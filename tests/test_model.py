@@ -7,11 +7,10 @@ import re
 
 import pytest
 import torch
+from conftest import VARIANTS, tiny_model, variant_id
 
 import gptviz
 from gptviz.model import sinusoidal_positions
-
-from conftest import VARIANTS, tiny_model, variant_id
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)

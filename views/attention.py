@@ -10,15 +10,38 @@ t = v.trace
 st.title("Attention")
 
 c1, c2 = st.columns([2, 1])
-kind = c1.segmented_control("Show", analysis.ATTENTION_KINDS, key="attn_kind", default="weights", required=True,
-                            help="scores = q·kᵀ/√D before the mask; masked scores hide the future; weights = softmax")
-skip = c2.checkbox("Leave key 0 out of the colour scale", key="attn_skip_first", help="Key 0 often takes most of the weight (an attention sink)")
+kind = c1.segmented_control(
+    "Show",
+    analysis.ATTENTION_KINDS,
+    key="attn_kind",
+    default="weights",
+    required=True,
+    help="scores = q·kᵀ/√D before the mask; masked scores hide the future; weights = softmax",
+)
+skip = c2.checkbox(
+    "Leave key 0 out of the colour scale",
+    key="attn_skip_first",
+    help="Key 0 often takes most of the weight (an attention sink)",
+)
 
 layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN: built once per run of this page
 m = layer[v.head] if kind == "weights" else analysis.attention_matrix(t, v.layer, v.head, kind)
-widgets.chart(figures.attention_heatmap(m, v.labels, kind=kind, skip_first_key=skip, title=f"Layer {v.layer}, head {v.head}: {kind}"), key="attn_heatmap")
-st.caption("Rows are queries (the token that reads), columns are keys (the token read). Choose layer, head and position in the sidebar.")
-widgets.download(f"{kind} (.npz)", lambda: {kind.replace(" ", "_"): m, "tokens": v.labels}, f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz", key="attn_dl")
+widgets.chart(
+    figures.attention_heatmap(
+        m, v.labels, kind=kind, skip_first_key=skip, title=f"Layer {v.layer}, head {v.head}: {kind}"
+    ),
+    key="attn_heatmap",
+)
+st.caption(
+    "Rows are queries (the token that reads), columns are keys (the "
+    "token read). Choose layer, head and position in the sidebar."
+)
+widgets.download(
+    f"{kind} (.npz)",
+    lambda: {kind.replace(" ", "_"): m, "tokens": v.labels},
+    f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz",
+    key="attn_dl",
+)
 
 st.subheader(f"Where {v.labels[v.position]} looks")
 widgets.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")

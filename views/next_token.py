@@ -4,7 +4,6 @@ import numpy as np
 import streamlit as st
 
 import gptviz
-
 from gptviz import analysis, figures
 from gptviz.dashboard import caches, widgets
 from gptviz.errors import GptvizError
@@ -17,13 +16,23 @@ logits = t.part("logits", pos)
 
 c1, c2 = st.columns(2)
 k = c1.slider("How many tokens (k)", 1, min(50, logits.size), min(10, logits.size), key="topk_k")
-temperature = c2.slider("Temperature", 0.05, 3.0, 1.0, 0.05, key="temperature", help="Divides the logits before the softmax; the model does not run again")
+temperature = c2.slider(
+    "Temperature",
+    0.05,
+    3.0,
+    1.0,
+    0.05,
+    key="temperature",
+    help="Divides the logits before the softmax; the model does not run again",
+)
 top = analysis.top_k(logits, k, temperature, display=v.display)
 widgets.chart(figures.topk_bars(top, position_label=v.labels[pos], temperature=temperature), key="topk_bars")
 widgets.download("top-k (CSV)", lambda: top, f"top_k_pos{pos}.csv", key="topk_dl")
 
 st.subheader("Look up a token")
-text = st.text_input("Token text", key="lookup_token", help="Its rank and probability as the next token after the chosen position")
+text = st.text_input(
+    "Token text", key="lookup_token", help="Its rank and probability as the next token after the chosen position"
+)
 ids: list[int] = []
 if text:
     try:
@@ -46,10 +55,14 @@ else:
     loss = caches.prompt_loss(v.key)
     values = np.concatenate([[np.nan], loss["loss_bits"].to_numpy()])
     uniform = float(np.log2(logits.size))  # the loss of a uniform guess over the vocabulary
-    st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, vmax=uniform, unit="bits"), unsafe_allow_html=True)
+    st.markdown(
+        figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, vmax=uniform, unit="bits"),
+        unsafe_allow_html=True,
+    )
     st.caption(
         f"Each token coloured by its loss −log₂ p given the tokens before it: white = 0 bits (certain), full red = "
-        f"{uniform:.2f} bits or more (no better than a uniform guess over {logits.size} tokens). The first token is not predicted."
+        f"{uniform:.2f} bits or more (no better than a uniform guess "
+        f"over {logits.size} tokens). The first token is not predicted."
     )
     widgets.chart(figures.loss_bars(loss, v.labels), key="loss_bars")
     widgets.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")

@@ -9,7 +9,9 @@ from gptviz.dashboard import widgets
 v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Overview")
-st.caption(f"Checkpoint **{v.source}** on **{v.device}** · {t.n_tokens} tokens · capture holds {t.nbytes / 2**20:.1f} MiB")
+st.caption(
+    f"Checkpoint **{v.source}** on **{v.device}** · {t.n_tokens} tokens · capture holds {t.nbytes / 2**20:.1f} MiB"
+)
 
 st.subheader("Tokens")
 st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids), unsafe_allow_html=True)
@@ -22,8 +24,16 @@ with left:
     widgets.download("top-10 (CSV)", lambda: top, "top_k.csv", key="overview_topk_dl")
 with right:
     w = analysis.attention_matrix(t, v.layer, v.head)
-    widgets.chart(figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights", height=520), key="overview_heatmap")
-    widgets.download("these weights (.npz)", lambda: {"weights": w, "tokens": v.labels}, f"attention_L{v.layer}_H{v.head}.npz", key="overview_heatmap_dl")
+    widgets.chart(
+        figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights", height=520),
+        key="overview_heatmap",
+    )
+    widgets.download(
+        "these weights (.npz)",
+        lambda: {"weights": w, "tokens": v.labels},
+        f"attention_L{v.layer}_H{v.head}.npz",
+        key="overview_heatmap_dl",
+    )
 
 card, report = st.columns(2)
 with card:

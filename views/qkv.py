@@ -4,7 +4,6 @@ import numpy as np
 import streamlit as st
 
 import gptviz
-
 from gptviz import analysis, figures
 from gptviz.dashboard import widgets
 
@@ -18,24 +17,44 @@ tabs = st.tabs(["q (queries)", "k (keys)", "v (values)"])
 for tab, name in zip(tabs, "qkv"):
     with tab:
         m = t[gptviz.point(f"attn.{name}", L)][H]
-        widgets.chart(figures.matrix_heatmap(m, v.labels, title=f"{name} of layer {L}, head {H}: [T, D] = {list(m.shape)}", value_name=name), key=f"qkv_{name}")
-widgets.download("q, k, v of this head (.npz)", lambda: {n: t[gptviz.point(f"attn.{n}", L)][H] for n in "qkv"} | {"tokens": v.labels}, f"qkv_L{L}_H{H}.npz", key="qkv_dl")
+        widgets.chart(
+            figures.matrix_heatmap(
+                m, v.labels, title=f"{name} of layer {L}, head {H}: [T, D] = {list(m.shape)}", value_name=name
+            ),
+            key=f"qkv_{name}",
+        )
+widgets.download(
+    "q, k, v of this head (.npz)",
+    lambda: {n: t[gptviz.point(f"attn.{n}", L)][H] for n in "qkv"} | {"tokens": v.labels},
+    f"qkv_L{L}_H{H}.npz",
+    key="qkv_dl",
+)
 
 st.subheader(f"How query {v.labels[q]} attends")
 work = analysis.query_computation(t, L, H, q)
 D = work["head_dim"]
 st.markdown(
-    f"1. **q·k** for every key · 2. **÷ √D** = ÷ √{D} = ÷ {np.sqrt(D):.4f} · 3. **mask**: keys after the query are set to −∞ · "
+    f"1. **q·k** for every key · 2. **÷ √D** = ÷ √{D} = ÷ {np.sqrt(D):.4f} "
+    "· 3. **mask**: keys after the query are set to −∞ · "
     "4. **softmax** over the keys · 5. **Σ weight · v** = the head's output for this query."
 )
 widgets.chart(figures.query_scores(work["keys"], v.labels, query_label=v.labels[q], head_dim=D), key="qkv_scores")
 st.caption(
     f"The bars are the Trace's own scores and weights. Recomputed here from q and k in float64, they differ "
-    f"by at most {work['max_diff']['scores']:.1e} (scores) and {work['max_diff']['weights']:.1e} (weights): float32 rounding."
+    f"by at most {work['max_diff']['scores']:.1e} (scores) and "
+    f"{work['max_diff']['weights']:.1e} (weights): float32 rounding."
 )
 st.dataframe(work["keys"].assign(token=v.labels[: len(work["keys"])]), hide_index=True, width="stretch", height=260)
 widgets.download("this computation (CSV)", lambda: work["keys"], f"query_{q}_L{L}_H{H}.csv", key="qkv_work_dl")
 allowed = work["keys"]["allowed"].to_numpy()  # masked keys add nothing: leave their rows out
 read = [label for label, ok in zip(v.labels, allowed) if ok]
-widgets.chart(figures.query_weighted_values(work["weighted_v"][allowed], work["output"], read, query_label=v.labels[q]), key="qkv_weighted")
-widgets.download("weighted v rows and output (.npz)", lambda: {"weighted_v": work["weighted_v"], "output": work["output"]}, f"weighted_v_{q}_L{L}_H{H}.npz", key="qkv_out_dl")
+widgets.chart(
+    figures.query_weighted_values(work["weighted_v"][allowed], work["output"], read, query_label=v.labels[q]),
+    key="qkv_weighted",
+)
+widgets.download(
+    "weighted v rows and output (.npz)",
+    lambda: {"weighted_v": work["weighted_v"], "output": work["output"]},
+    f"weighted_v_{q}_L{L}_H{H}.npz",
+    key="qkv_out_dl",
+)

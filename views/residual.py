@@ -17,13 +17,23 @@ if not flags:
         f"No runaway growth: no NaN or Inf, no block after the first multiplies the norm by more than "
         f"{analysis.GROWTH_LIMIT:g}×, every norm below {analysis.NORM_LIMIT:g}."
     )
-st.caption(f"From the embedding to the last block the mean norm grows {analysis.residual_growth(t):.1f}×; a steady growth over depth is normal in a trained GPT.")
+st.caption(
+    "From the embedding to the last block the mean norm grows "
+    f"{analysis.residual_growth(t):.1f}×; a steady growth over depth is normal in a trained GPT."
+)
 
-stat = st.segmented_control("Statistic over C", ["norm", "mean", "std"], key="resid_stat", default="norm", required=True)
+stat = st.segmented_control(
+    "Statistic over C", ["norm", "mean", "std"], key="resid_stat", default="norm", required=True
+)
 sites, grid = analysis.residual_stat_grid(t, stat)
-widgets.chart(figures.residual_lines(sites, grid, stat, position=v.position, position_label=v.labels[v.position]), key="resid_lines")
+widgets.chart(
+    figures.residual_lines(sites, grid, stat, position=v.position, position_label=v.labels[v.position]),
+    key="resid_lines",
+)
 widgets.chart(figures.residual_heatmap(sites, grid, v.labels, stat), key="resid_heatmap")
-widgets.download("mean, std, norm per layer and position (CSV)", lambda: t.resid_stats, "resid_stats.csv", key="resid_dl")
+widgets.download(
+    "mean, std, norm per layer and position (CSV)", lambda: t.resid_stats, "resid_stats.csv", key="resid_dl"
+)
 
 contrib = analysis.sublayer_contributions(t)
 widgets.chart(figures.contributions_bars(contrib), key="resid_contrib")

@@ -16,6 +16,7 @@ import torch
 
 from .values import float64
 
+
 def softmax(logits: np.ndarray, temperature: float = 1.0, axis: int = -1) -> np.ndarray:
     """softmax(logits / temperature) in float64, stable for any logit range."""
     if not temperature > 0:
@@ -26,7 +27,9 @@ def softmax(logits: np.ndarray, temperature: float = 1.0, axis: int = -1) -> np.
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def top_k(logits: np.ndarray, k: int, temperature: float = 1.0, display: Callable[[list[int]], list[str]] | None = None) -> pd.DataFrame:
+def top_k(
+    logits: np.ndarray, k: int, temperature: float = 1.0, display: Callable[[list[int]], list[str]] | None = None
+) -> pd.DataFrame:
     """The k most likely next tokens of one position's logits [V], most likely first.
 
     display: ids -> token strings (e.g. tokenizer.display). Ties go to the lower id, so the

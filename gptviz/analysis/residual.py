@@ -51,8 +51,12 @@ def sublayer_contributions(trace: Trace) -> pd.DataFrame:
         pre, mid, post = (exact(trace, point(s, l)) for s in RESID_SITES)
         for sub, before, after in (("attention", pre, mid), ("MLP", mid, post)):
             added, stream, out = (_stat(x, "norm").mean().item() for x in (after - before, before, after))
-            rows.append((l, sub, added, stream, out, added / stream if stream else np.inf, out / stream if stream else np.inf))
-    return pd.DataFrame(rows, columns=["layer", "sublayer", "added_norm", "input_norm", "output_norm", "added_ratio", "growth"])
+            rows.append(
+                (l, sub, added, stream, out, added / stream if stream else np.inf, out / stream if stream else np.inf)
+            )
+    return pd.DataFrame(
+        rows, columns=["layer", "sublayer", "added_norm", "input_norm", "output_norm", "added_ratio", "growth"]
+    )
 
 
 def residual_flags(trace: Trace) -> list[str]:
@@ -68,10 +72,16 @@ def residual_flags(trace: Trace) -> list[str]:
     for l in range(1, trace.n_layer):
         before, after = (_stat(exact(trace, point(s, l)), "norm").mean().item() for s in ("resid_pre", "resid_post"))
         if before > 0 and after / before > GROWTH_LIMIT:
-            flags.append(f"block {l} multiplies the mean residual norm by {after / before:.1f}× (flagged above {GROWTH_LIMIT:g}×)")
+            flags.append(
+                f"block {l} multiplies the mean residual norm by "
+                f"{after / before:.1f}× (flagged above {GROWTH_LIMIT:g}×)"
+            )
     _, norms = residual_stat_grid(trace, "norm")
     if np.nanmax(norms, initial=0.0) > NORM_LIMIT:
-        flags.append(f"a residual norm reaches {np.nanmax(norms):.3g} (flagged above {NORM_LIMIT:g}): float16 would overflow soon")
+        flags.append(
+            f"a residual norm reaches {np.nanmax(norms):.3g} (flagged "
+            f"above {NORM_LIMIT:g}): float16 would overflow soon"
+        )
     return flags
 
 

@@ -47,7 +47,9 @@ def shape_flow(trace: Trace) -> pd.DataFrame:
 def dims(trace: Trace) -> dict[str, int]:
     """The textbook sizes of this run, read off the captured tensors: B, T, C, H, D, V, L."""
     H, T, D = trace.tensor(point("attn.q", 0)).shape
-    return dict(B=1, T=T, C=trace.tensor("embed").shape[1], H=H, D=D, V=trace.tensor("logits").shape[1], L=trace.n_layer)
+    return dict(
+        B=1, T=T, C=trace.tensor("embed").shape[1], H=H, D=D, V=trace.tensor("logits").shape[1], L=trace.n_layer
+    )
 
 
 def format_shapes(shapes: tuple[tuple[int, ...], ...]) -> str:

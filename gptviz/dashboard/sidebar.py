@@ -10,7 +10,16 @@ from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
 from ..tokenizers import encode_prompt, parse_ids
 from .caches import ModelKey, RunKey, load_bundle, run_trace
-from .sources import CHECKPOINT_HELP, DEMO, checkpoints_dir, default_checkpoint, save_upload, shipped, upload_limit_mb, version
+from .sources import (
+    CHECKPOINT_HELP,
+    DEMO,
+    checkpoints_dir,
+    default_checkpoint,
+    save_upload,
+    shipped,
+    upload_limit_mb,
+    version,
+)
 from .state import Pick, View, read_url, set_view, write_url
 
 PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
@@ -22,17 +31,29 @@ def _pick_checkpoint() -> str | None:
     if st.session_state.get("ckpt_choice") not in options:
         st.session_state["ckpt_choice"] = default_checkpoint() if default_checkpoint() in names else Pick.PATH
     choice = st.sidebar.selectbox(
-        "Checkpoint", options, key="ckpt_choice", format_func=lambda o: o.value if isinstance(o, Pick) else f"{o} (shipped)"
+        "Checkpoint",
+        options,
+        key="ckpt_choice",
+        format_func=lambda o: o.value if isinstance(o, Pick) else f"{o} (shipped)",
     )
     if not names:
-        st.sidebar.warning(f"No shipped checkpoint in {checkpoints_dir()}: train one (README) or pick a path. The demo model has random weights.")
+        st.sidebar.warning(
+            f"No shipped checkpoint in {checkpoints_dir()}: train one "
+            "(README) or pick a path. The demo model has random weights."
+        )
     if choice is Pick.PATH:
         st.session_state.setdefault("ckpt_path", "")
         path = st.sidebar.text_input("Checkpoint path", key="ckpt_path", help=CHECKPOINT_HELP)
         return path.strip() or None
     if choice is Pick.UPLOAD:
         limit = upload_limit_mb()
-        files = st.sidebar.file_uploader(f"Checkpoint files (up to {limit} MB)", accept_multiple_files=True, key="ckpt_upload", max_upload_size=limit, help=CHECKPOINT_HELP)
+        files = st.sidebar.file_uploader(
+            f"Checkpoint files (up to {limit} MB)",
+            accept_multiple_files=True,
+            key="ckpt_upload",
+            max_upload_size=limit,
+            help=CHECKPOINT_HELP,
+        )
         if not files:
             return None
         try:
@@ -74,7 +95,10 @@ def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
         ids = encode_prompt(tok, prompt, block, unknown="drop" if drop else "error", keep_last=keep_last)
     except UnknownCharacterError as e:  # the library's message speaks to API users; say it for the page
         shown = ", ".join(repr(c) for c in e.chars)
-        st.error(f"Prompt not run: the tokenizer does not know {len(e.chars)} character(s): {shown}. Remove them, or drop them here:")
+        st.error(
+            f"Prompt not run: the tokenizer does not know {len(e.chars)} "
+            f"character(s): {shown}. Remove them, or drop them here:"
+        )
         _offer(f"Drop the {len(e.chars)} unknown character(s) and run", "fix_unknown_btn", "fix_unknown", prompt)
         return None
     except PromptError as e:
@@ -98,7 +122,10 @@ def _choose_view(v: View) -> None:
         if not 0 <= st.session_state.get(key, 0) < n:
             st.session_state[key] = 0
         st.session_state.setdefault(key, 0)
-    if st.session_state.get("_position_for") != (v.source, v.prompt) or not 0 <= st.session_state.get("position", -1) < T:
+    if (
+        st.session_state.get("_position_for") != (v.source, v.prompt)
+        or not 0 <= st.session_state.get("position", -1) < T
+    ):
         st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
         st.session_state["_position_for"] = (v.source, v.prompt)
     st.sidebar.subheader("View")
@@ -106,7 +133,9 @@ def _choose_view(v: View) -> None:
     v.head = st.sidebar.radio("Head", list(range(H)), key="head", horizontal=True)
     if T > 1:
         labels = v.labels
-        v.position = st.sidebar.select_slider("Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i])
+        v.position = st.sidebar.select_slider(
+            "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i]
+        )
     else:
         v.position = 0
 

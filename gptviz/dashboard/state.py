@@ -97,7 +97,10 @@ def read_url() -> None:
 
 
 def write_url(v: View) -> None:
-    wanted = {"checkpoint": "upload" if st.session_state.get("ckpt_choice") is Pick.UPLOAD else v.source, "prompt": v.prompt}
+    wanted = {
+        "checkpoint": "upload" if st.session_state.get("ckpt_choice") is Pick.UPLOAD else v.source,
+        "prompt": v.prompt,
+    }
     if v.device != "cpu":
         wanted["device"] = v.device
     if v.trace is not None:

@@ -88,8 +88,16 @@ def attention_heatmap(
     if note:
         caption += f"; {note}"
     style(fig, title, height=height, subtitle=caption, plot_bgcolor=MASKED if masked else "white", margin=dict(t=90))
-    fig.update_xaxes(title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain")
-    fig.update_yaxes(title_text="query position and token (who reads)", autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain")
+    fig.update_xaxes(
+        title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain"
+    )
+    fig.update_yaxes(
+        title_text="query position and token (who reads)",
+        autorange="reversed",
+        showgrid=False,
+        scaleanchor="x",
+        constrain="domain",
+    )
     return fig
 
 
@@ -99,13 +107,26 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
     H = matrices.shape[0]
     cols = min(H, 4)
     rows = math.ceil(H / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h}" for h in range(H)], horizontal_spacing=0.04, vertical_spacing=0.08)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=[f"head {h}" for h in range(H)],
+        horizontal_spacing=0.04,
+        vertical_spacing=0.08,
+    )
     b = 1
     for h in range(H):
         z, b = block_reduce(matrices[h], max_cells)
         ticks = block_labels(labels, b)
         fig.add_trace(
-            go.Heatmap(z=z, x=ticks, y=ticks, coloraxis="coloraxis", hoverongaps=False, hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>"),
+            go.Heatmap(
+                z=z,
+                x=ticks,
+                y=ticks,
+                coloraxis="coloraxis",
+                hoverongaps=False,
+                hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>",
+            ),
             row=h // cols + 1,
             col=h % cols + 1,
         )
@@ -113,7 +134,9 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
     if b > 1:
         title += f" · cells are means of {b}×{b} blocks"
     style(fig, title, height=260 * rows + 80, plot_bgcolor=MASKED)
-    fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text="weight<br>0 … 1"))))
+    fig.update_layout(
+        coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text="weight<br>0 … 1")))
+    )
     fig.update_xaxes(showticklabels=False, showgrid=False, title_text="")
     fig.update_yaxes(showticklabels=False, showgrid=False, autorange="reversed")
     fig.update_xaxes(title_text="keys →", row=rows, col=1)
@@ -122,9 +145,9 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
 
 
 def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.Figure:
-    """weights: each layer's [H, T, T] in turn, masked cells NaN (left out of the block means). Every layer × head as one heatmap of tiles
-    (rows = layers, columns = heads), each tile a head's
-    weights averaged down to at most tile × tile. A click selects the marker at a tile's centre,
+    """Every layer × head as one heatmap of tiles (rows = layers, columns = heads), each tile a
+    head's weights averaged down to at most tile × tile. weights: each layer's [H, T, T] in turn,
+    masked cells NaN (left out of the block means). A click selects the marker at a tile's centre,
     whose x, y map back to (layer, head) with overview_cell(x, y, tile)."""
     pitch = tile + GRID_GAP
     rows, b = [], 1
@@ -167,12 +190,29 @@ def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.
             showlegend=False,
         )
     )
-    style(fig, title, height=max(260, 70 * L + 120), subtitle="white: masked cells, and the gaps between tiles",
-          plot_bgcolor="white", meta=dict(tile_pitch=pitch),
-          hovermode="closest", hoverdistance=-1)
+    style(
+        fig,
+        title,
+        height=max(260, 70 * L + 120),
+        subtitle="white: masked cells, and the gaps between tiles",
+        plot_bgcolor="white",
+        meta=dict(tile_pitch=pitch),
+        hovermode="closest",
+        hoverdistance=-1,
+    )
     centers = [i * pitch + tile / 2 for i in range(max(L, H))]
-    fig.update_xaxes(title_text="head", tickvals=centers[:H], ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False)
-    fig.update_yaxes(title_text="layer", tickvals=centers[:L], ticktext=[str(l) for l in range(L)], autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x")
+    fig.update_xaxes(
+        title_text="head", tickvals=centers[:H], ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False
+    )
+    fig.update_yaxes(
+        title_text="layer",
+        tickvals=centers[:L],
+        ticktext=[str(l) for l in range(L)],
+        autorange="reversed",
+        showgrid=False,
+        zeroline=False,
+        scaleanchor="x",
+    )
     return fig
 
 
@@ -184,7 +224,8 @@ def overview_cell(x: float, y: float, tile: int = GRID_TILE) -> tuple[int, int]:
 
 def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, *, top: int = 24) -> go.Figure:
     """bertviz's line view for one query: the query on the left, the keys on the right, one line per
-    key, its width proportional to the weight (a weight of 1 is 14.5 px wide). Only the `top` heaviest keys are drawn."""
+    key, its width proportional to the weight (a weight of 1 is 14.5 px wide). Only the `top`
+    heaviest keys are drawn."""
     w = np.nan_to_num(np.asarray(weights_row, dtype=np.float64)[: query + 1])
     keys = np.sort(np.argsort(-w, kind="stable")[: min(top, len(w))])
     wmax = w.max() if w.size and w.max() > 0 else 1.0
@@ -204,7 +245,17 @@ def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, 
                 showlegend=False,
             )
         )
-    fig.add_trace(go.Scatter(x=[0], y=[qy], mode="text", text=[labels[query]], textposition="middle left", hoverinfo="skip", showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=[0],
+            y=[qy],
+            mode="text",
+            text=[labels[query]],
+            textposition="middle left",
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
     fig.add_trace(
         go.Scatter(
             x=[1] * n,

@@ -15,38 +15,75 @@ from .style import BLUE, INK, ORANGE, style
 STAT_NAMES = {"norm": "L2 norm ‖x‖ over C", "mean": "mean over C", "std": "standard deviation over C"}
 
 
-def residual_lines(sites: Sequence[str], grid: np.ndarray, stat: str, *, position: int, position_label: str) -> go.Figure:
+def residual_lines(
+    sites: Sequence[str], grid: np.ndarray, stat: str, *, position: int, position_label: str
+) -> go.Figure:
     """grid [sites, T]: the statistic along the depth of the network. Lines for the mean over
     positions and for the chosen position, with the band from the smallest to the largest position."""
     sites = list(sites)
     lo, hi, mean = grid.min(1), grid.max(1), grid.mean(1)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=sites, y=hi, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=sites, y=lo, mode="lines", line=dict(width=0), fill="tonexty", fillcolor="rgba(31,111,180,0.15)",
-                             name="range over positions (min … max)", hovertemplate="%{x}: min %{y:.4g}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=sites, y=mean, mode="lines+markers", name="mean over positions", line=dict(color=BLUE, width=3),
-                             hovertemplate="%{x}: mean %{y:.4g}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=sites, y=grid[:, position], mode="lines+markers", name=f"position {position_label}",
-                             line=dict(color=ORANGE, width=2, dash="dash"), hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=sites,
+            y=lo,
+            mode="lines",
+            line=dict(width=0),
+            fill="tonexty",
+            fillcolor="rgba(31,111,180,0.15)",
+            name="range over positions (min … max)",
+            hovertemplate="%{x}: min %{y:.4g}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=sites,
+            y=mean,
+            mode="lines+markers",
+            name="mean over positions",
+            line=dict(color=BLUE, width=3),
+            hovertemplate="%{x}: mean %{y:.4g}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=sites,
+            y=grid[:, position],
+            mode="lines+markers",
+            name=f"position {position_label}",
+            line=dict(color=ORANGE, width=2, dash="dash"),
+            hovertemplate="%{x}: %{y:.4g}<extra></extra>",
+        )
+    )
     style(fig, f"Residual stream {STAT_NAMES[stat]}, layer by layer", height=420, legend=dict(orientation="h", y=-0.3))
     fig.update_xaxes(title_text="point in the residual stream (layer.sub-layer)", type="category")
     fig.update_yaxes(title_text=f"{STAT_NAMES[stat]} (activation units)", gridcolor="#eee")
     return fig
 
 
-def residual_heatmap(sites: Sequence[str], grid: np.ndarray, labels: Sequence[str], stat: str, *, max_cells: int = 256) -> go.Figure:
+def residual_heatmap(
+    sites: Sequence[str], grid: np.ndarray, labels: Sequence[str], stat: str, *, max_cells: int = 256
+) -> go.Figure:
     """grid [sites, T] as a heatmap: depth down the rows, positions along the columns."""
     z, b = block_mean(np.asarray(grid, dtype=np.float32), max_cells, axis=1)
     cols = block_labels(labels, b)
     diverging = stat == "mean"
     r = float(np.abs(z).max()) if z.size else 1.0
-    fig = go.Figure(go.Heatmap(
-        z=z, x=cols, y=list(sites),
-        colorscale="RdBu_r" if diverging else "Viridis",
-        zmin=-r if diverging else float(z.min()), zmax=r if diverging else float(z.max()),
-        colorbar=dict(title=dict(text=f"{stat}<br>{(-r if diverging else z.min()):.3g} … {(r if diverging else z.max()):.3g}")),
-        hovertemplate="%{y}<br>token %{x}<br>" + stat + " %{z:.4g}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=cols,
+            y=list(sites),
+            colorscale="RdBu_r" if diverging else "Viridis",
+            zmin=-r if diverging else float(z.min()),
+            zmax=r if diverging else float(z.max()),
+            colorbar=dict(
+                title=dict(text=f"{stat}<br>{(-r if diverging else z.min()):.3g} … {(r if diverging else z.max()):.3g}")
+            ),
+            hovertemplate="%{y}<br>token %{x}<br>" + stat + " %{z:.4g}<extra></extra>",
+        )
+    )
     title = f"Residual stream {STAT_NAMES[stat]} at every position"
     if b > 1:
         title += f" · columns are means of {b} positions"
@@ -62,12 +99,34 @@ def contributions_bars(contrib: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for sub, color in (("attention", BLUE), ("MLP", ORANGE)):
         d = contrib[contrib["sublayer"] == sub]
-        fig.add_trace(go.Bar(x=d["layer"].astype(str), y=d["added_norm"], name=f"{sub} adds ‖Δ‖", marker_color=color,
-                             customdata=d["added_ratio"], hovertemplate="layer %{x}<br>‖Δ‖ %{y:.4g}<br>= %{customdata:.2f} × the stream it reads<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=d["layer"].astype(str),
+                y=d["added_norm"],
+                name=f"{sub} adds ‖Δ‖",
+                marker_color=color,
+                customdata=d["added_ratio"],
+                hovertemplate="layer %{x}<br>‖Δ‖ %{y:.4g}<br>= %{customdata:.2f} × the stream it reads<extra></extra>",
+            )
+        )
     attn = contrib[contrib["sublayer"] == "attention"]
-    fig.add_trace(go.Scatter(x=attn["layer"].astype(str), y=attn["input_norm"], name="‖stream‖ entering the block", mode="lines+markers",
-                             line=dict(color=INK, dash="dot"), hovertemplate="layer %{x}<br>‖x‖ %{y:.4g}<extra></extra>"))
-    style(fig, "What each sub-layer adds to the residual stream (mean over positions)", height=400, barmode="group", legend=dict(orientation="h", y=-0.25))
+    fig.add_trace(
+        go.Scatter(
+            x=attn["layer"].astype(str),
+            y=attn["input_norm"],
+            name="‖stream‖ entering the block",
+            mode="lines+markers",
+            line=dict(color=INK, dash="dot"),
+            hovertemplate="layer %{x}<br>‖x‖ %{y:.4g}<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        "What each sub-layer adds to the residual stream (mean over positions)",
+        height=400,
+        barmode="group",
+        legend=dict(orientation="h", y=-0.25),
+    )
     fig.update_xaxes(title_text="layer", type="category")
     fig.update_yaxes(title_text="L2 norm (activation units)", rangemode="tozero", gridcolor="#eee")
     return fig

@@ -15,18 +15,54 @@ def shape_flow(flow: pd.DataFrame, dims: dict[str, int]) -> go.Figure:
     fig = go.Figure()
     for i, r in enumerate(flow.itertuples()):
         y = n - 1 - i
-        fig.add_shape(type="rect", x0=0, x1=1, y0=y - 0.38, y1=y + 0.38, line=dict(color=BLUE),
-                      fillcolor="#eaf2fb" if "h.0" in r.module else "#f6f6f6", layer="below")
+        fig.add_shape(
+            type="rect",
+            x0=0,
+            x1=1,
+            y0=y - 0.38,
+            y1=y + 0.38,
+            line=dict(color=BLUE),
+            fillcolor="#eaf2fb" if "h.0" in r.module else "#f6f6f6",
+            layer="below",
+        )
         real = "(" + ", ".join(str(s) for s in r.shape) + ")"
-        fig.add_annotation(x=0.02, y=y, xanchor="left", showarrow=False, font_color="#1a1a1a",
-                           text=f"<b>{r.notation}</b> = {real}   {r.what}  <span style='color:#777'>[{r.module}]</span>")
+        fig.add_annotation(
+            x=0.02,
+            y=y,
+            xanchor="left",
+            showarrow=False,
+            font_color="#1a1a1a",
+            text=f"<b>{r.notation}</b> = {real}   {r.what}  <span style='color:#777'>[{r.module}]</span>",
+        )
         if i < n - 1:
-            fig.add_annotation(x=0.5, y=y - 0.62, ax=0.5, ay=y - 0.38, xref="x", yref="y", axref="x", ayref="y",
-                               showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor=BLUE, text="")
+            fig.add_annotation(
+                x=0.5,
+                y=y - 0.62,
+                ax=0.5,
+                ay=y - 0.38,
+                xref="x",
+                yref="y",
+                axref="x",
+                ayref="y",
+                showarrow=True,
+                arrowhead=2,
+                arrowwidth=1.5,
+                arrowcolor=BLUE,
+                text="",
+            )
     # invisible points carry the hover text: the real shape of each step
-    fig.add_trace(go.Scatter(x=[0.5] * n, y=[n - 1 - i for i in range(n)], mode="markers", marker=dict(opacity=0),
-                             customdata=flow["module"], text=[str(s) for s in flow["shape"]],
-                             hovertemplate="%{customdata}<br>output shape %{text}<extra></extra>", showlegend=False))
+    fig.add_trace(
+        go.Scatter(
+            x=[0.5] * n,
+            y=[n - 1 - i for i in range(n)],
+            mode="markers",
+            marker=dict(opacity=0),
+            customdata=flow["module"],
+            text=[str(s) for s in flow["shape"]],
+            hovertemplate="%{customdata}<br>output shape %{text}<extra></extra>",
+            showlegend=False,
+        )
+    )
     sizes = ", ".join(f"{k} = {v}" for k, v in dims.items())
     style(fig, f"One forward pass, step by step (blue: block 0, repeated L times) · {sizes}", height=58 * n + 110)
     fig.update_xaxes(visible=False, range=[0, 1])

@@ -17,7 +17,13 @@ def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **l
     """Apply the common layout: title (and a smaller subtitle line), font, margins, white paper.
     Returns the same figure."""
     base = dict(
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=FONT + 3), subtitle=dict(text=subtitle, font=dict(size=FONT - 1))),
+        title=dict(
+            text=title,
+            x=0,
+            xanchor="left",
+            font=dict(size=FONT + 3),
+            subtitle=dict(text=subtitle, font=dict(size=FONT - 1)),
+        ),
         font=dict(size=FONT, family=FONT_FAMILY),
         height=height,
         margin=dict(l=70, r=30, t=70, b=60),
@@ -36,7 +42,9 @@ def presentation(fig: go.Figure, on: bool = True) -> go.Figure:
     if not on:
         return fig
     big = round(FONT * PRESENTATION_SCALE)
-    fig.update_layout(font_size=big, title_font_size=big + 4, title_subtitle_font_size=big - 2, hoverlabel_font_size=big)
+    fig.update_layout(
+        font_size=big, title_font_size=big + 4, title_subtitle_font_size=big - 2, hoverlabel_font_size=big
+    )
     fig.update_annotations(font_size=big - 2)
     fig.update_xaxes(tickfont_size=big - 2, title_font_size=big)
     fig.update_yaxes(tickfont_size=big - 2, title_font_size=big)

@@ -26,7 +26,11 @@ def _heat(frac: float) -> str:
 
 
 def token_chips_html(
-    labels: Sequence[str], ids: Sequence[int], values: Sequence[float] | None = None, vmax: float | None = None, unit: str = ""
+    labels: Sequence[str],
+    ids: Sequence[int],
+    values: Sequence[float] | None = None,
+    vmax: float | None = None,
+    unit: str = "",
 ) -> str:
     """Tokens as HTML chips 'index·id / token'. With values (one per token, NaN = none), each chip is
     coloured from white (0) to red (vmax) and its tooltip shows the value. Text is HTML-escaped."""
@@ -55,13 +59,21 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
             text=[f"{p:.1%} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
             textposition="auto",  # inside a long bar, outside a short one: never clipped
             customdata=np.stack([top["id"].to_numpy(), top["logit"].to_numpy()], axis=1),
-            hovertemplate="%{y}<br>id %{customdata[0]}<br>probability %{x:.4%}<br>logit %{customdata[1]:.3f}<extra></extra>",
+            hovertemplate=(
+                "%{y}<br>id %{customdata[0]}<br>probability %{x:.4%}<br>logit %{customdata[1]:.3f}<extra></extra>"
+            ),
         )
     )
     t = "" if temperature == 1.0 else f", temperature {temperature:g}"
     style(fig, f"Next token after {position_label}: top {len(top)}{t}", height=max(260, 34 * len(top) + 110))
     hi = float(top["probability"].max()) if len(top) else 1.0
-    fig.update_xaxes(title_text="probability (softmax of logits / temperature)", tickformat=".0%" if hi > 0.1 else ".1%", range=[0, min(1.0, hi * 1.35) or 1.0], showgrid=True, gridcolor="#eee")
+    fig.update_xaxes(
+        title_text="probability (softmax of logits / temperature)",
+        tickformat=".0%" if hi > 0.1 else ".1%",
+        range=[0, min(1.0, hi * 1.35) or 1.0],
+        showgrid=True,
+        gridcolor="#eee",
+    )
     fig.update_yaxes(title_text="token (rank)", autorange="reversed", type="category")
     return fig
 
@@ -74,13 +86,23 @@ def loss_bars(loss: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
         go.Bar(
             x=[labels[p] for p in pos],
             y=bits,
-            marker=dict(color=bits, colorscale="OrRd", cmin=0, cmax=float(bits.max()) if len(bits) else 1, colorbar=dict(title=dict(text=f"loss (bits)<br>0 … {bits.max() if len(bits) else 0:.2f}"))),
+            marker=dict(
+                color=bits,
+                colorscale="OrRd",
+                cmin=0,
+                cmax=float(bits.max()) if len(bits) else 1,
+                colorbar=dict(title=dict(text=f"loss (bits)<br>0 … {bits.max() if len(bits) else 0:.2f}")),
+            ),
             customdata=loss["probability"].to_numpy(),
             hovertemplate="token %{x}<br>loss %{y:.3f} bits<br>p = %{customdata:.4f}<extra></extra>",
         )
     )
     mean = float(bits.mean()) if len(bits) else float("nan")
-    style(fig, f"How surprised the model is by each prompt token (mean {mean:.3f} bits = {mean * np.log(2):.3f} nats)", height=380)
+    style(
+        fig,
+        f"How surprised the model is by each prompt token (mean {mean:.3f} bits = {mean * np.log(2):.3f} nats)",
+        height=380,
+    )
     fig.update_xaxes(title_text="token (position and text), predicted from the tokens before it", type="category")
     fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero", gridcolor="#eee")
     return fig

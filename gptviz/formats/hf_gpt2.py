@@ -46,7 +46,8 @@ def config_from_hf(hf: dict, source: Path) -> GPTConfig:
     if kind != "gpt2":
         raise CheckpointError(
             f"{source}: model_type is {kind!r}, not 'gpt2'; gptviz loads GPT-2 style decoders only"
-            if kind else f"{source}: no model_type; not a Hugging Face model config"
+            if kind
+            else f"{source}: no model_type; not a Hugging Face model config"
         )
     act = hf.get("activation_function", "gelu_new")
     if act not in ACTIVATIONS:
@@ -119,7 +120,10 @@ def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
         return BPETokenizer.from_vocab_merges(vocab, merges), ""
     if vocab.is_file() or merges.is_file():
         have, lack = (vocab, merges) if vocab.is_file() else (merges, vocab)
-        return None, f"no tokenizer: {have.name} is there but {lack.name} is missing, so text input is off; give token ids"
+        return (
+            None,
+            f"no tokenizer: {have.name} is there but {lack.name} is missing, so text input is off; give token ids",
+        )
     return None, (
         "no tokenizer: the directory has neither tokenizer.json nor vocab.json + merges.txt, "
         "so text input is off; give token ids"

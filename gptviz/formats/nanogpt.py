@@ -102,7 +102,9 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
     file = ckpt_file(path) or path
     ckpt = torch_load(file)
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
-        got = f"a dict with keys {', '.join(map(str, list(ckpt)[:6]))}" if isinstance(ckpt, dict) else type(ckpt).__name__
+        got = (
+            f"a dict with keys {', '.join(map(str, list(ckpt)[:6]))}" if isinstance(ckpt, dict) else type(ckpt).__name__
+        )
         raise CheckpointError(
             f"{file}: not a nanoGPT checkpoint: expected train.py's dict with 'model' and 'model_args', found {got}"
         )

@@ -76,5 +76,3 @@ def load_native(path: Path, device: torch.device) -> Bundle:
     tokenizer = native_tokenizer(path, meta.get("tokenizer"))
     report.tokenizer = tokenizer.kind if tokenizer else "none"
     return Bundle(finish(model, report, device), tokenizer, report, meta.get("card", {}))
-
-

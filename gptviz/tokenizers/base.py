@@ -7,9 +7,10 @@ for axes and chips: a space, newline or tab must be seen, never drawn as nothing
 from __future__ import annotations
 
 import re
-from typing import Literal, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Literal, Protocol
 
-from ..errors import PromptError, UnknownCharacterError
+from ..errors import PromptError
 
 # Visible stand-ins for characters that would otherwise draw as nothing.
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -70,7 +71,8 @@ def encode_prompt(
 def parse_ids(text: str, vocab_size: int | None = None, what: str = "token ids") -> list[int]:
     """Typed token ids -> a list of ints: one grammar for the CLI, the sidebar and the lookup.
     Separators are commas and/or whitespace ("1, 2 3"); each id is a plain non-negative integer
-    below vocab_size when that is given. `what` names the input in messages. Anything else is a PromptError that says what was wrong."""
+    below vocab_size when that is given. `what` names the input in messages. Anything else is a
+    PromptError that says what was wrong."""
     ids = []
     for part in re.split(r"[,\s]+", text.strip()):
         if not part:

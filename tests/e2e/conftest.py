@@ -18,6 +18,13 @@ from e2e_server import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, streamlit_s
 expect.set_options(timeout=30_000)  # the first Plotly chart takes seconds on 2 cores
 
 
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).resolve().parent
+    for item in items:  # every test in this folder drives a real server in Chromium
+        if here in Path(item.fspath).resolve().parents:
+            item.add_marker(pytest.mark.browser)
+
+
 @pytest.fixture(scope="session")
 def streamlit_url(tmp_path_factory):
     root = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))

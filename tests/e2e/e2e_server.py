@@ -35,9 +35,23 @@ def streamlit_server(checkpoints: Path, default: str, log_path: Path):
     yields its URL and stops it on exit."""
     env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default}
     port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-           "--server.port", str(port), "--server.address", "127.0.0.1",
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
@@ -65,7 +79,9 @@ def streamlit_server(checkpoints: Path, default: str, log_path: Path):
 def wait_for_app_run(page: Page, initial_wait_ms: int = 200, timeout: int = 60_000) -> None:
     """Wait until Streamlit is connected and its script is not running."""
     page.wait_for_timeout(initial_wait_ms)  # the script state flips to "running" asynchronously
-    page.locator("[data-testid=stApp][data-test-connection-state=CONNECTED]").wait_for(state="attached", timeout=timeout)
+    page.locator("[data-testid=stApp][data-test-connection-state=CONNECTED]").wait_for(
+        state="attached", timeout=timeout
+    )
     page.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(state="attached", timeout=timeout)
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=timeout)
 
@@ -76,7 +92,8 @@ PAGES = ["Overview", "Attention", "Q / K / V", "Shapes", "Residual stream", "Nex
 ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
   .filter(c => c.offsetParent !== null);
   return cs.length > 0 && cs.every(c => c.querySelector('.main-svg') &&
-    [...c.querySelectorAll('.heatmaplayer image')].every(i => i.getAttribute('href') || i.getAttribute('xlink:href'))); }"""
+    [...c.querySelectorAll('.heatmaplayer image')]
+      .every(i => i.getAttribute('href') || i.getAttribute('xlink:href'))); }"""
 
 
 def nav(page: Page, title: str, timeout: int = 60_000) -> float:

@@ -50,16 +50,41 @@ from e2e_server import (
 )
 
 HEATMAP = "[data-testid=stPlotlyChart] .heatmaplayer image"
-SCREENSHOT_VIEW = {"prompt": "ROMEO: But soft, what light through yonder window breaks?", "layer": 2, "head": 1, "position": 56}
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
+SCREENSHOT_VIEW = {
+    "prompt": "ROMEO: But soft, what light through yonder window breaks?",
+    "layer": 2,
+    "head": 1,
+    "position": 56,
+}
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+]
 
 # Timestamps, in the page's clock, of Enter, clicks and every change of Streamlit's script state.
 INSTRUMENT = """() => {
   window.__log = [];
   const app = document.querySelector('[data-testid=stApp]');
-  new MutationObserver(() => window.__log.push(['state', app.getAttribute('data-test-script-state'), performance.now()]))
+  new MutationObserver(() =>
+      window.__log.push(['state', app.getAttribute('data-test-script-state'), performance.now()]))
     .observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-  document.addEventListener('keydown', e => { if (e.key === 'Enter') window.__log.push(['enter', '', performance.now()]); }, true);
+  document.addEventListener('keydown', e => {
+    if (e.key === 'Enter') window.__log.push(['enter', '', performance.now()]);
+  }, true);
   document.addEventListener('click', () => window.__log.push(['click', '', performance.now()]), true);
 }"""
 
@@ -82,7 +107,13 @@ def heatmap_href(page) -> str:
 
 
 def summary(ms: list[float]) -> dict:
-    return dict(median=round(statistics.median(ms)), min=round(min(ms)), max=round(max(ms)), n=len(ms), all=[round(x) for x in ms])
+    return dict(
+        median=round(statistics.median(ms)),
+        min=round(min(ms)),
+        max=round(max(ms)),
+        n=len(ms),
+        all=[round(x) for x in ms],
+    )
 
 
 def measure(url: str, runs: int, screenshot: Path | None, base_prompt: str) -> dict:
@@ -152,11 +183,16 @@ def measure_long(url: str, runs: int, T: int = 1024) -> dict:
         open_on_prompt(page, url, long_prompt(T), timeout=300_000)
         seconds: dict[str, list[float]] = {}
         for i in range(runs):
-            seconds.setdefault("Enter -> Overview", []).append(enter_prompt(page, long_prompt(T, salt=f" {i}"), timeout=300_000))
+            seconds.setdefault("Enter -> Overview", []).append(
+                enter_prompt(page, long_prompt(T, salt=f" {i}"), timeout=300_000)
+            )
             for title, s in tour(page, timeout=300_000).items():
                 seconds.setdefault(title, []).append(s)
         browser.close()
-    return {"page_seconds": {k: round(statistics.median(v), 2) for k, v in seconds.items()}, "largest_message_bytes": max(frames)}
+    return {
+        "page_seconds": {k: round(statistics.median(v), 2) for k, v in seconds.items()},
+        "largest_message_bytes": max(frames),
+    }
 
 
 def main_long(runs: int) -> int:
@@ -165,7 +201,9 @@ def main_long(runs: int) -> int:
         forward = forward_seconds(root / GPT2_SMALL_NAME, 1024)
         with streamlit_server(root, GPT2_SMALL_NAME, Path(tmp) / "streamlit.log") as url:
             result = measure_long(url, runs)
-    print(json.dumps({"checkpoint": "GPT-2 small shape, random weights, T = 1024", "plain_forward_s": round(forward, 2)}))
+    print(
+        json.dumps({"checkpoint": "GPT-2 small shape, random weights, T = 1024", "plain_forward_s": round(forward, 2)})
+    )
     for title, s in result["page_seconds"].items():
         print(json.dumps({"page": title, "median_s": s, "x_forward": round(s / forward, 2)}))
     print(json.dumps({"largest_message_MB": round(result["largest_message_bytes"] / 2**20, 2)}))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
-from playwright.sync_api import Page, expect
 from e2e_server import charts, heatmap_drawn, nav, no_errors, tour, type_prompt, wait_for_app_run
+from playwright.sync_api import Page, expect
 
 
 def query(page: Page) -> dict[str, str]:
@@ -44,7 +44,11 @@ def test_switch_pages_and_pick_a_head(page: Page, shot):
 def test_click_the_layer_head_grid_opens_that_head(page: Page):
     page.goto("/attention")
     wait_for_app_run(page)
-    grid = page.locator("[data-testid=stPlotlyChart]").filter(has=page.locator(".gtitle", has_text="Every layer × head")).locator(".js-plotly-plot")
+    grid = (
+        page.locator("[data-testid=stPlotlyChart]")
+        .filter(has=page.locator(".gtitle", has_text="Every layer × head"))
+        .locator(".js-plotly-plot")
+    )
     expect(grid).to_be_visible()
     grid.scroll_into_view_if_needed()
     # The pixel of the centre of layer 1, head 3's tile, from Plotly's own axis mapping.

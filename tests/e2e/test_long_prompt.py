@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from playwright.sync_api import Page, expect
-
 from dashboard_fixtures import GPT2_SMALL_NAME, make_gpt2_small_checkpoint
 from e2e_server import ARTIFACTS, enter_prompt, long_prompt, open_on_prompt, record_frames, streamlit_server, tour
+from playwright.sync_api import Page, expect
 
 T = 1024
 MAX_FIGURE_BYTES = 3 * 2**20
