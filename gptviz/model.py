@@ -80,6 +80,7 @@ class CausalSelfAttention(nn.Module):
         self.q, self.k, self.v = Probe(), Probe(), Probe()
         self.scores, self.weights = Probe(), Probe()
         self.mask = Probe(batched=False)
+        self.z, self.out = Probe(), Probe()  # each head's output before the merge; what the sub-layer adds
 
     def forward(self, x: Tensor) -> Tensor:
         B, T, C = x.size()
@@ -96,8 +97,9 @@ class CausalSelfAttention(nn.Module):
         else:
             p = self.attn_dropout.p if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, H, T, D)
+        y = self.z(y)  # heads still separate: where a head can be read or ablated on its own
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # merge heads: (B, T, C)
-        return self.resid_dropout(self.c_proj(y))
+        return self.out(self.resid_dropout(self.c_proj(y)))
 
 
 ACTIVATIONS = {
@@ -114,9 +116,11 @@ class MLP(nn.Module):
         self.act = ACTIVATIONS[config.activation]()
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.hidden, self.out = Probe(), Probe()  # the neurons after the nonlinearity; what the sub-layer adds
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # (B, T, 4C) inside, (B, T, C) out
+        h = self.hidden(self.act(self.c_fc(x)))  # (B, T, 4C)
+        return self.out(self.dropout(self.c_proj(h)))  # (B, T, C)
 
 
 class Block(nn.Module):

@@ -19,7 +19,11 @@ BLOCK_SITES = (
     "attn.scores",
     "attn.mask",
     "attn.weights",
+    "attn.z",
+    "attn.out",
     "resid_mid",
+    "mlp.hidden",
+    "mlp.out",
     "resid_post",
 )
 RESID_SITES = ("resid_pre", "resid_mid", "resid_post")

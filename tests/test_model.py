@@ -31,6 +31,10 @@ def test_every_variant_runs_and_traces_with_contract_shapes(variant):
         expected[f"blocks.{l}.attn.scores"] = (H, T, T)
         expected[f"blocks.{l}.attn.weights"] = (H, T, T)
         expected[f"blocks.{l}.attn.mask"] = (T, T)
+        expected[f"blocks.{l}.attn.z"] = (H, T, D)
+        expected[f"blocks.{l}.attn.out"] = (T, C)
+        expected[f"blocks.{l}.mlp.hidden"] = (T, 4 * C)
+        expected[f"blocks.{l}.mlp.out"] = (T, C)
     assert {n: tr[n].shape for n in tr.names} == expected
     assert tr["blocks.0.attn.mask"].dtype == bool
 
