@@ -1,0 +1,192 @@
+"""Worked examples: the teaching material's toy computations with every step computed here, from
+inputs the class can edit; mean and std per block on the loaded model; links for a lesson."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from gptviz.analysis import worked
+from gptviz.dashboard.state import view
+
+NUM = st.column_config.NumberColumn(format="%.4f")
+
+
+def cols(n: int, name: str = "c") -> list[str]:
+    return [f"{name}{i}" for i in range(n)]
+
+
+def edit(label: str, default, key: str, rows: list[str] | None = None, columns: list[str] | None = None) -> np.ndarray:
+    """An editable input matrix; an emptied cell counts as 0 (and says so)."""
+    a = worked.arr(default)
+    a = a.reshape(1, -1) if a.ndim == 1 else a
+    df = pd.DataFrame(a, index=rows or cols(a.shape[0], "r"), columns=columns or cols(a.shape[1]))
+    df.index.name = label
+    st.markdown(f"**{label}** · shape {tuple(a.shape)} · edit any cell")
+    out = st.data_editor(df, key=key, num_rows="fixed", column_config=dict.fromkeys(df.columns, NUM), width="content")
+    values = out.to_numpy(dtype=np.float64, na_value=np.nan)
+    if np.isnan(values).any():
+        st.caption("An empty cell counts as 0.")
+        values = np.nan_to_num(values)
+    return values
+
+
+def show(label: str, a, note: str = "", rows: list[str] | None = None, columns: list[str] | None = None) -> None:
+    """A computed matrix with its shape, to 4 decimals (the index name is the step's label)."""
+    a = np.asarray(a)
+    a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    df = pd.DataFrame(a2, index=rows or cols(a2.shape[0], "r"), columns=columns or cols(a2.shape[1]))
+    df.index.name = label
+    st.markdown(f"**{label}** · shape {tuple(a.shape)}" + (f" · {note}" if note else ""))
+    config = dict.fromkeys(df.columns, NUM) if a.dtype.kind == "f" else None
+    st.dataframe(df, column_config=config, width="content")
+
+
+def mass(label: str, value: float) -> None:
+    st.metric(label, f"{value:.4f}")
+
+
+st.title("Worked examples")
+st.caption(
+    "Small numbers a class can check by hand. Every number below is computed on this page from the "
+    "inputs above it: edit an input cell and every later step follows."
+)
+tab000, tab004, tab002, tablinks = st.tabs(
+    ["Tiny attention head", "“Order shipped from” → hub", "Mean and std per block", "Lesson links"]
+)
+
+with tab000:
+    st.subheader("One attention head, T = 3 tokens, C = 4, d_k = 2")
+    d = worked.TOY_ATTENTION
+    toks = ["t0", "t1", "t2"]
+    X = edit("X", d["X"], "w0_X", rows=toks)
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        Wq = edit("Wq", d["Wq"], "w0_Wq")
+    with c2:
+        Wk = edit("Wk", d["Wk"], "w0_Wk")
+    with c3:
+        Wv = edit("Wv", d["Wv"], "w0_Wv")
+    causal = st.toggle("Causal mask on", value=True, key="w0_mask")
+    r = worked.toy_attention(X, Wq, Wk, Wv, causal=causal)
+    c1, c2, c3 = st.columns(3)
+    for col, name, m in zip((c1, c2, c3), ("Q = X·Wq", "K = X·Wk", "V = X·Wv"), (r["Q"], r["K"], r["V"])):
+        with col:
+            show(name, m, rows=toks)
+    dk = r["Q"].shape[1]
+    show("scores = Q·Kᵀ ÷ √d_k", r["scores"], f"÷ √{dk} = ÷ {np.sqrt(dk):.4f}", rows=toks, columns=toks)
+    show(
+        "masked scores",
+        r["masked"],
+        "future keys set to −∞" if causal else "mask OFF: nothing hidden",
+        rows=toks,
+        columns=toks,
+    )
+    show("weights = softmax(masked scores)", r["weights"], "each row sums to 1", rows=toks, columns=toks)
+    mass("Future attention mass (weights above the diagonal)", r["future_mass"])
+    if not causal:
+        st.warning("Mask off: earlier tokens read later ones. In training, that is the answer leaking in.")
+    show("output = weights·V", r["output"], rows=toks)
+
+with tab004:
+    st.subheader("A support reply: “Order shipped from” → “hub”")
+    st.markdown("**1. Embedding + positions** (token ids 0, 1, 2)")
+    c1, c2 = st.columns(2)
+    with c1:
+        table = edit("embedding table", worked.SUPPORT_EMBED["table"], "w4_table", rows=worked.SUPPORT_VOCAB)
+    with c2:
+        positions = edit("positions", worked.SUPPORT_EMBED["positions"], "w4_pos", rows=["p0", "p1", "p2"])
+    show("x = table[ids] + positions", worked.embed(table, positions, worked.SUPPORT_IDS), rows=worked.SUPPORT_TOKENS)
+
+    st.markdown("**2. q·kᵀ** (one head, 2 features)")
+    c1, c2 = st.columns(2)
+    with c1:
+        q = edit("q", worked.SUPPORT_QKV["q"], "w4_q", rows=worked.SUPPORT_TOKENS)
+    with c2:
+        k = edit("k", worked.SUPPORT_QKV["k"], "w4_k", rows=worked.SUPPORT_TOKENS)
+    show("q·kᵀ", worked.raw_scores(q, k), "no scaling yet", rows=worked.SUPPORT_TOKENS, columns=worked.SUPPORT_TOKENS)
+
+    st.markdown(f"**3. Why ÷ √d_k**: one query's scores in a head of d_k = {worked.SCALING_HEAD_DIM}")
+    s = worked.scaling(edit("raw scores", worked.SCALING_SCORES, "w4_scale")[0], worked.SCALING_HEAD_DIM)
+    show(
+        "scaling",
+        np.stack([s["unscaled_weights"], s["scaled_scores"], s["scaled_weights"]]),
+        "unscaled, one key takes nearly everything",
+        rows=["softmax(scores)", f"scores ÷ √{worked.SCALING_HEAD_DIM}", "softmax(scores ÷ √d_k)"],
+    )
+
+    st.markdown("**4. The causal mask** on “Order shipped from hub”")
+    four = [*worked.SUPPORT_TOKENS, "hub"]
+    scores = edit("scores before the mask", worked.MASK_SCORES, "w4_mask_scores", rows=four, columns=four)
+    causal4 = st.toggle("Causal mask on", value=True, key="w4_mask")
+    m = worked.masked_softmax(scores, causal=causal4)
+    show("masked weights", m["weights"], "" if causal4 else "mask OFF", rows=four, columns=four)
+    mass("Future attention mass", m["future_mass"])
+
+    st.markdown("**5. A bad mask shows the leak**: large scores on future keys")
+    lk = worked.leak(edit("leak scores", worked.LEAK_SCORES, "w4_leak", rows=worked.SUPPORT_TOKENS))
+    c1, c2 = st.columns(2)
+    with c1:
+        show("leak: without mask", lk["unmasked"], rows=worked.SUPPORT_TOKENS)
+        mass("Future mass without the mask", lk["unmasked_mass"])
+    with c2:
+        show("leak: with mask", lk["masked"], rows=worked.SUPPORT_TOKENS)
+        mass("Future mass with the mask", lk["masked_mass"])
+
+    st.markdown("**6. Feed-forward**: widen to 6, ReLU, back to 4")
+    x_ff = edit("FFN input x", worked.FFN["x"], "w4_ffn_x", rows=worked.SUPPORT_TOKENS)
+    c1, c2 = st.columns(2)
+    with c1:
+        w1 = edit("w1", worked.FFN["w1"], "w4_w1")
+    with c2:
+        w2 = edit("w2", worked.FFN["w2"], "w4_w2")
+    ff = worked.feed_forward(x_ff, w1, w2)
+    show("FFN hidden = ReLU(x·w1)", ff["hidden"], rows=worked.SUPPORT_TOKENS)
+    show("FFN output = hidden·w2", ff["output"], rows=worked.SUPPORT_TOKENS)
+
+    st.markdown(f"**7. Layer norm** (ε = 1e-5, no learned scale), then + {worked.NORM_UPDATE_SCALE} × it")
+    ln = worked.layer_norm(edit("norm input", worked.NORM_INPUT, "w4_norm"))
+    show("layer norm", ln["normed"], "each row: mean 0, variance ≈ 1")
+    show(
+        "row statistics",
+        np.stack([ln["mean"], ln["var"], ln["normed_mean"], ln["normed_var"]], axis=1),
+        columns=["mean", "variance", "mean after", "variance after"],
+    )
+    show("residual = x + 0.1 × norm", ln["residual"])
+
+    st.markdown("**8. Logits**: the last position's normalised vector times the output matrix")
+    h = edit("last hidden (normalised)", worked.LOGITS_INPUT["hidden"], "w4_hidden", rows=["from"])
+    W = edit("output matrix", worked.LOGITS_INPUT["W"], "w4_W", columns=worked.LOGIT_VOCAB)
+    lg = worked.logits(h, W, worked.LOGIT_VOCAB).set_index("token")
+    lg.index.name = "logits"
+    st.markdown(f"**logits** · shape ({len(lg)},) · best first")
+    st.dataframe(lg, column_config={"logit": NUM, "probability": NUM}, width="content")
+    top = lg.index[0]
+    c1, c2 = st.columns(2)
+    c1.metric("Top token", top)
+    c2.metric("Top probability", f"{lg['probability'].iloc[0]:.4f}")
+
+with tab002:
+    st.subheader("Mean and std of the residual stream before and after each block")
+    v = view()
+    if v is None or v.trace is None:
+        st.info("Choose a checkpoint and a prompt in the sidebar to see this on a real model.")
+    else:
+        st.caption(
+            f"On the loaded model and prompt ({v.trace.n_tokens} tokens): over every position and feature, "
+            "population std. A stream whose std keeps growing block after block is drifting."
+        )
+        bs = worked.block_stats(v.trace).set_index("where")
+        bs.index.name = "block stats"
+        st.dataframe(bs, column_config={"mean": NUM, "std": NUM}, width="content")
+
+with tablinks:
+    st.subheader("Lesson links")
+    st.caption("Each link opens the dashboard on a shipped model with the prompt, layer and head already chosen.")
+    for lesson in worked.LESSONS:
+        params = {k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")}
+        url = worked.lesson_url(lesson["page"], **params)
+        st.markdown(f"[{lesson['title']}]({url}): {lesson['what']}")
+    st.markdown(
+        "[One forward pass, step by step](forward-pass?step=0): every page step has its own link "
+        "(the step number is in the address)."
+    )
