@@ -35,8 +35,10 @@ class Step:
     point: str | None = None  # the Trace name this step equals, where there is one
 
 
-def _captured(trace: Trace, site: str, layer: int | None = None) -> torch.Tensor | None:
+def _captured(trace: Trace, site: str, layer: int | None = None, skip: bool = False) -> torch.Tensor | None:
     """A Trace value if this Trace holds that point (the second-round points may be absent)."""
+    if skip:
+        return None
     try:
         name = point(site, layer)
     except KeyError:
@@ -59,8 +61,10 @@ def sizes(model: GPT, trace: Trace) -> dict[str, int]:
 
 
 @torch.no_grad()
-def forward_steps(model: GPT, trace: Trace, layer: int = 0) -> list[Step]:
-    """The steps of the forward pass that produced `trace`, with block `layer` opened up."""
+def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = False) -> list[Step]:
+    """The steps of the forward pass that produced `trace`, with block `layer` opened up.
+    recompute=True rebuilds attn.z, attn.out, mlp.hidden and mlp.out with the model's modules even
+    where the Trace holds them (for Traces from files that lack them, and to check one against the other)."""
     if not 0 <= layer < trace.n_layer:
         raise ValueError(f"layer {layer} does not exist: the model has blocks 0 to {trace.n_layer - 1}")
     dev = model.device
@@ -167,7 +171,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0) -> list[Step]:
         name,
     )
     v = trace.tensor(point("attn.v", l))
-    z = _captured(trace, "attn.z", l)
+    z = _captured(trace, "attn.z", l, recompute)
     z_src = f"captured: {point('attn.z', l)}" if z is not None else "recomputed: weights @ v"
     z = z if z is not None else weights.to(v.dtype) @ v  # (H, T, D)
     add(
@@ -187,7 +191,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0) -> list[Step]:
         "recomputed: z, heads side by side",
         f"the {H} heads' D = {D} numbers put side by side: H × D = C",
     )
-    out = _captured(trace, "attn.out", l)
+    out = _captured(trace, "attn.out", l, recompute)
     out_src = f"captured: {point('attn.out', l)}" if out is not None else f"recomputed: h.{l}.attn.c_proj on merged"
     out = out if out is not None else blk.attn.c_proj(_batch(merged, dev))[0]
     add(
@@ -217,7 +221,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0) -> list[Step]:
         f"recomputed: h.{l}.ln_2 on resid_mid",
         "normalised again before the MLP",
     )
-    hidden = _captured(trace, "mlp.hidden", l)
+    hidden = _captured(trace, "mlp.hidden", l, recompute)
     h_src = f"captured: {point('mlp.hidden', l)}" if hidden is not None else f"recomputed: h.{l}.mlp.act(c_fc(ln_2))"
     hidden = hidden if hidden is not None else blk.mlp.act(blk.mlp.c_fc(ln2))[0]
     add(
@@ -228,7 +232,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0) -> list[Step]:
         h_src,
         f"c_fc to 4C = {4 * C}, then {model.config.activation}: the MLP's neurons",
     )
-    mlp_out = _captured(trace, "mlp.out", l)
+    mlp_out = _captured(trace, "mlp.out", l, recompute)
     m_src = f"captured: {point('mlp.out', l)}" if mlp_out is not None else f"recomputed: h.{l}.mlp.c_proj on hidden"
     mlp_out = mlp_out if mlp_out is not None else blk.mlp.c_proj(_batch(hidden, dev))[0]
     add(
