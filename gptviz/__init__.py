@@ -8,6 +8,7 @@ The package reads in the order data flows: tokenizers -> model (with probes) -> 
 Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not import Streamlit.
 """
 
+from .analysis import head_scores, logit_lens
 from .capture import trace
 from .config import GPTConfig
 from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
@@ -22,6 +23,8 @@ __all__ = [
     "GPTConfig",
     "Trace",
     "trace",
+    "head_scores",
+    "logit_lens",
     "explicit_attention",
     "load",
     "save",

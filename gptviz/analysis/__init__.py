@@ -6,6 +6,8 @@ imports Streamlit or Plotly, and nothing re-runs the model unless its name says 
 
 from .attention import ATTENTION_KINDS, attention_matrix, layer_weights, query_computation
 from .blocks import block_labels, block_mean, block_reduce
+from .heads import LABEL_THRESHOLDS, head_scores
+from .lens import LogitLens, lens_sites, logit_lens
 from .next_token import per_token_loss, softmax, token_rank, top_k
 from .residual import (
     GROWTH_LIMIT,
@@ -22,6 +24,8 @@ __all__ = [
     "ATTENTION_KINDS",
     "FLOW",
     "GROWTH_LIMIT",
+    "LABEL_THRESHOLDS",
+    "LogitLens",
     "NORM_LIMIT",
     "attention_matrix",
     "block_labels",
@@ -29,6 +33,9 @@ __all__ = [
     "block_reduce",
     "dims",
     "format_shapes",
+    "head_scores",
+    "lens_sites",
+    "logit_lens",
     "layer_weights",
     "per_token_loss",
     "query_computation",

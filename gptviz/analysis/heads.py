@@ -1,0 +1,95 @@
+"""What each attention head does on this prompt: scores against the patterns of known head kinds,
+and a label where one score is clear enough.
+
+previous_token, duplicate_token and induction follow TransformerLens's `detect_head` with
+`error_measure="mul"`, `exclude_bos=False`, `exclude_current_token=False`: the share of all the
+head's attention that lands on the pattern's cells, with the patterns built from the prompt's
+own tokens:
+
+    previous_token   key i-1 for query i
+    duplicate_token  an earlier key holding the same token as the query
+    induction        the key right after an earlier copy of the query's token
+
+sink is the mean weight on key 0 over queries 1..T-1 (query 0 can read nothing else), self the
+mean weight on the diagonal, entropy the mean over queries of the row's entropy in nats.
+
+The maps grow as L·H·T² (1.2 GB for GPT-2 small at T = 1,024), so one layer's [H, T, T] weights
+are rebuilt, scored and dropped before the next.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from ..names import point
+
+COLUMNS = ("layer", "head", "previous_token", "duplicate_token", "induction", "sink", "self", "entropy", "label")
+SCORES = COLUMNS[2:-1]
+
+# A head is labelled with a kind when that score reaches its threshold; when several do, the
+# highest score wins. 0.4 is the convention of the head-detector literature: at 0.4 the pattern's
+# cells take more of the head's attention than any other single kind could then.
+LABEL_THRESHOLDS = {"previous_token": 0.4, "duplicate_token": 0.4, "induction": 0.4, "sink": 0.4, "self": 0.4}
+LABEL_NAMES = {
+    "previous_token": "previous token",
+    "duplicate_token": "duplicate token",
+    "induction": "induction",
+    "sink": "sink",
+    "self": "self",
+}
+
+
+def detection_patterns(token_ids: np.ndarray, device: torch.device | str = "cpu") -> dict[str, Tensor]:
+    """The [T, T] 0/1 patterns of TransformerLens's previous-token, duplicate-token and induction
+    heads for these tokens (query rows, key columns; all lower-triangular)."""
+    ids = torch.as_tensor(np.asarray(token_ids, dtype=np.int64), device=device)
+    T = ids.numel()
+    same = ids[:, None] == ids[None, :]  # [T, T]: query i and key j hold the same token
+    duplicate = torch.tril(same, diagonal=-1)  # an earlier copy; a token is no duplicate of itself
+    induction = torch.zeros_like(duplicate)
+    induction[:, 1:] = duplicate[:, :-1]  # key j follows an earlier copy (at j-1) of the query's token
+    previous = torch.zeros(T, T, dtype=torch.bool, device=device)
+    previous[1:, :-1] = torch.eye(T - 1, dtype=torch.bool, device=device)
+    return {"previous_token": previous, "duplicate_token": duplicate, "induction": induction}
+
+
+def layer_head_scores(weights: Tensor, patterns: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Every score of one layer's heads from its attention weights [H, T, T]: name -> [H]."""
+    w = weights.float()
+    total = w.sum(dim=(-2, -1))  # [H]; T when rows sum to 1, as detect_head divides by it
+    out = {name: (w * pat).sum(dim=(-2, -1)) / total for name, pat in patterns.items()}
+    T = w.size(-1)
+    out["sink"] = w[:, 1:, 0].mean(-1) if T > 1 else torch.full_like(total, float("nan"))
+    out["self"] = w.diagonal(dim1=-2, dim2=-1).mean(-1)
+    out["entropy"] = torch.special.entr(w).sum(-1).mean(-1)  # entr(0) = 0: masked keys add nothing
+    return out
+
+
+def label(scores: dict[str, float], thresholds: dict[str, float] = LABEL_THRESHOLDS) -> str:
+    """The kind whose score passes its threshold (the highest when several do), else ''."""
+    passed = [(scores[k], k) for k, limit in thresholds.items() if scores[k] >= limit]  # NaN never passes
+    return max(passed)[1] if passed else ""
+
+
+def head_scores(trace) -> pd.DataFrame:
+    """One row per (layer, head): previous_token, duplicate_token, induction, sink, self, entropy
+    and label (see the module docstring; label is '' when no score reaches LABEL_THRESHOLDS).
+
+    trace: a Trace (or anything with token_ids, n_layer and tensor()/[name] for attn.weights)."""
+    ids = np.asarray(trace.token_ids)
+    rows = []
+    patterns = None
+    for layer in range(trace.n_layer):
+        name = point("attn.weights", layer)
+        w = trace.tensor(name) if hasattr(trace, "tensor") else torch.as_tensor(np.asarray(trace[name]))
+        if patterns is None:
+            patterns = detection_patterns(ids, w.device)
+        scores = {k: v.double().cpu().numpy() for k, v in layer_head_scores(w, patterns).items()}
+        del w  # the next layer's maps replace this one's, never join them
+        for head in range(len(scores["self"])):
+            row = {k: float(scores[k][head]) for k in SCORES}
+            rows.append({"layer": layer, "head": head, **row, "label": label(row)})
+    return pd.DataFrame(rows, columns=list(COLUMNS)).astype({"layer": int, "head": int, "label": str})

@@ -1,0 +1,100 @@
+"""The logit lens: the final norm and LM head applied to an intermediate residual, as if the model
+stopped there and predicted.
+
+Sites are the residual stream between sub-layers: embed, then each block's resid_mid and
+resid_post (resid_pre of block l is resid_post of block l-1, so it adds no site). Each site goes
+through model.transformer.ln_f with its own statistics, exactly as the last one does in the forward
+pass; borrowing the last layer's scale for every site (TransformerLens before 2026) shrinks or
+swells early residuals and makes their predictions look uniform or sharp for no reason.
+
+At the last site the logits are the model's own, bit for bit. One site's [T, V] logits exist at a
+time, and only [T, k] of each leaves the model's device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import PromptError
+from ..names import point
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    """What the lens saw. Fields read as attributes or as keys (lens.top_ids, lens["top_ids"]).
+
+    sites: S names; top_ids, top_probs: [S, T, k], most likely first; target: the token id asked
+    about, or None; target_rank [S, T] (0 = top) and target_prob [S, T], or None without a target."""
+
+    sites: list[str]
+    top_ids: np.ndarray
+    top_probs: np.ndarray
+    target: int | None = None
+    target_rank: np.ndarray | None = None
+    target_prob: np.ndarray | None = None
+
+    def __getitem__(self, key: str):
+        if key not in self.keys():
+            raise KeyError(f"{key!r}: a logit lens holds {', '.join(self.keys())}")
+        return getattr(self, key)
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self)]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+
+def lens_sites(n_layer: int) -> list[str]:
+    """embed, blocks.0.resid_mid, blocks.0.resid_post, ..., blocks.{L-1}.resid_post: 2L + 1 sites."""
+    return ["embed", *(point(site, l) for l in range(n_layer) for site in ("resid_mid", "resid_post"))]
+
+
+def _site_logits(model, x: Tensor) -> Tensor:
+    """lm_head(ln_f(x)) for one site [T, C] -> [T, V], shaped [1, T, C] as the forward pass runs it,
+    so the last site reproduces the model's logits exactly."""
+    return model.lm_head(model.transformer.ln_f(x[None]))[0]
+
+
+@torch.no_grad()
+def logit_lens(model, trace, k: int = 5, target: int | None = None) -> LogitLens:
+    """The lens at every site of `trace` (a run of `model`): the top k tokens with their
+    probabilities, and where `target` (a token id) ranks, per site and position."""
+    V = model.config.vocab_size
+    k = int(k)
+    if not 1 <= k <= V:
+        raise PromptError(f"k={k}: ask for between 1 and {V} tokens")
+    if target is not None:
+        if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or not 0 <= target < V:
+            raise PromptError(f"target token id {target!r} is outside the vocabulary [0, {V - 1}]")
+        target = int(target)
+    sites = lens_sites(trace.n_layer)
+    top_ids, top_probs, ranks, probs = [], [], [], []
+    for name in sites:
+        x = trace.tensor(name).to(model.device)
+        logits = _site_logits(model, x)  # [T, V]: the only one alive
+        vals, ids = logits.topk(k, dim=-1)
+        if target is not None:
+            t_logit = logits[:, target].clone()
+            ranks.append((logits > t_logit[:, None]).sum(-1).cpu())
+        # log-sum-exp in place: exp(logits - max) overwrites the logits instead of a second [T, V]
+        m = vals[:, :1]
+        lse = (m[:, 0].double() + logits.sub_(m).exp_().sum(-1).double().log())[:, None]  # [T, 1]
+        del logits
+        top_ids.append(ids.cpu())
+        top_probs.append((vals.double() - lse).exp().cpu())
+        if target is not None:
+            probs.append((t_logit.double() - lse[:, 0]).exp().cpu())
+    stack = lambda xs: torch.stack(xs).numpy()  # noqa: E731
+    return LogitLens(
+        sites=sites,
+        top_ids=stack(top_ids),
+        top_probs=stack(top_probs),
+        target=target,
+        target_rank=stack(ranks) if target is not None else None,
+        target_prob=stack(probs) if target is not None else None,
+    )

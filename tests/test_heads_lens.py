@@ -1,0 +1,291 @@
+"""Head scores and the logit lens: against the definitions worked by hand, a model built by hand, the
+shipped checkpoint, and Hugging Face's GPT-2 applying its own final norm and LM head."""
+
+from __future__ import annotations
+
+import math
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_model
+
+import gptviz
+from gptviz.analysis.heads import COLUMNS, LABEL_THRESHOLDS, detection_patterns, label
+
+transformers = pytest.importorskip("transformers")
+from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+SHAKESPEARE = Path(__file__).resolve().parent.parent / "checkpoints" / "shakespeare-char"
+IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 1, 4, 1, 5]  # repeats, so duplicate and induction cells exist
+
+
+# --- head scores ------------------------------------------------------------------------------
+def scores_by_hand(w: np.ndarray, ids: list[int]) -> dict[str, float]:
+    """One head's [T, T] weights scored with loops, straight from the definitions."""
+    T = len(ids)
+    total = w.sum()
+    prev = sum(w[i, i - 1] for i in range(1, T)) / total
+    dup = sum(w[i, j] for i in range(T) for j in range(i) if ids[j] == ids[i]) / total
+    ind = sum(w[i, j] for i in range(T) for j in range(1, i + 1) if ids[j - 1] == ids[i] and j - 1 < i) / total
+    sink = np.mean([w[i, 0] for i in range(1, T)])
+    self_ = np.mean([w[i, i] for i in range(T)])
+    entropy = np.mean([-sum(p * math.log(p) for p in w[i] if p > 0) for i in range(T)])
+    return dict(previous_token=prev, duplicate_token=dup, induction=ind, sink=sink, self=self_, entropy=entropy)
+
+
+def test_columns_are_the_contract_and_one_row_per_head():
+    model = tiny_model(n_layer=3, n_head=4)
+    df = gptviz.head_scores(gptviz.trace(model, IDS))
+    assert list(df.columns) == [
+        "layer",
+        "head",
+        "previous_token",
+        "duplicate_token",
+        "induction",
+        "sink",
+        "self",
+        "entropy",
+        "label",
+    ]
+    assert list(zip(df["layer"], df["head"])) == [(l, h) for l in range(3) for h in range(4)]
+
+
+def test_scores_equal_the_definitions_worked_by_hand_on_the_captured_weights(model):
+    tr = gptviz.trace(model, IDS)
+    df = gptviz.head_scores(tr)
+    for l in range(model.config.n_layer):
+        w = tr[gptviz.point("attn.weights", l)].astype(np.float64)
+        for h in range(model.config.n_head):
+            row = df[(df["layer"] == l) & (df["head"] == h)].iloc[0]
+            for name, value in scores_by_hand(w[h], IDS).items():
+                assert row[name] == pytest.approx(value, abs=1e-6), (l, h, name)
+
+
+def test_detection_patterns_are_transformer_lens_patterns_for_a_small_prompt():
+    # tokens a b a b: TransformerLens's patterns written out cell by cell (rows = queries)
+    p = {k: v.int().tolist() for k, v in detection_patterns(np.array([7, 8, 7, 8])).items()}
+    assert p["previous_token"] == [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+    assert p["duplicate_token"] == [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]]
+    assert p["induction"] == [[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+
+
+def previous_token_model() -> gptviz.GPT:
+    """One layer, two heads, weights set by hand. Positions are one-hot (wpe = I, wte = 0) and
+    RMSNorm turns e_p into 4 e_p; head 0's query at position i is c·e_(i-1) and its key at j is e_j,
+    so it reads the previous token and nothing else; head 1's q and k are zero: uniform attention."""
+    cfg = gptviz.GPTConfig(
+        vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=16, norm="rmsnorm", bias=False, tie_weights=False
+    )
+    model = gptviz.GPT(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.transformer.wpe.weight[:, :8] = torch.eye(8)
+        block = model.transformer.h[0]
+        block.ln_1.weight.fill_(1.0)
+        block.ln_2.weight.fill_(1.0)
+        model.transformer.ln_f.weight.fill_(1.0)
+        w = block.attn.c_attn.weight  # [3C, C]: rows 0..15 q, 16..31 k, 32..47 v; head 0 = first 8 of each
+        shift = torch.zeros(8, 8)
+        shift[torch.arange(7), torch.arange(1, 8)] = 1.0  # e_i -> e_(i-1)
+        w[0:8, 0:8] = 50.0 * shift
+        w[16:24, 0:8] = torch.eye(8)
+        w[32:48] = torch.randn(16, 16)
+    return model
+
+
+def test_a_hand_built_previous_token_head_is_found_and_labelled():
+    ids = [1, 2, 3, 1, 2, 3, 4]  # no token repeats its neighbour: no cell is both previous and duplicate
+    T = len(ids)
+    tr = gptviz.trace(previous_token_model(), ids)
+    w = tr["blocks.0.attn.weights"]
+    np.testing.assert_allclose(w[0, 1:], np.eye(T)[:-1], atol=1e-6)  # the head is what we built
+    df = gptviz.head_scores(tr).set_index("head")
+    # query 0 can only read itself and the pattern has no cell in row 0: the best score is (T-1)/T
+    assert df.loc[0, "previous_token"] == pytest.approx((T - 1) / T, abs=1e-6)
+    assert df.loc[0, "duplicate_token"] == pytest.approx(0.0, abs=1e-6)
+    assert df.loc[0, "entropy"] == pytest.approx(0.0, abs=1e-5)
+    assert df.loc[0, "label"] == "previous_token"
+    # the uniform head: query i spreads 1/(i+1) over keys 0..i
+    n = np.arange(1, T + 1)
+    assert df.loc[1, "previous_token"] == pytest.approx((1 / n[1:]).sum() / T, abs=1e-6)
+    assert df.loc[1, "self"] == pytest.approx((1 / n).mean(), abs=1e-6)
+    assert df.loc[1, "sink"] == pytest.approx((1 / n[1:]).mean(), abs=1e-6)
+    assert df.loc[1, "entropy"] == pytest.approx(np.log(n).mean(), abs=1e-6)
+    assert df.loc[1, "label"] == ""
+
+
+def test_label_takes_the_highest_passing_score_and_none_below_the_threshold():
+    base = dict(previous_token=0.1, duplicate_token=0.0, induction=0.0, sink=0.0, self=0.0)
+    assert label(base) == ""
+    assert label({**base, "previous_token": 0.4}) == "previous_token"  # the threshold itself passes
+    assert label({**base, "previous_token": 0.5, "sink": 0.45}) == "previous_token"
+    assert label({**base, "induction": 0.7, "sink": 0.9}) == "sink"
+    assert label({**base, "sink": float("nan")}) == ""
+    assert set(LABEL_THRESHOLDS) == set(COLUMNS[2:7])
+
+
+def test_shipped_shakespeare_layer_0_head_3_is_a_previous_token_head():
+    bundle = gptviz.load(SHAKESPEARE)
+    text = "ROMEO:\nBut, soft! what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n"
+    df = gptviz.head_scores(gptviz.trace(bundle.model, bundle.tokenizer.encode(text), bundle.tokenizer))
+    row = df[(df["layer"] == 0) & (df["head"] == 3)].iloc[0]
+    assert row["label"] == "previous_token"
+    assert row["previous_token"] > 0.6
+    assert (df["label"] == "previous_token").sum() < len(df) / 2  # the label picks heads out, not everyone
+
+
+class CountingTrace:
+    """A Trace stand-in that notes, each time a layer's maps are asked for, how many earlier maps
+    are still alive."""
+
+    def __init__(self, tr):
+        self.tr, self.token_ids, self.n_layer = tr, tr.token_ids, tr.n_layer
+        self.refs, self.alive = [], []
+
+    def tensor(self, name):
+        self.alive.append(sum(r() is not None for r in self.refs))
+        t = self.tr.tensor(name)
+        self.refs.append(weakref.ref(t))
+        return t
+
+
+def test_one_layer_of_maps_at_a_time():
+    tr = CountingTrace(gptviz.trace(tiny_model(n_layer=4), IDS))
+    gptviz.head_scores(tr)
+    assert tr.alive == [0, 0, 0, 0]
+
+
+# --- the logit lens ---------------------------------------------------------------------------
+def hf_random(**overrides) -> GPT2LMHeadModel:
+    torch.manual_seed(1)
+    cfg = dict(vocab_size=41, n_positions=32, n_layer=3, n_head=4, n_embd=48, bos_token_id=0, eos_token_id=0)
+    hf = GPT2LMHeadModel(GPT2Config(**{**cfg, **overrides})).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(torch.randn_like(p) * 0.1)
+            elif ".ln_" in name or "ln_f" in name:
+                p.copy_(1.0 + torch.randn_like(p) * 0.1)
+            else:
+                p.copy_(torch.randn_like(p) * 0.2)
+    return hf
+
+
+@pytest.mark.parametrize("overrides", [{}, dict(tie_word_embeddings=False, n_layer=2)])
+def test_lens_equals_hf_norm_and_head_on_hf_residuals_at_every_site(tmp_path, overrides):
+    hf = hf_random(**overrides)
+    hf.save_pretrained(tmp_path / "hf")
+    model = gptviz.load(tmp_path / "hf").model
+    L = hf.config.n_layer
+    resid, handles = {}, []
+    for l, block in enumerate(hf.transformer.h):
+        handles.append(block.ln_2.register_forward_pre_hook(lambda m, a, l=l: resid.__setitem__(("mid", l), a[0][0])))
+    handles.append(hf.transformer.ln_f.register_forward_pre_hook(lambda m, a: resid.__setitem__("last", a[0][0])))
+    try:
+        with torch.no_grad():
+            out = hf(torch.tensor([IDS]), output_hidden_states=True)
+    finally:
+        for h in handles:
+            h.remove()
+    # HF's hidden_states: the embedding, then each block's input; its last entry is after ln_f
+    theirs = [out.hidden_states[0][0]]
+    for l in range(L):
+        theirs += [resid[("mid", l)], out.hidden_states[l + 1][0] if l + 1 < L else resid["last"]]
+    target = 7
+    lens = gptviz.logit_lens(model, gptviz.trace(model, IDS), k=4, target=target)
+    assert lens.sites == ["embed", *(f"blocks.{l}.{s}" for l in range(L) for s in ("resid_mid", "resid_post"))]
+    assert lens.top_ids.shape == (2 * L + 1, len(IDS), 4) and lens.target_rank.shape == (2 * L + 1, len(IDS))
+    for s, x in enumerate(theirs):
+        with torch.no_grad():
+            logits = hf.lm_head(hf.transformer.ln_f(x)).double()  # HF's own final norm and head
+        probs = logits.softmax(-1)
+        top = probs.topk(4, dim=-1)
+        np.testing.assert_array_equal(lens.top_ids[s], top.indices.numpy(), err_msg=lens.sites[s])
+        np.testing.assert_allclose(lens.top_probs[s], top.values.numpy(), atol=1e-5, err_msg=lens.sites[s])
+        np.testing.assert_allclose(lens.target_prob[s], probs[:, target].numpy(), atol=1e-5)
+        rank = (logits > logits[:, target : target + 1]).sum(-1).numpy()
+        np.testing.assert_array_equal(lens.target_rank[s], rank, err_msg=lens.sites[s])
+    torch.testing.assert_close(hf.lm_head(out.hidden_states[-1][0]), out.logits[0])  # what 'last' is
+
+
+def test_each_site_uses_its_own_norm_statistics_not_the_last_layers(model):
+    tr = gptviz.trace(model, IDS)
+    lens = gptviz.logit_lens(model, tr, k=3)
+    ln = model.transformer.ln_f
+    with torch.no_grad():
+        x = tr.tensor("embed")
+        last = tr.tensor(f"blocks.{model.config.n_layer - 1}.resid_post")
+        own = model.lm_head(ln(x)).softmax(-1)
+        # the mistake: the embedding centred, but divided by the last layer's standard deviation
+        borrowed = (x - x.mean(-1, keepdim=True)) / (last.var(-1, unbiased=False, keepdim=True) + ln.eps).sqrt()
+        wrong = model.lm_head(borrowed * ln.weight + ln.bias).softmax(-1)
+    np.testing.assert_allclose(lens.top_probs[0, :, 0], own.max(-1).values.numpy(), atol=1e-6)
+    assert not np.allclose(lens.top_probs[0, :, 0], wrong.max(-1).values.numpy(), atol=1e-3)
+
+
+def test_last_site_is_the_models_own_prediction_exactly(model):
+    tr = gptviz.trace(model, IDS)
+    lens = gptviz.logit_lens(model, tr, k=11, target=2)  # k = V: the whole distribution
+    logits = tr["logits"].astype(np.float64)
+    order = np.argsort(-tr["logits"], axis=-1, kind="stable")
+    np.testing.assert_array_equal(lens.top_ids[-1], order)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    np.testing.assert_allclose(lens.top_probs[-1], np.take_along_axis(probs, order, -1), rtol=1e-6, atol=0)
+    np.testing.assert_allclose(lens.target_prob[-1], probs[:, 2], rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(lens.target_rank[-1], (logits > logits[:, 2:3]).sum(-1))
+    # the lens's last-site logits are the captured ones bit for bit
+    seen = []
+    h = model.lm_head.register_forward_hook(lambda m, a, out: seen.append(out[0].clone()))
+    try:
+        gptviz.logit_lens(model, tr, k=1)
+    finally:
+        h.remove()
+    np.testing.assert_array_equal(seen[-1].numpy(), tr["logits"])
+
+
+def test_one_sites_logits_at_a_time(model):
+    tr = gptviz.trace(model, IDS)
+    refs, alive = [], []
+
+    def note(m, a, out):
+        alive.append(sum(r() is not None for r in refs))
+        refs.append(weakref.ref(out))
+
+    h = model.lm_head.register_forward_hook(note)
+    try:
+        lens = gptviz.logit_lens(model, tr, k=2, target=3)
+    finally:
+        h.remove()
+    assert alive == [0] * len(lens.sites) and len(lens.sites) == 2 * model.config.n_layer + 1
+
+
+def test_lens_reads_as_attributes_and_keys_and_without_target(model):
+    lens = gptviz.logit_lens(model, gptviz.trace(model, IDS))
+    assert lens["top_ids"] is lens.top_ids and lens["sites"] == lens.sites
+    assert lens.top_ids.shape == (5, len(IDS), 5) and lens.top_probs.dtype == np.float64
+    assert lens.target_rank is None and lens["target_prob"] is None and "target_rank" in lens
+    assert np.all(np.diff(lens.top_probs, axis=-1) <= 0)  # most likely first
+    with pytest.raises(KeyError, match="holds"):
+        lens["logits"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(target=11), "outside the vocabulary [0, 10]"),
+        (dict(target=-1), "outside the vocabulary"),
+        (dict(target=2.5), "outside the vocabulary"),
+        (dict(target=True), "outside the vocabulary"),
+        (dict(k=0), "between 1 and 11"),
+        (dict(k=12), "between 1 and 11"),
+    ],
+)
+def test_bad_lens_arguments_are_refused_with_a_reason(model, kwargs, words):
+    with pytest.raises(gptviz.PromptError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        gptviz.logit_lens(model, gptviz.trace(model, IDS), **kwargs)
