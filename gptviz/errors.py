@@ -38,3 +38,16 @@ class CheckpointError(GptvizError, OSError):
 
 class DeviceError(GptvizError, RuntimeError):
     """The requested device (cuda, mps) is not available on this machine."""
+
+
+class OutputError(GptvizError, OSError):
+    """A result cannot be written where it was asked to go (a full disk, a missing folder)."""
+
+
+def summarise(items: list[str], what: str, show: int = 3) -> str:
+    """A list for a message, kept short whatever its length: "a, b" when there are few, else
+    "16,000 keys missing, e.g. a, b, c". `what` names the items when they are counted."""
+    items = [str(i) for i in items]
+    if len(items) <= show:
+        return ", ".join(items)
+    return f"{len(items):,} {what}, e.g. {', '.join(items[:show])}"

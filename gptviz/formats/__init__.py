@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from ..devices import resolve_device
-from ..errors import CheckpointError
+from ..errors import CheckpointError, GptvizError
 from .bundle import Bundle, LoadReport
 from .hf_gpt2 import is_hf, load_hf_gpt2
 from .nanogpt import is_nanogpt, load_nanogpt
@@ -27,9 +27,30 @@ FORMATS: list[tuple[str, Callable[[Path], bool], Callable[[Path, torch.device], 
 
 
 def load(path: str | Path, device: str | torch.device | None = "cpu") -> Bundle:
-    """Load any supported checkpoint, detecting its format. Raises CheckpointError naming the file."""
+    """Load any supported checkpoint, detecting its format. Raises CheckpointError naming the file
+    (or DeviceError), never anything else: a checkpoint is untrusted input, and whatever it does
+    wrong must reach the person as one sentence, not a traceback."""
+    if not isinstance(path, (str, Path)):
+        raise CheckpointError(f"a checkpoint path must be text, got {type(path).__name__}")
     path = Path(path)
     dev = resolve_device(device)
+    try:
+        return _load(path, dev)
+    except GptvizError:
+        raise
+    except MemoryError:
+        raise CheckpointError(f"{path}: not enough memory to load this checkpoint") from None
+    except (OSError, ValueError) as e:  # a permission, a name the OS refuses, a NUL byte in the path
+        reason = getattr(e, "strerror", None) or str(e).splitlines()[0][:200]
+        raise CheckpointError(f"{path}: cannot be read ({reason})") from None
+    except Exception as e:  # the last net: a bug of ours that a strange file reached
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        raise CheckpointError(
+            f"{path}: could not be loaded: unexpected {type(e).__name__} ({first}); please report this"
+        ) from None
+
+
+def _load(path: Path, dev: torch.device) -> Bundle:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
     for _, detect, loader in FORMATS:

@@ -9,25 +9,25 @@ lm_head out of the file; the model ties it back.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError
-from ..model import GPT
+from ..limits import MAX_TOKENIZER_BYTES
 from ..tokenizers import BPETokenizer
-from .bundle import Bundle, LoadReport, finish, load_state_into
-from .safe import read_json, torch_load
+from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
+from .native import read_safetensors, safetensors_shapes
+from .safe import check_file, read_json, torch_load
 
 SAFETENSORS, PT_BIN = "model.safetensors", "pytorch_model.bin"
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 # buffers older transformers versions saved with the weights: the causal mask and its fill value
 MASK_BUFFERS = (".attn.bias", ".attn.masked_bias")
+# GPT-2's names for GPTConfig's fields, so a message names the field as config.json spells it
+HF_NAMES = {"block_size": "n_positions", "norm_eps": "layer_norm_epsilon", "tie_weights": "tie_word_embeddings"}
 
 
 def is_hf(path: Path) -> bool:
@@ -36,9 +36,9 @@ def is_hf(path: Path) -> bool:
     if not (path.is_dir() and cfg.is_file()):
         return False
     try:
-        return "gptviz_format" not in json.loads(cfg.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, OSError):
-        return True  # unreadable: let the loader name the problem
+        return "gptviz_format" not in read_json(cfg)
+    except CheckpointError:
+        return True  # unreadable or too large: let the loader name the problem
 
 
 def config_from_hf(hf: dict, source: Path) -> GPTConfig:
@@ -50,45 +50,58 @@ def config_from_hf(hf: dict, source: Path) -> GPTConfig:
             else f"{source}: no model_type; not a Hugging Face model config"
         )
     act = hf.get("activation_function", "gelu_new")
-    if act not in ACTIVATIONS:
-        raise CheckpointError(f"{source}: activation_function {act!r} is not supported ({', '.join(ACTIVATIONS)})")
-    n_embd = hf.get("n_embd", 768)
-    if hf.get("n_inner") not in (None, 4 * n_embd):
-        raise CheckpointError(f"{source}: n_inner={hf['n_inner']} but gptviz's MLP is 4 * n_embd = {4 * n_embd} wide")
-    if hf.get("scale_attn_weights", True) is False or hf.get("scale_attn_by_inverse_layer_idx", False):
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        shown = repr(act) if len(repr(act)) < 40 else repr(act)[:37] + "..."
+        raise CheckpointError(f"{source}: activation_function {shown} is not supported ({', '.join(ACTIVATIONS)})")
+    if hf.get("scale_attn_weights", True) is not True or hf.get("scale_attn_by_inverse_layer_idx", False) is not False:
         raise CheckpointError(f"{source}: attention scaling other than 1/sqrt(D) is not supported")
-    if hf.get("add_cross_attention"):
+    if hf.get("add_cross_attention", False) is not False:
         raise CheckpointError(f"{source}: cross-attention is not part of a decoder-only GPT")
     try:
-        return GPTConfig(
+        config = GPTConfig(
             vocab_size=hf.get("vocab_size", 50257),
             block_size=hf.get("n_positions", hf.get("n_ctx", 1024)),
             n_layer=hf.get("n_layer", 12),
             n_head=hf.get("n_head", 12),
-            n_embd=n_embd,
+            n_embd=hf.get("n_embd", 768),
             dropout=0.0,  # inference only
             bias=True,
             pos_encoding="learned",
             norm="layernorm",
             activation=ACTIVATIONS[act],
-            tie_weights=bool(hf.get("tie_word_embeddings", True)),
-            norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+            tie_weights=hf.get("tie_word_embeddings", True),
+            norm_eps=hf.get("layer_norm_epsilon", 1e-5),  # checked by GPTConfig, never float()ed blind
         )
     except (ConfigError, TypeError) as e:
-        raise CheckpointError(f"{source}: the config does not describe a valid model ({e})") from None
+        message = str(e)
+        for ours, theirs in HF_NAMES.items():
+            message = message.replace(f"{ours}=", f"{theirs}=")
+        raise CheckpointError(f"{source}: the config does not describe a valid model ({message})") from None
+    n_inner = hf.get("n_inner")
+    if n_inner is not None and n_inner != 4 * config.n_embd:
+        shown = repr(n_inner) if len(repr(n_inner)) < 40 else repr(n_inner)[:37] + "..."
+        raise CheckpointError(f"{source}: n_inner={shown} but gptviz's MLP is 4 * n_embd = {4 * config.n_embd} wide")
+    return config
 
 
-def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    if (path / SAFETENSORS).is_file():
+def read_weights(path: Path, config: GPTConfig, report: LoadReport) -> tuple[dict[str, torch.Tensor], Path]:
+    """The weights file's tensors, keyed as GPT-2 names them. A safetensors file's shapes are checked
+    against the config from its header, before its tensors are read."""
+    if (path / SAFETENSORS).exists():
         file = path / SAFETENSORS
-        try:
-            return load_file(str(file)), file
-        except (SafetensorError, OSError, ValueError) as e:
-            raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({e})") from None
-    if (path / PT_BIN).is_file():
+        shapes = {}
+        for key, shape in safetensors_shapes(file).items():
+            name = gptviz_name(key)
+            if name is not None:
+                shapes[name] = tuple(reversed(shape)) if name.endswith(CONV1D) and len(shape) == 2 else shape
+        check_shapes(config, shapes, report, file)
+        return read_safetensors(file), file
+    if (path / PT_BIN).exists():
         file = path / PT_BIN
-        state = torch_load(file)
-        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        state = torch_load(file)  # sized, and its unpacked size known, before it is unpacked
+        if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+        ):
             raise CheckpointError(f"{file}: expected a state dict of tensors")
         return state, file
     if any(path.glob("*.index.json")):
@@ -96,15 +109,22 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], Path]:
     raise CheckpointError(f"{path}: no {SAFETENSORS} or {PT_BIN} beside config.json")
 
 
+def gptviz_name(key: str) -> str | None:
+    """A GPT-2 key as our model names it (the `transformer.` prefix added where GPT2Model left it
+    out), or None for a saved mask buffer, which is not a weight."""
+    if key.endswith(MASK_BUFFERS):
+        return None  # our causal mask is built per call
+    return key if key.startswith(("transformer.", "lm_head.")) else f"transformer.{key}"
+
+
 def to_gptviz_state(state: dict[str, torch.Tensor], report: LoadReport) -> dict[str, torch.Tensor]:
-    """GPT-2 keys -> our keys: the `transformer.` prefix added where GPT2Model left it out,
-    Conv1D weights transposed, saved mask buffers dropped."""
+    """GPT-2 keys -> our keys (gptviz_name), Conv1D weights transposed, saved mask buffers dropped."""
     out = {}
     for key, value in state.items():
-        if key.endswith(MASK_BUFFERS):
-            continue  # not a weight: our causal mask is built from block_size
-        name = key if key.startswith(("transformer.", "lm_head.")) else f"transformer.{key}"
-        if name.endswith(CONV1D):
+        name = gptviz_name(key)
+        if name is None:
+            continue
+        if name.endswith(CONV1D) and value.dim() == 2:
             value = value.t().contiguous()  # Conv1D [in, out] -> Linear [out, in]
             report.reshaped.append(name)
         out[name] = value
@@ -112,11 +132,14 @@ def to_gptviz_state(state: dict[str, torch.Tensor], report: LoadReport) -> dict[
 
 
 def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
-    """The tokenizer in an HF directory, and a note when there is none."""
-    if (path / "tokenizer.json").is_file():
+    """The tokenizer in an HF directory, and a note when there is none. Files are sized before read."""
+    if (path / "tokenizer.json").exists():
+        check_file(path / "tokenizer.json", MAX_TOKENIZER_BYTES, "tokenizer file")
         return BPETokenizer.from_file(path / "tokenizer.json"), ""
     vocab, merges = path / "vocab.json", path / "merges.txt"
-    if vocab.is_file() and merges.is_file():
+    if vocab.exists() and merges.exists():
+        check_file(vocab, MAX_TOKENIZER_BYTES, "tokenizer file")
+        check_file(merges, MAX_TOKENIZER_BYTES, "tokenizer file")
         return BPETokenizer.from_vocab_merges(vocab, merges), ""
     if vocab.is_file() or merges.is_file():
         have, lack = (vocab, merges) if vocab.is_file() else (merges, vocab)
@@ -133,16 +156,16 @@ def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
 def load_hf_gpt2(path: Path, device: torch.device) -> Bundle:
     hf = read_json(path / "config.json")
     config = config_from_hf(hf, path / "config.json")
-    raw, file = read_weights(path)
-    report = LoadReport(path=str(path), format=f"hf-gpt2 ({file.name})")
+    report = LoadReport(path=str(path), format="hf-gpt2")
+    raw, file = read_weights(path, config, report)
+    report.format = f"hf-gpt2 ({file.name})"
     dtypes = sorted({str(v.dtype).removeprefix("torch.") for v in raw.values() if v.is_floating_point()})
     if dtypes and dtypes != ["float32"]:
         report.warnings.append(f"weights stored as {', '.join(dtypes)}, computed in float32")
     state = to_gptviz_state(raw, report)
     if not any(k.startswith("transformer.h.") for k in state):
         raise CheckpointError(f"{file}: no GPT-2 block weights (transformer.h.*) in the file")
-    model = GPT(config)
-    load_state_into(model, state, report, file)
+    model = build_model(config, state, report, file)
     tokenizer, note = hf_tokenizer(path)
     if tokenizer is not None:
         if tokenizer.vocab_size > config.vocab_size:
@@ -153,6 +176,6 @@ def load_hf_gpt2(path: Path, device: torch.device) -> Bundle:
     else:
         report.warnings.append(note)
     card = {"source": "Hugging Face GPT-2 directory"}
-    if hf.get("_name_or_path"):
-        card["name_or_path"] = hf["_name_or_path"]
+    if isinstance(hf.get("_name_or_path"), str) and hf["_name_or_path"]:
+        card["name_or_path"] = hf["_name_or_path"][:200]
     return Bundle(finish(model, report, device), tokenizer, report, card)

@@ -18,10 +18,9 @@ from pathlib import Path
 import torch
 
 from ..config import GPTConfig
-from ..errors import CheckpointError, ConfigError
-from ..model import GPT
+from ..errors import CheckpointError, ConfigError, summarise
 from ..tokenizers import CharTokenizer
-from .bundle import Bundle, LoadReport, finish, load_state_into
+from .bundle import Bundle, LoadReport, build_model, finish
 from .safe import safe_unpickle, torch_load
 
 CKPT_NAME = "ckpt.pt"
@@ -38,6 +37,8 @@ def vocab_from_meta(path: Path, vocab_size: int) -> CharTokenizer:
     if not isinstance(itos, dict) or not itos:
         raise CheckpointError(f"{path}: expected nanoGPT's meta.pkl, a dict with an 'itos' id -> character map")
     n = len(itos)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in itos):
+        raise CheckpointError(f"{path}: 'itos' must map the ids 0..{n - 1} to single characters")
     if sorted(itos) != list(range(n)) or not all(isinstance(c, str) and len(c) == 1 for c in itos.values()):
         raise CheckpointError(f"{path}: 'itos' must map the ids 0..{n - 1} to single characters")
     if n > vocab_size:
@@ -66,12 +67,15 @@ def config_from_args(args: dict, source: Path) -> GPTConfig:
     missing = sorted({"n_layer", "n_head", "n_embd", "block_size", "vocab_size"} - set(args))
     if missing:
         raise CheckpointError(f"{source}: model_args lacks {', '.join(missing)}")
-    extra = sorted(set(args) - MODEL_ARGS - {"use_rmsnorm"})
+    extra = sorted(str(k)[:40] for k in set(args) - MODEL_ARGS - {"use_rmsnorm"})
     if extra:
         raise CheckpointError(
-            f"{source}: model_args has fields nanoGPT's model does not ({', '.join(extra)}); "
+            f"{source}: model_args has fields nanoGPT's model does not ({summarise(extra, 'fields')}); "
             "a modified model cannot be loaded as nanoGPT's without changing what it computes"
         )
+    rms = args.get("use_rmsnorm", False)
+    if not isinstance(rms, bool):
+        raise CheckpointError(f"{source}: model_args do not describe a valid model (use_rmsnorm must be true or false)")
     try:
         return GPTConfig(
             vocab_size=args["vocab_size"],
@@ -79,10 +83,10 @@ def config_from_args(args: dict, source: Path) -> GPTConfig:
             n_layer=args["n_layer"],
             n_head=args["n_head"],
             n_embd=args["n_embd"],
-            dropout=float(args.get("dropout", 0.0)),
-            bias=bool(args.get("bias", True)),
+            dropout=args.get("dropout", 0.0),  # checked by GPTConfig: bool("no") would be True
+            bias=args.get("bias", True),
             pos_encoding="learned",
-            norm="rmsnorm" if args.get("use_rmsnorm") else "layernorm",
+            norm="rmsnorm" if rms else "layernorm",
             activation="gelu",  # nanoGPT's MLP uses nn.GELU(), the exact form
             tie_weights=True,  # nanoGPT always ties lm_head to wte
             norm_eps=1e-5,
@@ -108,7 +112,10 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
         raise CheckpointError(
             f"{file}: not a nanoGPT checkpoint: expected train.py's dict with 'model' and 'model_args', found {got}"
         )
-    if not isinstance(ckpt["model"], dict) or not all(isinstance(v, torch.Tensor) for v in ckpt["model"].values()):
+    model_sd = ckpt["model"]
+    if not isinstance(model_sd, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model_sd.items()
+    ):
         raise CheckpointError(f"{file}: 'model' is not a state dict of tensors")
     if not isinstance(ckpt["model_args"], dict):
         raise CheckpointError(f"{file}: 'model_args' is not a dict")
@@ -117,8 +124,7 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
     # nanoGPT's slow attention path registers its causal mask as the buffer attn.bias; ours is built in
     state = {k: v for k, v in state.items() if not (k.endswith(".attn.bias") and v.dim() == 4)}
     report = LoadReport(path=str(path), format="nanogpt")
-    model = GPT(config)
-    load_state_into(model, state, report, file)
+    model = build_model(config, state, report, file)  # checks the shapes, and layer count, first
 
     meta_path = meta or file.parent / META_NAME
     tokenizer = None
@@ -132,15 +138,16 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
             f"no tokenizer: there is no {META_NAME} beside {file.name}, so text input is off; "
             "give token ids, or put nanoGPT's meta.pkl from data/<dataset>/ beside the checkpoint"
         )
-    card = {"source": "nanoGPT train.py", "iter_num": ckpt.get("iter_num")}
+    iter_num = ckpt.get("iter_num")
+    card = {"source": "nanoGPT train.py", "iter_num": iter_num if isinstance(iter_num, int) else None}
     if compiled:
         card["key_prefix"] = f"{PREFIX} (torch.compile), removed on load"
     best = ckpt.get("best_val_loss")
     if isinstance(best, torch.Tensor) and best.numel() == 1:
         best = best.item()
-    if isinstance(best, (int, float)):
+    if isinstance(best, (int, float)) and not isinstance(best, bool):
         card["best_val_loss"] = round(float(best), 4)
     cfg = ckpt.get("config")
     if isinstance(cfg, dict) and isinstance(cfg.get("dataset"), str):
-        card["dataset"] = cfg["dataset"]
+        card["dataset"] = cfg["dataset"][:200]
     return Bundle(finish(model, report, device), tokenizer, report, card)

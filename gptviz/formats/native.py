@@ -7,15 +7,16 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import safe_open
 from safetensors.torch import load_file, save_model
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError
+from ..limits import MAX_TOKENIZER_BYTES
 from ..model import GPT
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
-from .bundle import Bundle, LoadReport, finish, load_state_into
-from .safe import read_json
+from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
+from .safe import check_file, read_json
 
 NATIVE_FORMAT_VERSION = 1
 
@@ -39,40 +40,83 @@ def is_native(path: Path) -> bool:
     if not cfg.is_file():
         return False
     try:
-        return "gptviz_format" in json.loads(cfg.read_text())
-    except (ValueError, UnicodeDecodeError):
+        return "gptviz_format" in read_json(cfg)
+    except CheckpointError:  # too large or not JSON: the Hugging Face loader names the problem
         return False
 
 
-def native_tokenizer(path: Path, spec: dict | None) -> Tokenizer | None:
+def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape from a safetensors file's header alone: no tensor data is read."""
+    check_file(file, None, "weights file")
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not iterable)
+    except Exception as e:  # SafetensorError, OSError, and whatever a damaged header raises
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
+
+
+def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file whose header was checked (safetensors_shapes)."""
+    try:
+        return load_file(str(file))
+    except Exception as e:
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
+
+
+def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | None:
+    source = path / "config.json"
     if not spec:
         return None
-    if spec.get("kind") == "char":
-        return CharTokenizer(spec["chars"])
-    if spec.get("kind") == "bpe":
-        file = path / spec.get("file", "tokenizer.json")
-        if not file.is_file():
+    if not isinstance(spec, dict):
+        raise CheckpointError(f"{source}: 'tokenizer' must be an object with a 'kind', got {type(spec).__name__}")
+    kind = spec.get("kind")
+    if kind == "char":
+        chars = spec.get("chars")
+        if not isinstance(chars, list) or not all(isinstance(c, str) for c in chars):
+            raise CheckpointError(f"{source}: the char tokenizer's 'chars' must be a list of characters")
+        try:
+            tokenizer = CharTokenizer(chars)
+        except (ValueError, TypeError) as e:
+            raise CheckpointError(f"{source}: bad char tokenizer ({e})") from None
+    elif kind == "bpe":
+        name = spec.get("file", "tokenizer.json")
+        # a plain file name beside config.json: a checkpoint may not point at other files on this machine
+        if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+            raise CheckpointError(f"{source}: the BPE tokenizer 'file' must be a file name beside config.json")
+        file = path / name
+        if not file.exists():
             raise CheckpointError(f"{file}: file not found; config.json names it as the BPE tokenizer")
-        return BPETokenizer.from_file(file)
-    raise CheckpointError(f"{path / 'config.json'}: tokenizer kind {spec.get('kind')!r} is not supported")
+        check_file(file, MAX_TOKENIZER_BYTES, "tokenizer file")
+        tokenizer = BPETokenizer.from_file(file)
+    else:
+        shown = repr(kind) if len(repr(kind)) < 40 else repr(kind)[:37] + "..."
+        raise CheckpointError(f"{source}: tokenizer kind {shown} is not supported; use 'char' or 'bpe'")
+    if tokenizer.vocab_size > vocab_size:
+        raise CheckpointError(
+            f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model only {vocab_size} ids"
+        )
+    return tokenizer
 
 
 def load_native(path: Path, device: torch.device) -> Bundle:
     meta = read_json(path / "config.json")
+    if "config" not in meta:
+        raise CheckpointError(
+            f"{path / 'config.json'}: bad model config (no 'config' object); re-save with gptviz.save"
+        )
     try:
         config = GPTConfig.from_dict(meta["config"])
-    except (KeyError, TypeError, ConfigError) as e:
+    except (TypeError, ConfigError) as e:
         raise CheckpointError(f"{path / 'config.json'}: bad model config ({e})") from None
     weights = path / "model.safetensors"
-    if not weights.is_file():
+    if not weights.exists():
         raise CheckpointError(f"{weights}: file not found; a gptviz checkpoint needs its weights beside config.json")
-    try:
-        state = load_file(str(weights))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise CheckpointError(f"{weights}: not a readable safetensors file ({e})") from None
     report = LoadReport(path=str(path), format="gptviz")
-    model = GPT(config)
-    load_state_into(model, state, report, weights)
-    tokenizer = native_tokenizer(path, meta.get("tokenizer"))
+    check_shapes(config, safetensors_shapes(weights), report, weights)  # before a byte of weights is read
+    tokenizer = native_tokenizer(path, meta.get("tokenizer"), config.vocab_size)
+    model = build_model(config, read_safetensors(weights), report, weights)
     report.tokenizer = tokenizer.kind if tokenizer else "none"
-    return Bundle(finish(model, report, device), tokenizer, report, meta.get("card", {}))
+    card = meta.get("card")
+    return Bundle(finish(model, report, device), tokenizer, report, card if isinstance(card, dict) else {})

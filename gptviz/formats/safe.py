@@ -1,8 +1,10 @@
-"""Reading untrusted files: JSON and pickles, each failure one sentence naming the file.
+"""Reading untrusted files: sized before they are read, each failure one sentence naming the file.
 
 Pickles never run code here: a checkpoint goes through `torch.load(weights_only=True)`, which
 rebuilds tensors and plain containers only, and a vocabulary pickle (nanoGPT's meta.pkl) through
-`safe_unpickle`, which refuses every class or function a pickle names."""
+`safe_unpickle`, which refuses every class or function a pickle names. Every file is sized with
+`stat` first (limits.py), and a torch zip is checked for what it will unpack to before it is
+unpacked, so a small file cannot make the process allocate gigabytes."""
 
 from __future__ import annotations
 
@@ -10,24 +12,80 @@ import io
 import json
 import pickle
 import re
+import stat
 import zipfile
 from pathlib import Path
 
 import torch
 
 from ..errors import CheckpointError
+from ..limits import (
+    MAX_JSON_BYTES,
+    MAX_META_BYTES,
+    MAX_UNPACK_RATIO,
+    MAX_UNPACKED_BYTES,
+    UNPACK_ALLOWANCE,
+)
 
-MAX_META_BYTES = 64 * 2**20
+# torch.save's older (pre-1.6, non-zip) format opens with a pickled magic number
+LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+ZIP_MAGIC = b"PK\x03\x04"
+# what torch's weights_only unpickler says when a pickle asks for a callable or class it refuses
+REFUSED = ("Unsupported global", "Trying to call reduce", "Unsupported class")
 
 
-def read_json(path: Path) -> dict:
+def size_text(n: int) -> str:
+    """Bytes for a message: 1.2 MB, 6.0 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def check_file(path: Path, limit: int | None, what: str) -> int:
+    """The size of a regular, non-empty file no larger than limit, or CheckpointError saying which
+    it is not. Nothing is read: a sparse 6 GB file is refused by its size alone."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{path}: not readable JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        st = path.stat()
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the name
+        reason = getattr(e, "strerror", None) or str(e)
+        raise CheckpointError(f"{path}: cannot be read ({reason}); check the {what} is there") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise CheckpointError(f"{path}: is {kind}; the {what} must be a file")
+    if st.st_size == 0:
+        raise CheckpointError(f"{path}: the file is empty")
+    if limit is not None and st.st_size > limit:
+        raise CheckpointError(
+            f"{path}: {size_text(st.st_size)} is too large for a {what} (gptviz reads at most {size_text(limit)})"
+        )
+    return st.st_size
+
+
+def read_bytes(path: Path, limit: int, what: str) -> bytes:
+    """A file's bytes, sized first (check_file); a failed read is one sentence naming the file."""
+    check_file(path, limit, what)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)  # the file may have grown since stat
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if len(data) > limit:
+        raise CheckpointError(f"{path}: too large for a {what} (gptviz reads at most {size_text(limit)})")
     return data
+
+
+def read_json(path: Path, what: str = "config file") -> dict:
+    """A JSON object from a file of at most MAX_JSON_BYTES, or CheckpointError naming the file."""
+    data = read_bytes(path, MAX_JSON_BYTES, what)
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: [[[[...]]]] nested deep
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CheckpointError(f"{path}: not readable JSON ({first})") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 class _Refused(pickle.UnpicklingError):
@@ -47,40 +105,70 @@ class _PlainUnpickler(pickle.Unpickler):
 
 def safe_unpickle(path: Path) -> object:
     """Unpickle plain data from path, or CheckpointError. Never imports or calls anything."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if not data:
-        raise CheckpointError(f"{path}: the file is empty")
-    if len(data) > MAX_META_BYTES:
-        raise CheckpointError(f"{path}: {len(data):,} bytes is too large for a vocabulary file")
+    data = read_bytes(path, MAX_META_BYTES, "vocabulary file")
     try:
         return _PlainUnpickler(io.BytesIO(data)).load()
     except _Refused as e:
         raise CheckpointError(f"{path}: refused to unpickle: {e}") from None
     except Exception as e:  # truncated or not a pickle: EOFError, ValueError, KeyError, ...
-        raise CheckpointError(f"{path}: not a readable pickle ({type(e).__name__}: {e})") from None
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        raise CheckpointError(f"{path}: not a readable pickle ({type(e).__name__}: {first})") from None
+
+
+def check_unpacked_size(path: Path, size: int) -> None:
+    """Refuse a torch zip whose entries add up to far more than the file: a few MB of compressed
+    zeros must not become gigabytes in memory. The sizes come from the zip's directory, and torch's
+    reader allocates by those same sizes, so this is known before anything is unpacked."""
+    corrupt = f"{path}: not a readable PyTorch file, truncated or corrupt"
+    try:
+        with zipfile.ZipFile(path) as z:
+            total = sum(info.file_size for info in z.infolist())
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as e:
+        raise CheckpointError(f"{corrupt} (zip: {str(e)[:200]})") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
+    limit = min(MAX_UNPACK_RATIO * size + UNPACK_ALLOWANCE, MAX_UNPACKED_BYTES)
+    if total > limit:
+        raise CheckpointError(
+            f"{path}: refused: it would unpack to {size_text(total)} from {size_text(size)} on disk, more than "
+            f"gptviz allows ({size_text(limit)}); torch.save writes checkpoints that unpack to about their own size"
+        )
 
 
 def torch_load(path: Path) -> object:
-    """torch.load with weights_only=True, every failure turned into one sentence naming the file."""
+    """torch.load with weights_only=True, every failure turned into one sentence naming the file.
+    "Could run code" is said only of a pickle that asks for a callable; anything else unreadable is
+    corrupt or not a PyTorch file."""
+    size = check_file(path, None, "checkpoint")
+    corrupt = f"{path}: not a readable PyTorch file, truncated or corrupt"
     try:
-        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(len(LEGACY_MAGIC))
     except OSError as e:
         raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if size == 0:
-        raise CheckpointError(f"{path}: the file is empty")
+    if head.startswith(ZIP_MAGIC):
+        check_unpacked_size(path, size)
+    elif head != LEGACY_MAGIC:  # the legacy format stores its tensors raw: memory is bounded by the size
+        raise CheckpointError(f"{corrupt}: it is not the zip archive torch.save writes (nor its older format)")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
+        text = str(e)
+        if not any(r in text for r in REFUSED):
+            raise CheckpointError(f"{corrupt} ({_first_line(text)})") from None
         # weights_only refuses a pickle that names anything but tensors and plain containers
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(e))
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
         what = f"it names {found.group(1)}" if found else "it holds objects other than tensors and plain data"
         raise CheckpointError(
             f"{path}: refused to load: {what}, which could run code; "
             "gptviz only loads tensors and plain data (torch.load weights_only=True)"
         ) from None
-    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, OSError, KeyError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: not a readable PyTorch file, truncated or corrupt ({first})") from None
+    except MemoryError:
+        raise CheckpointError(f"{path}: not enough memory to load this checkpoint") from None
+    except Exception as e:  # RuntimeError, EOFError, IndexError, KeyError, ...: a damaged file
+        raise CheckpointError(f"{corrupt} ({_first_line(str(e)) or type(e).__name__})") from None
+
+
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0][:200] if text else ""

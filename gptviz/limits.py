@@ -1,0 +1,34 @@
+"""Every bound gptviz puts on untrusted input, in one place.
+
+A checkpoint is a few files a stranger wrote. Before anything is allocated, its config is held to
+these sizes and its files to these byte counts, so a few kilobytes of edited JSON cannot make the
+process allocate gigabytes. The model bounds are far above anything this dashboard can draw (GPT-2
+small is 12 layers, 768 wide, 1,024 positions, 50,257 tokens, 124 M parameters) and far below what
+would exhaust a workstation. Raise them here if you really need a larger model.
+"""
+
+from __future__ import annotations
+
+MiB = 2**20
+GiB = 2**30
+
+# --- model config: each field's upper bound, and the whole model's --------------------------------
+MAX_CONFIG = {
+    "vocab_size": 1_000_000,
+    "block_size": 16_384,  # attention maps grow as T²: 16k positions is 1 GiB per head already
+    "n_layer": 256,
+    "n_head": 256,
+    "n_embd": 16_384,
+}
+MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
+
+# --- files, sized with stat before they are read --------------------------------------------------
+MAX_JSON_BYTES = 16 * MiB  # config.json: a few KB in practice
+MAX_META_BYTES = 64 * MiB  # nanoGPT's meta.pkl: a character vocabulary
+MAX_TOKENIZER_BYTES = 128 * MiB  # tokenizer.json, vocab.json, merges.txt: a few MB for 50k tokens
+
+# --- torch zip checkpoints (ckpt.pt, pytorch_model.bin): what they unpack to ---------------------
+# torch.save stores its entries uncompressed, so a real checkpoint unpacks to about its own size.
+MAX_UNPACK_RATIO = 4  # refuse when the entries add up to more than this times the file's size ...
+UNPACK_ALLOWANCE = 16 * MiB  # ... plus this (headers, a small pickle compressed by a re-zipping tool)
+MAX_UNPACKED_BYTES = 32 * GiB  # and never more than this, whatever the file's size
