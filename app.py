@@ -9,6 +9,7 @@ The sidebar (gptviz.dashboard.sidebar) loads the checkpoint once per process and
 
 import streamlit as st
 
+from gptviz.dashboard.classroom import read_step_url
 from gptviz.dashboard.sidebar import sidebar
 from gptviz.dashboard.widgets import guard
 
@@ -21,11 +22,14 @@ PAGES = [
     st.Page("views/shapes.py", title="Shapes", icon=":material/straighten:"),
     st.Page("views/residual.py", title="Residual stream", icon=":material/timeline:", url_path="residual"),
     st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
+    st.Page("views/worked_examples.py", title="Worked examples", icon=":material/school:", url_path="worked-examples"),
+    st.Page("views/forward_pass.py", title="Forward pass", icon=":material/stairs:", url_path="forward-pass"),
 ]
 
 
 def main() -> None:
     page = st.navigation(PAGES)
+    read_step_url()  # before the sidebar rewrites the URL
     sidebar()
     page.run()
 

@@ -26,6 +26,7 @@ steps = walkthrough.forward_steps(model, t, block)
 n = len(steps)
 if not 0 <= st.session_state.get(STEP_KEY, 0) < n:
     st.session_state[STEP_KEY] = 0
+st.session_state.setdefault(STEP_KEY, 0)
 
 
 def move(delta: int) -> None:

@@ -1,0 +1,154 @@
+"""The classroom pages through AppTest: the worked examples show the seeds' numbers and the mask
+switch's leak, and the step-by-step page walks every step with Next, with the Trace's shapes, a
+step in the URL, and a block chooser. Fixture checkpoint built in a temp folder (as test_app.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+import pytest
+import streamlit as st
+from dashboard_fixtures import NAME, make_checkpoints
+from streamlit.testing.v1 import AppTest
+
+import gptviz
+from gptviz.analysis import walkthrough, worked
+from gptviz.dashboard import sources
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+WORKED, FORWARD = "views/worked_examples.py", "views/forward_pass.py"
+
+
+@pytest.fixture(scope="module")
+def ckpt_root(tmp_path_factory) -> Path:
+    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+@pytest.fixture
+def env(ckpt_root, monkeypatch):
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
+    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
+    st.cache_resource.clear()
+    return ckpt_root
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def open_page(page: str, **query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query)
+    ok(at.run())
+    return ok(at.switch_page(page).run())
+
+
+def table(at: AppTest, label: str) -> np.ndarray:
+    """The numbers of the table whose corner (index name) is `label`: full precision, as sent."""
+    found = [d.value for d in at.dataframe if d.value.index.name == label]
+    assert len(found) == 1, (label, [d.value.index.name for d in at.dataframe])
+    return found[0].to_numpy()
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_worked_examples_show_the_seeds_numbers(env):
+    at = open_page(WORKED)
+    w = table(at, "weights = softmax(masked scores)")
+    assert np.array_equal(np.round(w, 4), [[1, 0, 0], [0.4994, 0.5006, 0], [0.3334, 0.3332, 0.3334]])
+    assert np.allclose(table(at, "output = weights·V")[1], [0.06001202, 0.05998798], atol=5e-8)
+    assert metric(at, "Future attention mass (weights above the diagonal)") == "0.0000"
+    assert np.array_equal(np.round(table(at, "x = table[ids] + positions")[-1], 2), [0.1, 0.3, 0.8, 1.1])
+    assert np.array_equal(np.round(table(at, "q·kᵀ")[2], 2), [0.2, 1.28, 0.96])
+    assert np.array_equal(np.round(table(at, "scaling")[2], 3), [0.499, 0.33, 0.17])
+    assert np.array_equal(np.round(table(at, "masked weights")[3], 3), [0.213, 0.078, 0.129, 0.579])
+    assert metric(at, "Future mass without the mask") == "1.9404"
+    assert metric(at, "Future mass with the mask") == "0.0000"
+    assert np.array_equal(np.round(table(at, "FFN output = hidden·w2")[-1], 3), [0.302, 0.468, 0.386, 0.469])
+    assert metric(at, "Top token") == "hub" and metric(at, "Top probability") == "0.3598"
+    # inputs are editable tables, each with its own key
+    assert at.get_by_key("w0_X") is not None and at.get_by_key("w4_W") is not None
+
+
+def test_mask_switch_shows_the_leak(env):
+    at = open_page(WORKED)
+    at.toggle(key="w0_mask").set_value(False).run()
+    ok(at)
+    # By hand, from the seed's Q and K: mask off, rows 0 and 1 spend this much on later keys.
+    Q = [[0.01, 0.07], [0.11, 0.05], [-0.01, 0.01]]
+    K = [[0.07, 0.07], [0.11, 0.05], [0.0, 0.01]]
+    e = [[math.exp((Q[i][0] * K[j][0] + Q[i][1] * K[j][1]) / math.sqrt(2)) for j in range(3)] for i in range(3)]
+    hand = (e[0][1] + e[0][2]) / sum(e[0]) + e[1][2] / sum(e[1])
+    assert metric(at, "Future attention mass (weights above the diagonal)") == f"{hand:.4f}" == "0.9976"
+    assert table(at, "weights = softmax(masked scores)")[0, 2] > 0.3
+    assert at.warning, "mask off says what it means"
+    # the 4-token example: with the mask off, each row's future share, by hand
+    at.toggle(key="w4_mask").set_value(False).run()
+    s = worked.MASK_SCORES
+    hand4 = sum(sum(math.exp(x) for x in row[i + 1 :]) / sum(math.exp(x) for x in row) for i, row in enumerate(s))
+    assert metric(ok(at), "Future attention mass") == f"{hand4:.4f}"
+    at.toggle(key="w4_mask").set_value(True).run()
+    assert metric(ok(at), "Future attention mass") == "0.0000"
+    assert np.all(np.triu(table(at, "masked weights"), 1) == 0.0)
+
+
+def test_block_stats_and_lesson_links(env, ckpt_root):
+    at = open_page(WORKED)
+    stats = table(at, "block stats")
+    bundle = gptviz.load(ckpt_root / NAME)
+    ids = bundle.tokenizer.encode(at.session_state["prompt"])
+    t = gptviz.trace(bundle.model, ids)
+    x0 = t["embed"].astype(np.float64)
+    assert stats[0, 1] == pytest.approx(x0.mean(), abs=1e-9) and stats[0, 2] == pytest.approx(x0.std(), abs=1e-9)
+    assert stats.shape[0] == 1 + t.n_layer
+    links = " ".join(m.value for m in at.markdown)
+    for lesson in worked.LESSONS:
+        url = worked.lesson_url(lesson["page"], **{k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")})
+        assert f"]({url})" in links
+        q = parse_qs(urlsplit(url).query)
+        assert q["layer"] == [str(lesson["layer"])] and q["head"] == [str(lesson["head"])]
+
+
+def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):
+    at = open_page(FORWARD)
+    bundle = gptviz.load(ckpt_root / NAME)
+    t = gptviz.trace(bundle.model, bundle.tokenizer.encode(at.session_state["prompt"]))
+    steps = walkthrough.forward_steps(bundle.model, t, 0)
+    assert at.button(key="fp_back").disabled
+    for i, s in enumerate(steps):
+        assert at.session_state["fp_step"] == i and at.query_params["step"] == str(i)
+        assert at.header[0].value == s.title
+        shape = s.shape if s.point is None else ((1, *t[s.point].shape) if s.key != "mask" else t[s.point].shape)
+        assert f"### shape {s.notation} = {shape}" in [m.value for m in at.markdown]
+        assert f"step={i}" in next(m.value for m in at.markdown if m.value.startswith("[Link to this step]"))
+        if s.key not in ("next", "ids"):
+            shown = at.dataframe[0].value.to_numpy()
+            assert shown.shape[0] <= 6 and shown.shape[1] <= 8
+            assert np.array_equal(shown, walkthrough.view_slice(s, head=0))  # real values, not a picture
+        if i < len(steps) - 1:
+            ok(at.button(key="fp_next").click().run())
+    assert at.button(key="fp_next").disabled
+    assert "next token" in " ".join(m.value for m in at.markdown)
+    ok(at.button(key="fp_back").click().run())
+    assert at.session_state["fp_step"] == len(steps) - 2
+
+
+def test_a_step_link_opens_that_step_and_block(env):
+    at = open_page(FORWARD, step="5", block="1")
+    assert at.session_state["fp_step"] == 5 and at.session_state["fp_block"] == 1
+    assert at.header[0].value.startswith("Block 1:")
+    assert at.query_params["step"] == "5" and at.query_params["block"] == "1"
+    at.selectbox(key="fp_block").set_value(0).run()
+    assert ok(at).header[0].value.startswith("Block 0:")
+    # a step past the end, or a bad one, opens step 0 rather than failing
+    for bad in ("99", "-1", "x"):
+        at = open_page(FORWARD, step=bad)
+        assert at.session_state["fp_step"] == 0
