@@ -16,6 +16,8 @@ import torch.nn.functional as F
 
 import gptviz
 from gptviz import analysis, figures
+from gptviz.analysis.attention import attention_mask
+from gptviz.figures.style import MASKED, NAN, PRESENTATION_WRAP, wrap
 
 
 @pytest.fixture(scope="module")
@@ -170,9 +172,11 @@ def test_head_grid_and_line_view(trace, labels):
 
 def test_a_click_on_the_grid_maps_back_to_layer_and_head(trace):
     fig = figures.layer_head_grid(analysis.layer_weights(trace, l) for l in range(trace.n_layer))
-    markers = fig.data[1]
+    markers = next(t for t in fig.data if t.type == "scatter")
+    pitch = fig.layout.meta["tile_pitch"]
     for (x, y), (l, h) in zip(zip(markers.x, markers.y), markers.customdata):
-        assert figures.overview_cell(x, y) == (l, h)
+        assert figures.overview_cell(x, y, pitch=pitch) == (l, h)
+        assert figures.overview_cell(x + 4.4, y - 4.4, pitch=pitch) == (l, h)  # anywhere in the tile
     assert len(markers.x) == trace.n_layer * 2
 
 
@@ -278,3 +282,185 @@ def test_token_chips_escape_html_and_colour_by_value():
     html = figures.token_chips_html(["<b>", "␣"], [3, 1], [np.nan, 2.0], vmax=2.0, unit="bits")
     assert "&lt;b&gt;" in html and "<b><b>" not in html
     assert "rgb(255,115,40)" in html and "2.000 bits" in html
+
+
+# --- drawing the truth: category axes, NaN vs masked, centred scales, the grid, presentation ----
+def char_trace(prompt: str) -> tuple[gptviz.Trace, list[str]]:
+    """A random char model over digits and '.', run on a numeric-looking prompt."""
+    tok = gptviz.CharTokenizer(list("0123456789."))
+    torch.manual_seed(3)
+    model = gptviz.GPT(gptviz.GPTConfig(vocab_size=11, block_size=32, n_layer=2, n_head=2, n_embd=16)).eval()
+    t = gptviz.trace(model, tok.encode(prompt), tok)
+    return t, figures.token_labels(tok.display(t.token_ids))
+
+
+def token_axes(fig: go.Figure) -> dict[str, dict]:
+    """The axes of a figure's JSON that carry category labels, by name."""
+    layout = json.loads(fig.to_json())["layout"]
+    return {k: v for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) and "categoryarray" in v}
+
+
+@pytest.mark.parametrize("kind", ["chars", "ids"])
+def test_numeric_looking_tokens_get_category_axes_in_position_order(kind):
+    if kind == "chars":  # the prompt of issue 9 on a char model: every token is a digit or "."
+        trace, labels = char_trace("3.14159265358979")
+    else:  # ids typed for a model without a tokenizer: labels are "0 3", "1 10", … (Plotly drops the space)
+        torch.manual_seed(4)
+        model = gptviz.GPT(gptviz.GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=16)).eval()
+        trace = gptviz.trace(model, [3, 10, 3, 2, 41, 7, 7, 0])
+        labels = figures.token_labels([str(i) for i in trace.token_ids])
+    T = trace.n_tokens
+    assert len(set(labels)) == T  # "1" twice in the prompt, still two labels
+    mask = attention_mask(trace, 0)
+    work = analysis.query_computation(trace, 0, 0, T - 1)
+    sites, grid = analysis.residual_stat_grid(trace, "mean")
+    top = analysis.top_k(trace["logits"][-1], 5, display=lambda ids: [str(i) for i in ids])
+    built = {
+        "heatmap": figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels, mask=mask),
+        "scores": figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0, "scores"), labels, kind="scores"),
+        "heads": figures.head_grid(analysis.layer_weights(trace, 0), labels, layer=0, mask=mask),
+        "q": figures.matrix_heatmap(trace["blocks.0.attn.q"][0], labels, title="q", value_name="q"),
+        "query": figures.query_scores(work["keys"], labels, query_label=labels[-1], head_dim=work["head_dim"]),
+        "weighted": figures.query_weighted_values(work["weighted_v"], work["output"], labels, query_label="x"),
+        "residual": figures.residual_heatmap(sites, grid, labels, "mean"),
+        "loss": figures.loss_bars(analysis.per_token_loss(trace["logits"], trace.token_ids), labels),
+        "topk": figures.topk_bars(top, position_label=labels[-1]),
+        "lines": figures.residual_lines(sites, grid, "mean", position=0, position_label=labels[0]),
+        "contrib": figures.contributions_bars(analysis.sublayer_contributions(trace)),
+    }
+    for name, fig in built.items():
+        axes = token_axes(fig)
+        assert axes, f"{name}: no category axis"
+        for ax_name, ax in axes.items():
+            assert ax["type"] == "category", (name, ax_name)
+            assert ax["categoryorder"] == "array" and len(set(ax["categoryarray"])) == len(ax["categoryarray"])
+        for tr in fig.data:  # every token-labelled trace coordinate is one of its axis's categories, in order
+            for letter in "xy":
+                values = getattr(tr, letter, None)
+                if values is None or not isinstance(values[0], str):
+                    continue
+                ax = axes[letter + "axis" + (getattr(tr, letter + "axis") or letter)[1:]]
+                assert list(values) == [c for c in ax["categoryarray"] if c in set(values)], (name, letter)
+    tokens_axes = [token_axes(built[n]) for n in ("heatmap", "q", "residual", "loss")]
+    assert tokens_axes[0]["xaxis"]["categoryarray"] == tokens_axes[0]["yaxis"]["categoryarray"] == labels
+    assert tokens_axes[1]["yaxis"]["categoryarray"] == labels and tokens_axes[2]["xaxis"]["categoryarray"] == labels
+    assert tokens_axes[3]["xaxis"]["categoryarray"] == labels[1:]
+    assert token_axes(built["topk"])["yaxis"]["categoryarray"][0].startswith("#1 ")
+
+
+def nan_trace(bad_position: int = 3) -> gptviz.Trace:
+    """A model whose embedding row for one token is NaN (NaN weights), run on a prompt holding that
+    token at one position: every allowed cell reading it, and every row after it, is NaN."""
+    torch.manual_seed(5)
+    model = gptviz.GPT(gptviz.GPTConfig(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=16)).eval()
+    with torch.no_grad():
+        model.transformer.wte.weight[7] = float("nan")
+    ids = [1, 2, 3, 4, 5, 6]
+    ids[bad_position] = 7
+    return gptviz.trace(model, ids)
+
+
+def test_nan_from_the_model_is_drawn_red_and_masked_cells_grey():
+    trace = nan_trace(3)
+    labels = figures.token_labels(trace.tokens)
+    w = analysis.attention_matrix(trace, 0, 0)
+    mask = attention_mask(trace, 0)
+    assert mask.tolist() == np.tril(np.ones((6, 6), bool)).tolist()
+    bad = np.isnan(trace["blocks.0.attn.weights"][0]) & mask
+    assert bad[3:].any() and not bad[:3].any()  # rows before the NaN token are fine
+    fig = figures.attention_heatmap(w, labels, mask=mask)
+    assert len(fig.data) == 2
+    red = np.asarray(fig.data[1].z)
+    np.testing.assert_array_equal(~np.isnan(red), bad)  # red exactly where the model computed NaN
+    assert not (~np.isnan(red) & ~mask).any()  # never on a masked cell
+    assert fig.data[1].colorscale[0][1] == NAN and fig.layout.plot_bgcolor == MASKED
+    assert "red = NaN computed by the model" in fig.layout.title.subtitle.text
+    assert "grey = masked" in fig.layout.title.subtitle.text
+    # Without the mask the old convention holds (every NaN is masked); with it, a healthy head has no red.
+    assert len(figures.attention_heatmap(w, labels).data) == 1
+    healthy = gptviz.trace(gptviz.GPT(gptviz.GPTConfig(vocab_size=11, block_size=16, n_layer=1)).eval(), [1, 2, 3])
+    clean = figures.attention_heatmap(
+        analysis.attention_matrix(healthy, 0, 0), ["a", "b", "c"], mask=attention_mask(healthy, 0)
+    )
+    assert len(clean.data) == 1 and "red" not in clean.layout.title.subtitle.text
+    # The small multiples and the layer × head grid keep the same convention.
+    heads = figures.head_grid(analysis.layer_weights(trace, 0), labels, layer=0, mask=mask)
+    assert sum(t.name == "NaN" for t in heads.data) == 2 and "red = NaN" in heads.layout.title.subtitle.text
+    grid = figures.layer_head_grid(
+        (analysis.layer_weights(trace, l) for l in range(2)),
+        masks=(attention_mask(trace, l) for l in range(2)),
+    )
+    codes = np.asarray(grid.data[1].z)
+    side, pitch = grid.layout.meta["tile_side"], grid.layout.meta["tile_pitch"]
+    tile = codes[:side, :side]  # layer 0, head 0
+    np.testing.assert_array_equal(tile == 2, bad)
+    np.testing.assert_array_equal(tile == 1, ~mask)
+    assert (codes[:, side:pitch] == 0).all()  # the gaps are neither
+    assert "grey = masked" in grid.layout.title.subtitle.text and "red = NaN" in grid.layout.title.subtitle.text
+
+
+def test_nan_survives_block_averaging():
+    T = 300  # averaged into 2 × 2 blocks: one NaN cell must still colour its block red
+    w = np.tril(np.full((T, T), 1 / T, dtype=np.float32))
+    w[np.triu_indices(T, 1)] = np.nan
+    w[101, 50] = np.nan
+    mask = np.tril(np.ones((T, T), bool))
+    fig = figures.attention_heatmap(w, [str(i) for i in range(T)], mask=mask)
+    red = ~np.isnan(np.asarray(fig.data[1].z))
+    assert red.sum() == 1 and red[50, 25]
+
+
+def test_diverging_scales_are_centred_on_zero(trace, labels):
+    negative = -np.abs(trace["blocks.0.attn.scores"][0]) - 1  # all negative: none may look positive
+    for kind in ("scores", "masked scores"):
+        fig = figures.attention_heatmap(negative, labels, kind=kind)
+        d = json.loads(fig.to_json())["data"][0]
+        assert d["zmin"] == -d["zmax"] and d["zmax"] == pytest.approx(np.abs(negative).max())
+        assert d["colorscale"] is not None and "zmid" not in d
+    skip = figures.attention_heatmap(negative, labels, kind="scores", skip_first_key=True)
+    assert skip.data[0].zmin == -skip.data[0].zmax == pytest.approx(-np.abs(negative[:, 1:]).max())
+    assert figures.attention_heatmap(np.abs(negative), labels).data[0].zmin == 0  # weights start at 0
+    sites, grid = analysis.residual_stat_grid(trace, "mean")
+    heat = figures.residual_heatmap(sites, grid - 5, labels, "mean")
+    assert heat.data[0].zmin == -heat.data[0].zmax == pytest.approx(-np.abs(grid - 5).max())
+    q = trace["blocks.0.attn.q"][0] + 3  # mostly positive
+    qfig = figures.matrix_heatmap(q, labels, title="q", value_name="q")
+    assert qfig.data[0].zmin == -qfig.data[0].zmax
+    work = analysis.query_computation(trace, 0, 0, 5)
+    wv = figures.query_weighted_values(work["weighted_v"], work["output"] + 10, labels, query_label="x")
+    assert wv.data[0].zmin == -wv.data[0].zmax == wv.data[1].zmin == pytest.approx(-np.abs(work["output"] + 10).max())
+
+
+def test_grid_tiles_sit_on_their_ticks_and_mark_the_chosen_head(trace):
+    L, T = trace.n_layer, trace.n_tokens  # T = 10: smaller than a full tile
+    fig = figures.layer_head_grid((analysis.layer_weights(trace, l) for l in range(L)), selected=(1, 0))
+    side, pitch = fig.layout.meta["tile_side"], fig.layout.meta["tile_pitch"]
+    assert side == T and pitch == T + 1
+    markers = next(t for t in fig.data if t.type == "scatter")
+    assert list(fig.layout.xaxis.tickvals) == sorted(set(markers.x))  # ticks at the tile centres
+    assert list(fig.layout.yaxis.tickvals) == sorted(set(markers.y))
+    assert fig.layout.xaxis.tickvals[0] == pytest.approx((T - 1) / 2)
+    assert fig.layout.xaxis.constrain == fig.layout.yaxis.constrain == "domain"  # labels stay by the tiles
+    (shape,) = fig.layout.shapes
+    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (-0.5, T - 0.5, pitch - 0.5, pitch + T - 0.5)
+    again = figures.mark_tile(fig, 0, 1)
+    assert len(again.layout.shapes) == 2 and len(fig.layout.shapes) == 1  # the cached figure is not changed
+    codes = np.asarray(fig.data[1].z)
+    np.testing.assert_array_equal(codes[:T, :T] == 1, ~attention_mask(trace, 0))  # masked: grey
+    assert "grey = masked" in fig.layout.title.subtitle.text
+    assert fig.layout.height >= 80 * L + 150
+
+
+def test_presentation_wraps_titles_and_turns_colourbar_titles(trace, labels):
+    fig = figures.loss_bars(analysis.per_token_loss(trace["logits"], trace.token_ids), labels)
+    title = fig.layout.title.text
+    assert title.startswith("How surprised the model is by each prompt token") and len(title) > 70
+    big = figures.presentation(fig)
+    lines = big.layout.title.text.split("<br>")
+    assert len(lines) >= 2 and all(len(line) <= PRESENTATION_WRAP for line in lines)
+    assert " ".join(lines) == title  # wrapped, nothing cut
+    assert big.layout.margin.t > fig.layout.margin.t
+    assert big.data[0].marker.colorbar.title.side == "right"
+    heat = figures.presentation(figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels))
+    assert heat.data[0].colorbar.title.side == "right"
+    assert wrap("a <b>bold</b> word", 8) == "a <b>bold</b><br>word"

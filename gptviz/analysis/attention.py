@@ -15,7 +15,8 @@ ATTENTION_KINDS = ("weights", "masked scores", "scores")
 
 
 def attention_matrix(trace: Trace, layer: int, head: int, kind: str = "weights") -> np.ndarray:
-    """One head's [T, T] matrix (queries as rows) in float32, masked cells as NaN.
+    """One head's [T, T] matrix (queries as rows) in float32, masked cells as NaN (attention_mask
+    tells them from NaN the model computed).
 
     kind: "weights" (after softmax), "masked scores" (scores where the mask allows, else NaN) or
     "scores" (q·kᵀ/√D before the mask: every cell, as the model computed it)."""
@@ -26,6 +27,12 @@ def attention_matrix(trace: Trace, layer: int, head: int, kind: str = "weights")
     if kind != "scores":
         m[~trace[point("attn.mask", layer)]] = np.nan
     return m
+
+
+def attention_mask(trace: Trace, layer: int) -> np.ndarray:
+    """The layer's [T, T] bool mask (True where query i may read key j). The matrices above set the
+    cells it hides to NaN; figures take it too, to tell those from NaN the model computed itself."""
+    return np.asarray(trace[point("attn.mask", layer)], dtype=bool)
 
 
 def layer_weights(trace: Trace, layer: int) -> np.ndarray:

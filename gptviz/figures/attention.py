@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.blocks import block_labels, block_reduce
-from .style import BLUE, MASKED, style
+from .style import BLUE, MASKED, NAN, ORANGE, category_axis, cell_notes, diverging_range, nan_overlay, style
 
 MAX_CELLS = 256  # a heatmap side longer than this is averaged into blocks
 GRID_TILE = 32  # side of one head's tile in the layer × head grid
@@ -31,20 +31,52 @@ def token_labels(tokens: Sequence[str]) -> list[str]:
 
 
 def _range(z: np.ndarray, kind: str, skip_first_key: bool) -> tuple[float, float, str]:
-    """(zmin, zmax, note) of the colour scale. The note says when values fall outside it."""
+    """(zmin, zmax, note) of the colour scale. The note says when values fall outside it. Scores
+    get a diverging scale symmetric about 0 (Plotly ignores zmid once zmin and zmax are set)."""
     finite = z[np.isfinite(z)]
     if finite.size == 0:
         return 0.0, 1.0, ""
     body = z[:, 1:] if skip_first_key and z.shape[1] > 1 else z
     body = body[np.isfinite(body)]
-    hi = float(body.max()) if body.size else float(finite.max())
+    if not body.size:
+        body = finite
     note = ""
-    if skip_first_key and float(finite.max()) > hi:
-        note = f"key 0 left out of the scale: its cells up to {finite.max():.3g} show as the top colour"
     if kind == "weights":
+        hi = float(body.max())
+        if skip_first_key and float(finite.max()) > hi:
+            note = f"key 0 left out of the scale: its cells up to {finite.max():.3g} show as the top colour"
         return 0.0, max(hi, 1e-9), note
-    lo = float(body.min()) if body.size else float(finite.min())
-    return lo, hi, note
+    r = diverging_range(body)
+    if skip_first_key and float(np.abs(finite).max()) > r:
+        note = f"key 0 left out of the scale: its cells up to ±{np.abs(finite).max():.3g} show as the end colours"
+    return -r, r, note
+
+
+def _cells(m: np.ndarray, mask: np.ndarray | None, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, masked, bad) of one [T, T] matrix: values with masked and non-finite cells as NaN,
+    masked = the cells the mask hides, bad = allowed cells where the model computed NaN or ±Inf.
+    Without a mask every NaN is taken for masked (the analysis functions' convention), unless kind
+    is "scores", which are never masked."""
+    m = np.array(m, dtype=np.float32)
+    if kind == "scores":
+        masked = np.zeros(m.shape, dtype=bool)
+    elif mask is not None:
+        masked = ~np.asarray(mask, dtype=bool)
+    else:
+        masked = np.isnan(m)
+    bad = ~np.isfinite(m) & ~masked
+    m[masked | bad] = np.nan
+    return m, masked, bad
+
+
+def _reduce(m: np.ndarray, masked: np.ndarray, bad: np.ndarray, max_cells: int):
+    """Block means of values, and per block: masked when all its cells are, bad when any is."""
+    z, b = block_reduce(m, max_cells)
+    if b == 1:
+        return z, masked, bad, 1
+    all_masked = block_reduce(masked.astype(np.float32), max_cells)[0] == 1
+    any_bad = block_reduce(bad.astype(np.float32), max_cells)[0] > 0
+    return z, all_masked, any_bad, b
 
 
 def attention_heatmap(
@@ -56,14 +88,18 @@ def attention_heatmap(
     skip_first_key: bool = False,
     max_cells: int = MAX_CELLS,
     height: int = 680,
+    mask: np.ndarray | None = None,
 ) -> go.Figure:
-    """One head's [T, T] matrix, queries as rows and keys as columns. NaN cells (masked: the key
-    comes after the query) are not drawn: the grey background shows through and the caption says so.
+    """One head's [T, T] matrix, queries as rows and keys as columns. Masked cells (the key comes
+    after the query) are not drawn: the grey background shows through. Cells where the model itself
+    computed NaN or Inf are painted red (a second trace), so they are never taken for masked ones.
 
     kind: "weights", "masked scores" or "scores" (sets the colour scale and its title).
     skip_first_key: scale the colours without key 0, which often takes most of the weight (a sink).
+    mask: the layer's [T, T] attention mask (True = may read); without it every NaN counts as masked.
     A side longer than max_cells is averaged into blocks (NaN-aware) and the title says so."""
-    z, b = block_reduce(np.asarray(matrix, dtype=np.float32), max_cells)
+    m, masked, bad = _cells(matrix, mask, kind)
+    z, masked, bad, b = _reduce(m, masked, bad, max_cells)
     ticks = block_labels(labels, b)
     zmin, zmax, note = _range(z, kind, skip_first_key)
     if b > 1:
@@ -76,18 +112,25 @@ def attention_heatmap(
             y=ticks,
             zmin=zmin,
             zmax=zmax,
-            zmid=0.0 if diverging and zmin < 0 < zmax else None,
             colorscale="RdBu_r" if diverging else "Viridis",
             hoverongaps=False,
             colorbar=dict(title=dict(text=COLORBAR_TITLE[kind] + f"<br>{zmin:.3g} … {zmax:.3g}")),
             hovertemplate="query %{y}<br>key %{x}<br>" + kind + " %{z:.4f}<extra></extra>",
         )
     )
-    masked = np.isnan(z).any()
-    caption = "grey = masked: the key comes after the query, so it is not read" if masked else "no masked cells"
+    if bad.any():
+        fig.add_trace(nan_overlay(bad, ticks, ticks))
+    caption = cell_notes(bool(masked.any()), bool(bad.any()))
     if note:
         caption += f"; {note}"
-    style(fig, title, height=height, subtitle=caption, plot_bgcolor=MASKED if masked else "white", margin=dict(t=90))
+    style(
+        fig,
+        title,
+        height=height,
+        subtitle=caption,
+        plot_bgcolor=MASKED if masked.any() else "white",
+        margin=dict(t=90),
+    )
     fig.update_xaxes(
         title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain"
     )
@@ -98,12 +141,17 @@ def attention_heatmap(
         scaleanchor="x",
         constrain="domain",
     )
+    category_axis(fig, "x", ticks)
+    category_axis(fig, "y", ticks)
     return fig
 
 
-def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_cells: int = 64) -> go.Figure:
+def head_grid(
+    matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_cells: int = 64, mask: np.ndarray | None = None
+) -> go.Figure:
     """Every head of one layer as small multiples sharing one colour scale: weights [H, T, T] with
-    masked cells as NaN (analysis.layer_weights), drawn as grey gaps."""
+    masked cells as NaN (analysis.layer_weights), drawn as grey gaps; with the layer's mask [T, T],
+    NaN the model computed is told apart and painted red."""
     H = matrices.shape[0]
     cols = min(H, 4)
     rows = math.ceil(H / cols)
@@ -114,10 +162,12 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
         horizontal_spacing=0.04,
         vertical_spacing=0.08,
     )
-    b = 1
+    b, any_masked, any_bad, ticks = 1, False, False, list(labels)
     for h in range(H):
-        z, b = block_reduce(matrices[h], max_cells)
+        m, masked, bad = _cells(matrices[h], mask, "weights")
+        z, masked, bad, b = _reduce(m, masked, bad, max_cells)
         ticks = block_labels(labels, b)
+        any_masked, any_bad = any_masked or bool(masked.any()), any_bad or bool(bad.any())
         fig.add_trace(
             go.Heatmap(
                 z=z,
@@ -130,35 +180,61 @@ def head_grid(matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_ce
             row=h // cols + 1,
             col=h % cols + 1,
         )
+        if bad.any():
+            fig.add_trace(nan_overlay(bad, ticks, ticks), row=h // cols + 1, col=h % cols + 1)
     title = f"Layer {layer}: every head's attention weights"
     if b > 1:
         title += f" · cells are means of {b}×{b} blocks"
-    style(fig, title, height=260 * rows + 80, plot_bgcolor=MASKED)
+    style(fig, title, height=260 * rows + 90, subtitle=cell_notes(any_masked, any_bad), plot_bgcolor=MASKED)
     fig.update_layout(
         coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text="weight<br>0 … 1")))
     )
     fig.update_xaxes(showticklabels=False, showgrid=False, title_text="")
     fig.update_yaxes(showticklabels=False, showgrid=False, autorange="reversed")
+    category_axis(fig, "x", ticks)
+    category_axis(fig, "y", ticks)
     fig.update_xaxes(title_text="keys →", row=rows, col=1)
     fig.update_yaxes(title_text="← queries", row=rows, col=1)
     return fig
 
 
-def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.Figure:
+def _grid_geometry(side: int, tile: int) -> tuple[int, int]:
+    """(side, pitch) of the tiles: a tile is as many cells as it has (at most `tile`), and the gap
+    between tiles about a sixteenth of a tile, so tiles sit centred on their tick labels at any T."""
+    side = max(1, min(side, tile))
+    return side, side + max(1, round(side * GRID_GAP / tile))
+
+
+def layer_head_grid(
+    weights: Iterable[np.ndarray],
+    tile: int = GRID_TILE,
+    *,
+    masks: Iterable[np.ndarray] | None = None,
+    selected: tuple[int, int] | None = None,
+) -> go.Figure:
     """Every layer × head as one heatmap of tiles (rows = layers, columns = heads), each tile a
     head's weights averaged down to at most tile × tile. weights: each layer's [H, T, T] in turn,
-    masked cells NaN (left out of the block means). A click selects the marker at a tile's centre,
-    whose x, y map back to (layer, head) with overview_cell(x, y, tile)."""
-    pitch = tile + GRID_GAP
-    rows, b = [], 1
+    masked cells NaN (left out of the block means). masks: each layer's [T, T] mask, which tells
+    masked cells (grey) from NaN the model computed (red); without it every NaN counts as masked.
+    selected: (layer, head) outlined (mark_tile). A click selects the marker at a tile's centre,
+    whose customdata is (layer, head); overview_cell(x, y, pitch) maps x, y back too."""
+    mask_iter = iter(masks) if masks is not None else None
+    rows, codes, b, side, pitch = [], [], 1, 1, 1
     for layer in weights:  # one layer at a time: a Trace may build each layer's maps on demand
-        H = layer.shape[0]
+        H, T = layer.shape[0], layer.shape[-1]
+        side, pitch = _grid_geometry(-(-T // max(1, -(-T // tile))), tile)
+        mask = next(mask_iter) if mask_iter is not None else None
         row = np.full((pitch, H * pitch), np.nan, dtype=np.float32)
+        code = np.zeros((pitch, H * pitch), dtype=np.uint8)  # 0 nothing, 1 masked, 2 NaN by the model
         for h in range(H):
-            z, b = block_reduce(layer[h], tile)
-            row[: z.shape[0], h * pitch : h * pitch + z.shape[1]] = z
+            m, masked, bad = _cells(layer[h], mask, "weights")
+            z, masked, bad, b = _reduce(m, masked, bad, tile)
+            n0, n1 = z.shape
+            row[:n0, h * pitch : h * pitch + n1] = z
+            code[:n0, h * pitch : h * pitch + n1] = np.where(bad, 2, np.where(masked, 1, 0))
         rows.append(row)
-    grid, L = np.concatenate(rows), len(rows)
+        codes.append(code)
+    grid, code, L = np.concatenate(rows), np.concatenate(codes), len(rows)
     title = "Every layer × head (click a tile to open it)"
     if b > 1:
         title += f" · {b}×{b} blocks averaged"
@@ -176,13 +252,39 @@ def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.
             colorbar=dict(title=dict(text="weight<br>0 … 1")),
         )
     )
+    # Masked and NaN cells as one small uint8 layer over the weights: 0 is transparent, so the gaps
+    # between tiles stay white while masked cells are grey, as in every other heatmap.
+    fig.add_trace(
+        go.Heatmap(
+            z=code,
+            x0=0,
+            dx=1,
+            y0=0,
+            dy=1,
+            zmin=0,
+            zmax=2,
+            colorscale=[
+                [0, "rgba(0,0,0,0)"],
+                [1 / 3, "rgba(0,0,0,0)"],
+                [1 / 3, MASKED],
+                [2 / 3, MASKED],
+                [2 / 3, NAN],
+                [1, NAN],
+            ],
+            showscale=False,
+            hoverinfo="skip",
+            name="masked / NaN",
+        )
+    )
     # Heatmaps cannot be selected in Streamlit, so one invisible marker per tile centre carries the
     # click; hoverdistance=-1 makes a click anywhere pick the nearest tile.
+    H = grid.shape[1] // pitch
     ls, hs = np.divmod(np.arange(L * H), H)
+    centre = (side - 1) / 2
     fig.add_trace(
         go.Scatter(
-            x=hs * pitch + tile / 2 - 0.5,
-            y=ls * pitch + tile / 2 - 0.5,
+            x=hs * pitch + centre,
+            y=ls * pitch + centre,
             mode="markers",
             marker=dict(size=12, opacity=0),
             customdata=np.stack([ls, hs], axis=1),
@@ -193,33 +295,64 @@ def layer_head_grid(weights: Iterable[np.ndarray], tile: int = GRID_TILE) -> go.
     style(
         fig,
         title,
-        height=max(260, 70 * L + 120),
-        subtitle="white: masked cells, and the gaps between tiles",
+        height=max(300, 80 * L + 150),
+        subtitle=cell_notes(bool((code == 1).any()), bool((code == 2).any())) + "; white = gaps between tiles",
         plot_bgcolor="white",
-        meta=dict(tile_pitch=pitch),
+        meta=dict(tile_pitch=pitch, tile_side=side),
         hovermode="closest",
         hoverdistance=-1,
     )
-    centers = [i * pitch + tile / 2 for i in range(max(L, H))]
+    centers = [i * pitch + centre for i in range(max(L, H))]
+    # constrain="domain" shrinks the drawing area rather than widening the range, so the layer
+    # labels stay beside the tiles instead of far to their left.
     fig.update_xaxes(
-        title_text="head", tickvals=centers[:H], ticktext=[str(h) for h in range(H)], showgrid=False, zeroline=False
+        title_text="head",
+        tickvals=centers[:H],
+        ticktext=[str(h) for h in range(H)],
+        showgrid=False,
+        zeroline=False,
+        constrain="domain",
+        range=[-0.5, H * pitch - (pitch - side) - 0.5],
     )
     fig.update_yaxes(
         title_text="layer",
         tickvals=centers[:L],
         ticktext=[str(l) for l in range(L)],
-        autorange="reversed",
+        range=[L * pitch - (pitch - side) - 0.5, -0.5],
         showgrid=False,
         zeroline=False,
         scaleanchor="x",
+        constrain="domain",
+    )
+    if selected is not None:
+        mark_tile(fig, *selected, inplace=True)
+    return fig
+
+
+def mark_tile(fig: go.Figure, layer: int, head: int, *, inplace: bool = False) -> go.Figure:
+    """Outline the tile of (layer, head) in a layer_head_grid figure (the head on view). Returns a
+    new figure unless inplace, so a cached grid is never changed."""
+    if not inplace:
+        fig = go.Figure(fig)
+    pitch, side = fig.layout.meta["tile_pitch"], fig.layout.meta["tile_side"]
+    fig.add_shape(
+        type="rect",
+        x0=head * pitch - 0.5,
+        x1=head * pitch + side - 0.5,
+        y0=layer * pitch - 0.5,
+        y1=layer * pitch + side - 0.5,
+        line=dict(color=ORANGE, width=4),
+        fillcolor="rgba(0,0,0,0)",
+        name="selected",
     )
     return fig
 
 
-def overview_cell(x: float, y: float, tile: int = GRID_TILE) -> tuple[int, int]:
-    """(layer, head) of a point clicked in layer_head_grid."""
-    pitch = tile + GRID_GAP
-    return int(y // pitch), int(x // pitch)
+def overview_cell(x: float, y: float, tile: int = GRID_TILE, pitch: int | None = None) -> tuple[int, int]:
+    """(layer, head) of a point clicked in layer_head_grid; pitch: the figure's meta tile_pitch
+    (the default is the pitch of full-size tiles, T ≥ tile)."""
+    pitch = pitch or tile + GRID_GAP
+    return int((y + 0.5) // pitch), int((x + 0.5) // pitch)
 
 
 def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, *, top: int = 24) -> go.Figure:

@@ -10,14 +10,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.blocks import block_labels, block_mean
-from .style import BLUE, MASKED, ORANGE, style
+from .style import BLUE, MASKED, ORANGE, category_axis, diverging_range, style
 
 MAX_ROWS = 256
-
-
-def _symmetric(z: np.ndarray) -> float:
-    finite = np.abs(z[np.isfinite(z)])
-    return float(finite.max()) if finite.size else 1.0
 
 
 def matrix_heatmap(
@@ -30,7 +25,7 @@ def matrix_heatmap(
     if b > 1:
         row_labels = block_labels(row_labels, b)
         title += f" · rows are means of {b} positions"
-    r = _symmetric(m)
+    r = diverging_range(m)
     fig = go.Figure(
         go.Heatmap(
             z=m,
@@ -45,7 +40,8 @@ def matrix_heatmap(
     )
     style(fig, title, height=min(900, max(300, 14 * m.shape[0] + 140)))
     fig.update_xaxes(title_text="dimension d of the head (0 … D−1)", showgrid=False)
-    fig.update_yaxes(title_text="token", autorange="reversed", type="category", showgrid=False)
+    fig.update_yaxes(title_text="token", autorange="reversed", showgrid=False)
+    category_axis(fig, "y", row_labels)
     return fig
 
 
@@ -113,8 +109,8 @@ def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str,
         col=1,
         gridcolor="#eee",
     )
-    fig.update_xaxes(title_text="key position and token", type="category", row=2, col=1)
-    fig.update_xaxes(type="category", row=1, col=1)
+    fig.update_xaxes(title_text="key position and token", row=2, col=1)
+    category_axis(fig, "x", x)
     return fig
 
 
@@ -129,7 +125,7 @@ def query_weighted_values(
         note = f" · the {max_rows} largest rows of {weighted_v.shape[0]}"
     else:
         note = ""
-    r = max(_symmetric(rows), _symmetric(np.asarray(output)))
+    r = diverging_range(rows, output)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.85, 0.15], vertical_spacing=0.06)
     common = dict(colorscale="RdBu_r", zmin=-r, zmax=r, coloraxis=None)
     fig.add_trace(
@@ -161,7 +157,9 @@ def query_weighted_values(
         f"Query {query_label}: weighted value rows and their sum{note}",
         height=min(900, max(320, 14 * rows.shape[0] + 200)),
     )
-    fig.update_yaxes(autorange="reversed", type="category", showgrid=False)
+    fig.update_yaxes(autorange="reversed", showgrid=False)
+    category_axis(fig, "y", labels, row=1, col=1)
+    category_axis(fig, "y", ["Σ = head output"], row=2, col=1)
     fig.update_yaxes(title_text="key (weight · v)", row=1, col=1)
     fig.update_xaxes(title_text="dimension d of the head (0 … D−1)", row=2, col=1, showgrid=False)
     return fig

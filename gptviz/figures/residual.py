@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis.blocks import block_labels, block_mean
-from .style import BLUE, INK, ORANGE, style
+from .style import BLUE, INK, ORANGE, category_axis, diverging_range, style
 
 STAT_NAMES = {"norm": "L2 norm ‖x‖ over C", "mean": "mean over C", "std": "standard deviation over C"}
 
@@ -57,7 +57,8 @@ def residual_lines(
         )
     )
     style(fig, f"Residual stream {STAT_NAMES[stat]}, layer by layer", height=420, legend=dict(orientation="h", y=-0.3))
-    fig.update_xaxes(title_text="point in the residual stream (layer.sub-layer)", type="category")
+    fig.update_xaxes(title_text="point in the residual stream (layer.sub-layer)")
+    category_axis(fig, "x", sites)
     fig.update_yaxes(title_text=f"{STAT_NAMES[stat]} (activation units)", gridcolor="#eee")
     return fig
 
@@ -69,18 +70,21 @@ def residual_heatmap(
     z, b = block_mean(np.asarray(grid, dtype=np.float32), max_cells, axis=1)
     cols = block_labels(labels, b)
     diverging = stat == "mean"
-    r = float(np.abs(z).max()) if z.size else 1.0
+    finite = z[np.isfinite(z)]
+    if diverging:  # centred on 0: symmetric, since Plotly ignores zmid once zmin and zmax are set
+        r = diverging_range(z)
+        lo, hi = -r, r
+    else:
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     fig = go.Figure(
         go.Heatmap(
             z=z,
             x=cols,
             y=list(sites),
             colorscale="RdBu_r" if diverging else "Viridis",
-            zmin=-r if diverging else float(z.min()),
-            zmax=r if diverging else float(z.max()),
-            colorbar=dict(
-                title=dict(text=f"{stat}<br>{(-r if diverging else z.min()):.3g} … {(r if diverging else z.max()):.3g}")
-            ),
+            zmin=lo,
+            zmax=hi,
+            colorbar=dict(title=dict(text=f"{stat}<br>{lo:.3g} … {hi:.3g}")),
             hovertemplate="%{y}<br>token %{x}<br>" + stat + " %{z:.4g}<extra></extra>",
         )
     )
@@ -88,8 +92,10 @@ def residual_heatmap(
     if b > 1:
         title += f" · columns are means of {b} positions"
     style(fig, title, height=max(300, 26 * len(sites) + 160))
-    fig.update_xaxes(title_text="token position and text", type="category", showgrid=False)
-    fig.update_yaxes(title_text="point in the residual stream", autorange="reversed", type="category", showgrid=False)
+    fig.update_xaxes(title_text="token position and text", showgrid=False)
+    fig.update_yaxes(title_text="point in the residual stream", autorange="reversed", showgrid=False)
+    category_axis(fig, "x", cols)
+    category_axis(fig, "y", sites)
     return fig
 
 
@@ -127,6 +133,7 @@ def contributions_bars(contrib: pd.DataFrame) -> go.Figure:
         barmode="group",
         legend=dict(orientation="h", y=-0.25),
     )
-    fig.update_xaxes(title_text="layer", type="category")
+    fig.update_xaxes(title_text="layer")
+    category_axis(fig, "x", [str(l) for l in sorted(contrib["layer"].unique())])
     fig.update_yaxes(title_text="L2 norm (activation units)", rangemode="tozero", gridcolor="#eee")
     return fig

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import BLUE, style
+from .style import BLUE, category_axis, style
 
 _CHIP = (
     '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
@@ -74,7 +74,8 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
         showgrid=True,
         gridcolor="#eee",
     )
-    fig.update_yaxes(title_text="token (rank)", autorange="reversed", type="category")
+    fig.update_yaxes(title_text="token (rank)", autorange="reversed")
+    category_axis(fig, "y", names)
     return fig
 
 
@@ -103,6 +104,7 @@ def loss_bars(loss: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
         f"How surprised the model is by each prompt token (mean {mean:.3f} bits = {mean * np.log(2):.3f} nats)",
         height=380,
     )
-    fig.update_xaxes(title_text="token (position and text), predicted from the tokens before it", type="category")
+    fig.update_xaxes(title_text="token (position and text), predicted from the tokens before it")
+    category_axis(fig, "x", [labels[p] for p in pos])
     fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero", gridcolor="#eee")
     return fig
