@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import gptviz
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
+from gptviz.figures.attention import mark_tile
 from gptviz.figures.style import MASKED, NAN, PRESENTATION_WRAP, wrap
 
 
@@ -443,7 +444,7 @@ def test_grid_tiles_sit_on_their_ticks_and_mark_the_chosen_head(trace):
     assert fig.layout.xaxis.constrain == fig.layout.yaxis.constrain == "domain"  # labels stay by the tiles
     (shape,) = fig.layout.shapes
     assert (shape.x0, shape.x1, shape.y0, shape.y1) == (-0.5, T - 0.5, pitch - 0.5, pitch + T - 0.5)
-    again = figures.mark_tile(fig, 0, 1)
+    again = mark_tile(fig, 0, 1)
     assert len(again.layout.shapes) == 2 and len(fig.layout.shapes) == 1  # the cached figure is not changed
     codes = np.asarray(fig.data[1].z)
     np.testing.assert_array_equal(codes[:T, :T] == 1, ~attention_mask(trace, 0))  # masked: grey
