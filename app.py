@@ -11,6 +11,7 @@ import streamlit as st
 
 from gptviz.dashboard.classroom import read_step_url
 from gptviz.dashboard.sidebar import sidebar
+from gptviz.dashboard.state import set_view
 from gptviz.dashboard.widgets import guard
 
 st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
@@ -22,6 +23,8 @@ PAGES = [
     st.Page("views/shapes.py", title="Shapes", icon=":material/straighten:"),
     st.Page("views/residual.py", title="Residual stream", icon=":material/timeline:", url_path="residual"),
     st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
+    st.Page("views/heads.py", title="Heads", icon=":material/psychology:", url_path="heads"),
+    st.Page("views/logit_lens.py", title="Logit lens", icon=":material/layers:", url_path="logit-lens"),
     st.Page("views/worked_examples.py", title="Worked examples", icon=":material/school:", url_path="worked-examples"),
     st.Page("views/forward_pass.py", title="Forward pass", icon=":material/stairs:", url_path="forward-pass"),
 ]
@@ -29,9 +32,12 @@ PAGES = [
 
 def main() -> None:
     page = st.navigation(PAGES)
-    read_step_url()  # before the sidebar rewrites the URL
-    sidebar()
-    page.run()
+    try:
+        read_step_url()  # before the sidebar rewrites the URL
+        sidebar()
+        page.run()
+    finally:  # an idle session holds no Trace: only the caches do, within their limits
+        set_view(None)
 
 
 guard(main)

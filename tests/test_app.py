@@ -4,7 +4,11 @@ caching, URL state and every bad input. Runs on a fixture checkpoint built in a 
 from __future__ import annotations
 
 import base64
+import gc
+import html
 import json
+import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +16,12 @@ import pytest
 import streamlit as st
 import torch
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
+from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz import analysis
-from gptviz.dashboard import caches, sources, state
+from gptviz.dashboard import caches, sources, state, uploads
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -68,7 +73,7 @@ def ok(at: AppTest) -> AppTest:
 
 
 def run_prompt(at: AppTest, prompt: str) -> AppTest:
-    at.text_input(key="prompt").input(prompt)
+    at.text_area(key="prompt").input(prompt)
     return at.button(key="run_btn").click().run()
 
 
@@ -165,7 +170,7 @@ def test_a_second_session_reuses_the_cached_run(at):
 
 def test_query_params_restore_a_view(env):
     at = ok(new_app(checkpoint=NAME, prompt=PROMPT, layer="1", head="3", position="4"))
-    assert at.text_input(key="prompt").value == PROMPT
+    assert at.text_area(key="prompt").value == PROMPT
     assert (at.radio(key="layer").value, at.radio(key="head").value, at.select_slider(key="position").value) == (
         1,
         3,
@@ -189,9 +194,20 @@ def test_presentation_mode_enlarges_fonts(at):
 
 
 # --- bad input: a message in the page, never a traceback, and the app keeps working ---------
+def rendered(md: str) -> str:
+    """Markdown as the browser shows it: HTML from a CommonMark renderer (GFM tables and
+    strikethrough on, as in Streamlit)."""
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(md)
+
+
+def shown(md: str) -> str:
+    """The text a person reads for a Markdown message: rendered, tags stripped."""
+    return html.unescape(re.sub(r"<[^>]+>", "", rendered(md))).strip()
+
+
 def errors(at: AppTest) -> str:
     assert not at.exception, [e.value for e in at.exception]
-    return " ".join(e.value for e in at.error)
+    return " ".join(shown(e.value) for e in at.error)
 
 
 def test_empty_prompt(at):
@@ -242,23 +258,29 @@ def test_no_shipped_checkpoint_falls_back_to_the_demo_model(tmp_path, monkeypatc
     assert at.get("plotly_chart")
 
 
-def test_upload_is_size_limited_and_saved_outside_the_checkpoints(monkeypatch, env):
-    class Upload:
-        def __init__(self, name, data):
-            self.name, self.data, self.size = name, data, len(data)
+class Upload:
+    """What st.file_uploader hands the app: a name, a size and the bytes."""
 
-        def getvalue(self):
-            return self.data
+    def __init__(self, name, data):
+        self.name, self.data, self.size = name, data, len(data)
 
+    def getvalue(self):
+        return self.data
+
+
+def test_upload_is_size_limited_and_saved_outside_the_checkpoints(env):
+    owner = uploads.SessionUploads()
     files = [Upload(p.name, p.read_bytes()) for p in (env / NAME).iterdir()]
-    path = Path(sources.save_upload(files))
-    assert env not in path.parents and gptviz.load(path).model.config.n_layer == 2
-    monkeypatch.setenv(sources.UPLOAD_LIMIT_ENV, "0")
+    saved = owner.save(files, 10, sources.UPLOAD_LIMIT_ENV)
+    assert env not in saved.path.parents and gptviz.load(saved.path).model.config.n_layer == 2
+    assert saved.path == owner.folder / saved.digest and owner.folder.parent == uploads.upload_root()
     with pytest.raises(gptviz.CheckpointError, match="limit"):
-        sources.save_upload(files)
-    monkeypatch.setenv(sources.UPLOAD_LIMIT_ENV, "10")
-    with pytest.raises(gptviz.CheckpointError, match="plain file names"):
-        sources.save_upload([Upload("../evil.json", b"{}")])
+        owner.save(files, 0, sources.UPLOAD_LIMIT_ENV)
+    for bad in ("../evil.json", ".hidden", "a b.json", "ckpt\\x.pt", "é.pt", ""):
+        with pytest.raises(gptviz.CheckpointError, match="plain file names"):
+            owner.save([Upload(bad, b"{}")], 10, sources.UPLOAD_LIMIT_ENV)
+    owner.close()
+    assert not owner.folder.exists()
 
 
 def test_scores_view_and_token_lookup(at, env):
@@ -277,14 +299,99 @@ def test_scores_view_and_token_lookup(at, env):
     assert "does not know" in errors(at)
 
 
-def test_uploaded_checkpoint_is_loaded_from_a_temporary_folder(at, env):
+def upload(at: AppTest, folder: Path) -> AppTest:
+    at.selectbox(key="ckpt_choice").set_value(state.Pick.UPLOAD).run()
+    files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted(folder.iterdir())]
+    return at.get_by_key("ckpt_upload").set_value(files).run()
+
+
+def report_rows(at: AppTest) -> dict:
+    return dict(at.dataframe[1].value.itertuples(index=False))  # the Overview's load report
+
+
+def page_text(at: AppTest) -> str:
+    """Every message, caption, heading and table cell on the page, as one string."""
+    parts = [
+        e.value
+        for kind in ("error", "warning", "info", "caption", "markdown", "title", "subheader")
+        for e in at.get(kind)
+    ]
+    parts += [df.value.to_csv() for df in at.dataframe]
+    return "\n".join(map(str, parts))
+
+
+def test_uploaded_checkpoint_is_named_by_its_files_not_a_server_path(at, env):
     at.selectbox(key="ckpt_choice").set_value(state.Pick.UPLOAD).run()
     assert "Choose a checkpoint" in at.info[0].value
-    files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted((env / NAME).iterdir())]
-    ok(at.get_by_key("ckpt_upload").set_value(files).run())
-    rows = dict(at.dataframe[1].value.itertuples(index=False))  # the load report
-    assert Path(rows["path"]).parent.name != env.name and "gptviz-uploads" in rows["path"]
-    assert at.query_params["checkpoint"] == "upload"
+    ok(upload(at, env / NAME))
+    names = ", ".join(sorted(p.name for p in (env / NAME).iterdir()))
+    assert report_rows(at)["path"] == f"upload: {names}"
+    assert "gptviz-uploads" not in page_text(at) and str(uploads.upload_root()) not in page_text(at)
+    assert any(f"upload: {names}" in shown(c.value) for c in at.caption)
+    assert at.query_params["checkpoint"] == "upload" and at.query_params["upload"] == names
+
+
+def test_an_upload_is_written_once_and_a_head_click_does_not_rerun(at, env, monkeypatch):
+    loads = []
+    real = caches.load
+    monkeypatch.setattr(caches, "load", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    ok(upload(at, env / NAME))
+    runs = len(RUNS)
+    owner = at.session_state["_uploads"]
+    (folder,) = list(owner.folder.iterdir())
+    stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    for head in (1, 2, 3):
+        ok(at.radio(key="head").set_value(head).run())
+    assert len(RUNS) == runs and len(loads) == 1  # three clicks: no reload, no rerun of the model
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == stamps  # never rewritten
+    assert [p.name for p in owner.folder.iterdir()] == [folder.name]
+
+
+def test_reuploading_the_same_names_keeps_one_copy(at, env, tmp_path):
+    ok(upload(at, env / NAME))
+    owner = at.session_state["_uploads"]
+    first = [p.name for p in owner.folder.iterdir()]
+    torch.manual_seed(5)  # the same file names, other weights
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / NAME, gptviz.CharTokenizer(CHARS))
+    ok(upload(at, tmp_path / NAME))
+    second = [p.name for p in owner.folder.iterdir()]
+    assert len(first) == len(second) == 1 and first != second
+
+
+def test_another_session_cannot_open_an_upload_by_its_server_path(at, env):
+    ok(upload(at, env / NAME))
+    folder = next(at.session_state["_uploads"].folder.iterdir())
+    for path in (folder, folder / "model.safetensors", folder.parent, f"{folder}/../{folder.name}"):
+        other = new_app(checkpoint=str(path))
+        msg = errors(other)
+        assert "upload folder" in msg and "private" in msg, msg
+        assert not other.get("plotly_chart")
+    typed = new_app(checkpoint=uploads.UPLOAD_PREFIX + folder.name)  # the internal name is not a way in either
+    assert "no such file" in errors(typed) and not typed.get("plotly_chart")
+
+
+def test_an_upload_is_deleted_when_its_session_ends(env):
+    at = ok(upload(new_app(), env / NAME))
+    folder = at.session_state["_uploads"].folder
+    assert folder.is_dir()
+    del at
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_sweep_deletes_uploads_of_ended_sessions_and_dead_servers(tmp_path, monkeypatch):
+    monkeypatch.setattr(uploads, "upload_root", lambda: tmp_path)
+    live, ended = uploads.SessionUploads("live"), uploads.SessionUploads("ended")
+    dead_server = tmp_path / "999999999-x"  # no such process
+    orphan = tmp_path / f"{os.getpid()}-nobody"  # this server, but no session owns it
+    other_server = tmp_path / f"{os.getppid()}-y"  # a live process: kept while fresh
+    old = tmp_path / f"{os.getppid()}-z"
+    for p in (live.folder, ended.folder, dead_server, orphan, other_server, old):
+        p.mkdir()
+    os.utime(old, (1, 1))
+    gone = uploads.sweep(is_active=lambda sid: sid == "live")
+    assert sorted(gone) == sorted([ended.folder, dead_server, orphan, old])
+    assert live.folder.is_dir() and other_server.is_dir()
 
 
 def test_a_checkpoint_rewritten_in_place_is_loaded_again(tmp_path, monkeypatch, env):

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from gptviz import analysis, figures
+from gptviz.analysis.attention import attention_mask
 from gptviz.dashboard import caches, widgets
 
 v = widgets.require_trace() or st.stop()
@@ -28,7 +29,12 @@ layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN: built
 m = layer[v.head] if kind == "weights" else analysis.attention_matrix(t, v.layer, v.head, kind)
 widgets.chart(
     figures.attention_heatmap(
-        m, v.labels, kind=kind, skip_first_key=skip, title=f"Layer {v.layer}, head {v.head}: {kind}"
+        m,
+        v.labels,
+        kind=kind,
+        skip_first_key=skip,
+        title=f"Layer {v.layer}, head {v.head}: {kind}",
+        mask=attention_mask(t, v.layer),
     ),
     key="attn_heatmap",
 )
@@ -43,20 +49,16 @@ widgets.download(
     key="attn_dl",
 )
 
-st.subheader(f"Where {v.labels[v.position]} looks")
+st.subheader(f"Where {widgets.plain(v.labels[v.position])} looks")
 widgets.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")
 
 st.subheader(f"Every head of layer {v.layer}")
-widgets.chart(figures.head_grid(layer, v.labels, layer=v.layer), key="attn_heads")
-
-
-def open_clicked() -> None:
-    points = st.session_state["attn_grid"].selection.get("points") or []
-    if points and "x" in points[0] and "y" in points[0]:
-        layer, head = figures.overview_cell(points[0]["x"], points[0]["y"])
-        st.session_state["layer"], st.session_state["head"] = layer, head
+widgets.chart(figures.head_grid(layer, v.labels, layer=v.layer, mask=attention_mask(t, v.layer)), key="attn_heads")
 
 
 st.subheader("Every layer × head")
-widgets.chart(caches.layer_head_grid(v.key), key="attn_grid", on_select=open_clicked, selection_mode="points")
+# the callback comes from widgets: one defined here would hold this page's globals (the Trace) per session
+on_click = widgets.select_head_on_click("attn_grid")
+grid = figures.mark_tile(caches.layer_head_grid(v.key), v.layer, v.head)  # outline the head on view
+widgets.chart(grid, key="attn_grid", on_select=on_click, selection_mode="points")
 st.caption("Click a tile to open that head above.")

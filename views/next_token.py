@@ -35,18 +35,21 @@ text = st.text_input(
 )
 ids: list[int] = []
 if text:
-    try:
+    try:  # typed ids go through the one parser, which refuses -1, 1.5 and ids past the vocabulary
         ids = v.bundle.tokenizer.encode(text) if v.bundle.tokenizer else gptviz.parse_ids(text, logits.size)
     except GptvizError as e:
-        st.error(f"Cannot look it up: {e}")
-    if len(ids) == 1:
+        st.error(f"Cannot look it up: {widgets.plain(e)}")
+    if len(ids) == 1 and not 0 <= ids[0] < logits.size:  # a tokenizer larger than the model's vocabulary
+        st.error(f"Cannot look it up: token id {ids[0]} is outside the model's vocabulary [0, {logits.size - 1}]")
+    elif len(ids) == 1:
         rank, p = analysis.token_rank(logits, ids[0], temperature)
         a, b, c = st.columns(3)
         a.metric("Token", v.display(ids)[0])
         b.metric("Rank", f"{rank} of {logits.size}")
         c.metric("Probability", f"{p:.4%}")
     elif ids:
-        st.warning(f"That text is {len(ids)} tokens ({', '.join(v.display(ids))}): type one token.")
+        shown = ", ".join(v.display(ids[:20])) + (", …" if len(ids) > 20 else "")
+        st.warning(f"That text is {len(ids)} tokens ({widgets.plain(shown)}): type one token.")
 
 st.subheader("How surprised the model is by the prompt")
 if t.n_tokens < 2:

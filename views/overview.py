@@ -4,20 +4,22 @@ import pandas as pd
 import streamlit as st
 
 from gptviz import analysis, figures
-from gptviz.dashboard import widgets
+from gptviz.analysis.attention import attention_mask
+from gptviz.dashboard import layout, widgets
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Overview")
 st.caption(
-    f"Checkpoint **{v.source}** on **{v.device}** · {t.n_tokens} tokens · capture holds {t.nbytes / 2**20:.1f} MiB"
+    f"Checkpoint **{widgets.plain(v.source_label)}** on **{v.device}** · {t.n_tokens} tokens · "
+    f"capture holds {t.nbytes / 2**20:.1f} MiB"
 )
 
 st.subheader("Tokens")
 st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids), unsafe_allow_html=True)
 st.caption("Each chip: position · token id, then the token (␣ space, ↵ newline, ⇥ tab).")
 
-left, right = st.columns(2)
+left, right = layout.columns(2)  # stacked in presentation mode
 with left:
     top = analysis.top_k(t.part("logits", -1), 10, display=v.display)
     widgets.chart(figures.topk_bars(top, position_label=v.labels[-1]), key="overview_topk")
@@ -25,7 +27,13 @@ with left:
 with right:
     w = analysis.attention_matrix(t, v.layer, v.head)
     widgets.chart(
-        figures.attention_heatmap(w, v.labels, title=f"Layer {v.layer}, head {v.head}: attention weights", height=520),
+        figures.attention_heatmap(
+            w,
+            v.labels,
+            title=f"Layer {v.layer}, head {v.head}: attention weights",
+            height=520,
+            mask=attention_mask(t, v.layer),
+        ),
         key="overview_heatmap",
     )
     widgets.download(
@@ -35,12 +43,12 @@ with right:
         key="overview_heatmap_dl",
     )
 
-card, report = st.columns(2)
+card, report = layout.columns(2)
 with card:
     st.subheader("Model card")
     cfg = v.bundle.model.config.to_dict()
     rows = [(k, str(x)) for k, x in {**v.bundle.card, **cfg}.items()]
-    st.dataframe(pd.DataFrame(rows, columns=["field", "value"]), hide_index=True, width="stretch")
+    layout.table(pd.DataFrame(rows, columns=["field", "value"]))
 with report:
     st.subheader("Load report")
-    st.dataframe(pd.DataFrame(v.bundle.report.as_rows(), columns=["field", "value"]), hide_index=True, width="stretch")
+    layout.table(pd.DataFrame(v.bundle.report.as_rows(), columns=["field", "value"]))

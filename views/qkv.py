@@ -5,13 +5,13 @@ import streamlit as st
 
 import gptviz
 from gptviz import analysis, figures
-from gptviz.dashboard import widgets
+from gptviz.dashboard import layout, widgets
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
 L, H, q = v.layer, v.head, v.position
 st.title("Q / K / V")
-st.caption(f"Layer {L}, head {H}; query {v.labels[q]}. Change them in the sidebar.")
+st.caption(f"Layer {L}, head {H}; query {widgets.plain(v.labels[q])}. Change them in the sidebar.")
 
 tabs = st.tabs(["q (queries)", "k (keys)", "v (values)"])
 for tab, name in zip(tabs, "qkv"):
@@ -30,7 +30,7 @@ widgets.download(
     key="qkv_dl",
 )
 
-st.subheader(f"How query {v.labels[q]} attends")
+st.subheader(f"How query {widgets.plain(v.labels[q])} attends")
 work = analysis.query_computation(t, L, H, q)
 D = work["head_dim"]
 st.markdown(
@@ -44,7 +44,7 @@ st.caption(
     f"by at most {work['max_diff']['scores']:.1e} (scores) and "
     f"{work['max_diff']['weights']:.1e} (weights): float32 rounding."
 )
-st.dataframe(work["keys"].assign(token=v.labels[: len(work["keys"])]), hide_index=True, width="stretch", height=260)
+layout.table(work["keys"].assign(token=v.labels[: len(work["keys"])]), height=260)
 widgets.download("this computation (CSV)", lambda: work["keys"], f"query_{q}_L{L}_H{H}.csv", key="qkv_work_dl")
 allowed = work["keys"]["allowed"].to_numpy()  # masked keys add nothing: leave their rows out
 read = [label for label, ok in zip(v.labels, allowed) if ok]

@@ -5,27 +5,49 @@ one object serves every session without the pickle round trip st.cache_data woul
 A RunKey names a run: the checkpoint (source, device, version) and the token ids. Widgets that
 only change the view (layer, head, position, temperature, page) never change the key, so they
 never re-run the model.
+
+Memory is bounded by the entry counts below and nothing else holds a Trace once a script run is
+over (download buttons copy what they offer; the View is dropped at the end of each run), so the
+server's memory plateaus at about models × model size + runs × Trace size. Set the counts with
+$GPTVIZ_CACHE_MODELS and $GPTVIZ_CACHE_RUNS before the server starts (README, "Memory").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import os
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from .. import analysis, figures
+from ..analysis.attention import attention_mask
 from ..capture import trace
+from ..errors import CheckpointError, GptvizError
 from ..formats import Bundle, load
 from ..formats.demo import demo_bundle
 from ..record import Trace
+from . import uploads
 from .sources import DEMO, checkpoint_path
+
+log = logging.getLogger("gptviz.dashboard")
+
+
+def _entries(env: str, default: int) -> int:
+    raw = os.environ.get(env, "").strip()
+    return max(1, int(raw)) if raw.isascii() and raw.isdigit() else default
+
+
+MODELS_ENV, RUNS_ENV = "GPTVIZ_CACHE_MODELS", "GPTVIZ_CACHE_RUNS"
+MODEL_ENTRIES = _entries(MODELS_ENV, 4)  # loaded checkpoints (and remembered load failures)
+RUN_ENTRIES = _entries(RUNS_ENV, 4)  # Traces; the per-run grid and loss caches keep as many
 
 
 @dataclass(frozen=True)
 class ModelKey:
-    source: str  # a shipped name, "demo", or a path
+    source: str  # a shipped name, "demo", a path, or "upload:<content hash>"
     device: str
     version: str = ""  # sources.version: the files' times, so a rewritten checkpoint loads again
 
@@ -36,31 +58,62 @@ class RunKey:
     ids: tuple[int, ...]
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the checkpoint…")
-def load_bundle(key: ModelKey) -> Bundle:
-    """One model per (checkpoint, device, version) per process, shared by every session: read-only."""
-    if key.source == DEMO:
-        return demo_bundle(key.device)
-    return load(checkpoint_path(key.source), key.device)
+@st.cache_resource(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
+def load_bundle(key: ModelKey) -> Bundle | str:
+    """One model per (checkpoint, device, version) per process, shared by every session: read-only.
+    A checkpoint that cannot be loaded gives the one-line reason instead, remembered like a model,
+    so a bad file is not read again on every rerun (a new version of it is tried afresh).
+    Raises CheckpointError only for an upload that is no longer on the server (not remembered)."""
+    label = ""
+    if uploads.is_upload(key.source):
+        upload = uploads.find(key.source)
+        if upload is None:
+            raise CheckpointError("the uploaded files are no longer on the server: upload them again")
+        path, label = upload.path, upload.label
+    try:
+        if key.source == DEMO:
+            return demo_bundle(key.device)
+        if not label:
+            path = checkpoint_path(key.source)
+        bundle = load(path, key.device)
+    except GptvizError as e:
+        # the message names the file; an upload is named by its file names, never its server path
+        return str(e).replace(str(path.parent if path.is_file() else path), label) if label else str(e)
+    except Exception as e:  # a loader bug or an out-of-memory must not become a page of traceback
+        log.exception("loading %s failed", key.source)
+        return f"{type(e).__name__} while loading: {str(e)[:300]}"
+    if label:
+        bundle = replace(bundle, report=replace(bundle.report, path=label))
+    return bundle
 
 
-@st.cache_resource(max_entries=4, show_spinner="Running the model…")
+def bundle_for(key: ModelKey) -> Bundle:
+    """The loaded bundle, or CheckpointError with the remembered reason."""
+    loaded = load_bundle(key)
+    if isinstance(loaded, str):
+        raise CheckpointError(loaded)
+    return loaded
+
+
+@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Running the model…")
 def run_trace(key: RunKey) -> Trace:
     """The Trace of one run. It holds the activations (attention maps are rebuilt from q and k
     when a view asks), so a few entries stay small."""
-    bundle = load_bundle(key.model)
+    bundle = bundle_for(key.model)
     return trace(bundle.model, list(key.ids), bundle.tokenizer)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Summarising every head…")
+@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")
 def layer_head_grid(key: RunKey) -> go.Figure:
     """The layer × head overview of one run, built once: it needs every layer's attention maps,
     which the Trace rebuilds from q and k on each request (seconds at T = 1024)."""
     t = run_trace(key)
-    return figures.layer_head_grid(analysis.layer_weights(t, l) for l in range(t.n_layer))
+    weights = (analysis.layer_weights(t, l) for l in range(t.n_layer))
+    masks = (attention_mask(t, l) for l in range(t.n_layer))  # tells masked (grey) from NaN (red)
+    return figures.layer_head_grid(weights, masks=masks)
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner=False)
 def prompt_loss(key: RunKey) -> pd.DataFrame:
     """The per-token loss of one run, built once: a pass over all T × V logits (0.4 s at T = 1024
     with GPT-2's vocabulary) that a temperature or top-k change must not repeat. Read-only."""

@@ -4,28 +4,50 @@ asked for and builds the View the pages read; every expected failure is a messag
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..devices import DEVICES, device_status, resolve_device
 from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
 from ..tokenizers import encode_prompt, parse_ids
-from .caches import ModelKey, RunKey, load_bundle, run_trace
+from . import uploads
+from .caches import ModelKey, RunKey, bundle_for, run_trace
+from .layout import sidebar_for
 from .sources import (
     CHECKPOINT_HELP,
     DEMO,
+    UPLOAD_LIMIT_ENV,
     checkpoints_dir,
     default_checkpoint,
-    save_upload,
     shipped,
     upload_limit_mb,
     version,
 )
 from .state import Pick, View, read_url, set_view, write_url
+from .widgets import load_banner, plain
 
 PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
 
 
-def _pick_checkpoint() -> str | None:
+def _session_uploads() -> uploads.SessionUploads:
+    """This session's upload owner, kept in its session state: its folder goes when the session does."""
+    owner = st.session_state.get("_uploads")
+    if not isinstance(owner, uploads.SessionUploads) or owner.closed:
+        ctx = get_script_run_ctx()
+        owner = st.session_state["_uploads"] = uploads.SessionUploads(ctx.session_id if ctx else None)
+    return owner
+
+
+def _session_alive(session_id: str) -> bool:
+    """Whether the server still has this session connected (a closed tab is not)."""
+    if not Runtime.exists():  # AppTest: no server, sessions end with their objects
+        return True
+    return Runtime.instance().is_active_session(session_id)
+
+
+def _pick_checkpoint() -> tuple[str | None, str]:
+    """The chosen source and how the page names it."""
     names = shipped()
     options = [*names, *Pick]
     if st.session_state.get("ckpt_choice") not in options:
@@ -43,8 +65,10 @@ def _pick_checkpoint() -> str | None:
         )
     if choice is Pick.PATH:
         st.session_state.setdefault("ckpt_path", "")
-        path = st.sidebar.text_input("Checkpoint path", key="ckpt_path", help=CHECKPOINT_HELP)
-        return path.strip() or None
+        path = st.sidebar.text_input("Checkpoint path", key="ckpt_path", help=CHECKPOINT_HELP).strip()
+        if uploads.is_upload(path) or path in (DEMO, *names):  # typed text is always a path, never a token
+            path = "./" + path
+        return path or None, path
     if choice is Pick.UPLOAD:
         limit = upload_limit_mb()
         files = st.sidebar.file_uploader(
@@ -55,13 +79,22 @@ def _pick_checkpoint() -> str | None:
             help=CHECKPOINT_HELP,
         )
         if not files:
-            return None
+            names = st.session_state.get("_upload_names")
+            if names:
+                st.info(f"This link showed an upload of {plain(names)}: upload those files again to see it.")
+            return None, ""
         try:
-            return save_upload(files)
+            upload = _session_uploads().save(files, limit, UPLOAD_LIMIT_ENV)
         except GptvizError as e:
-            st.error(f"Upload not used: {e}")
-            return None
-    return DEMO if choice is Pick.DEMO else choice
+            st.error(f"Upload not used: {plain(e)}")
+            return None, ""
+        except OSError as e:  # the server's disk: full, or not writable
+            st.error(f"Upload not used: the server could not store it ({plain(e.strerror or e)})")
+            return None, ""
+        st.session_state["_upload_names"] = ", ".join(upload.names)
+        return upload.source, upload.label
+    source = DEMO if choice is Pick.DEMO else choice
+    return source, source
 
 
 def _pick_device() -> str:
@@ -82,33 +115,38 @@ def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
     """The prompt as ids, or None after showing what is wrong and how to fix it."""
     block = bundle.model.config.block_size
     tok = bundle.tokenizer
+    vocab = bundle.model.config.vocab_size
     if tok is None:  # a checkpoint without a tokenizer: the prompt is token ids
         try:
-            ids = parse_ids(prompt)
+            ids = parse_ids(prompt, vocab)
         except PromptError as e:
-            st.error(f"This checkpoint has no tokenizer, so the prompt is token ids: {e}")
+            st.error(f"This checkpoint has no tokenizer, so the prompt is token ids: {plain(e)}")
             return None
-        return ids[-block:] if st.session_state.get("fix_long") == prompt else ids
+        if len(ids) > block and st.session_state.get("fix_long") != prompt:
+            st.error(f"Prompt not run: {len(ids)} ids, but the model reads at most {block}")
+            _offer(f"Keep the last {block} tokens and run", "fix_long_btn", "fix_long", prompt)
+            return None
+        return ids[-block:]
     drop = st.session_state.get("fix_unknown") == prompt
     keep_last = st.session_state.get("fix_long") == prompt
     try:
         ids = encode_prompt(tok, prompt, block, unknown="drop" if drop else "error", keep_last=keep_last)
     except UnknownCharacterError as e:  # the library's message speaks to API users; say it for the page
-        shown = ", ".join(repr(c) for c in e.chars)
+        shown = ", ".join(repr(c) for c in e.chars[:20]) + (", …" if len(e.chars) > 20 else "")
         st.error(
             f"Prompt not run: the tokenizer does not know {len(e.chars)} "
-            f"character(s): {shown}. Remove them, or drop them here:"
+            f"character(s): {plain(shown)}. Remove them, or drop them here:"
         )
         _offer(f"Drop the {len(e.chars)} unknown character(s) and run", "fix_unknown_btn", "fix_unknown", prompt)
         return None
     except PromptError as e:
-        st.error(f"Prompt not run: {e}")
+        st.error(f"Prompt not run: {plain(e)}")
         if prompt and len(tok.encode(prompt, unknown="drop")) > block:
             _offer(f"Keep the last {block} tokens and run", "fix_long_btn", "fix_long", prompt)
         return None
     if drop:
         missing = sorted({c for c in prompt if not tok.encode(c, unknown="drop")})
-        st.info(f"Dropped {len(missing)} unknown character(s): {', '.join(map(repr, missing))}")
+        st.info(f"Dropped {len(missing)} unknown character(s): {plain(', '.join(map(repr, missing[:20])))}")
     if keep_last and len(tok.encode(prompt, unknown="drop")) > block:
         st.info(f"The prompt was longer than the model's context: showing its last {block} tokens")
     return ids
@@ -144,16 +182,21 @@ def sidebar() -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
     Every expected failure is shown as a message in the page; the View then has no Trace."""
     read_url()
+    uploads.sweep(_session_alive)  # uploads of sessions that have ended
     st.sidebar.header("gptviz")
-    source = _pick_checkpoint()
+    source, label = _pick_checkpoint()
     device = _pick_device()
     with st.sidebar.form("prompt_form", border=False):
-        st.text_input("Prompt", key="prompt", help="Press Enter or Run to run the model on it")
+        st.text_area(
+            "Prompt", key="prompt", height=100, help="Several lines are fine. Press Ctrl+Enter or Run to run the model"
+        )
         st.form_submit_button("Run", key="run_btn", type="primary")
     presentation = st.sidebar.toggle("Presentation mode (larger fonts)", key="presentation")
+    sidebar_for(presentation)  # fold the sidebar away on turning it on (layout.py)
     if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page
         st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
-    v = View(source=source or "", device=device, prompt=st.session_state.get("prompt", ""), presentation=presentation)
+    prompt = st.session_state.get("prompt", "")
+    v = View(source=source or "", device=device, prompt=prompt, presentation=presentation, label=label)
     set_view(v)
     if source is None:
         st.info("Choose a checkpoint in the sidebar: a local path, or upload its files.")
@@ -162,14 +205,15 @@ def sidebar() -> View:
         try:
             resolve_device(device)
         except GptvizError as e:
-            st.error(f"Device not available: {e}. Showing results on CPU.")
+            st.error(f"Device not available: {plain(e)}. Showing results on CPU.")
         v.device = "cpu"
     model_key = ModelKey(source, v.device, version(source))
     try:
-        v.bundle = load_bundle(model_key)
+        v.bundle = bundle_for(model_key)  # a failure is remembered for this version of the files
     except GptvizError as e:
-        st.error(f"Checkpoint not loaded: {e}")
+        st.error(f"Checkpoint not loaded: {plain(e)}")
         return v
+    load_banner(v.bundle.report)
     ids = _encode(v.bundle, v.prompt)
     if ids is None:
         return v
@@ -177,7 +221,7 @@ def sidebar() -> View:
         key = RunKey(model_key, tuple(ids))
         v.trace, v.key = run_trace(key), key
     except GptvizError as e:
-        st.error(f"Prompt not run: {e}")
+        st.error(f"Prompt not run: {plain(e)}")
         return v
     _choose_view(v)
     write_url(v)

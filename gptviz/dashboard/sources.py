@@ -1,15 +1,14 @@
 """Where a checkpoint comes from: a folder shipped with the project, a local path, an upload, or
-the demo model built in memory. A source is a string: a shipped name, "demo", or a path."""
+the demo model built in memory. A source is a string: a shipped name, "demo", a path, or
+"upload:<content hash>" (see uploads.py for where an upload lives)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import tempfile
 from pathlib import Path
 
 from ..errors import CheckpointError
+from .uploads import UPLOAD_PREFIX, is_upload, upload_root
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
 DEFAULT_ENV = "GPTVIZ_DEFAULT_CHECKPOINT"  # name (in that folder), path, or "demo"
@@ -21,6 +20,19 @@ CHECKPOINT_HELP = (
     "Hugging Face GPT-2: config.json + model.safetensors or pytorch_model.bin + vocab.json + merges.txt "
     "(or tokenizer.json). Nothing is unpickled beyond plain tensors."
 )
+# The files a loader reads: the version stamp looks at these (and the folder itself), never at every
+# file, so a folder of 100,000 files costs a dozen stat calls per rerun.
+LOADER_FILES = (
+    "config.json",
+    "model.safetensors",
+    "pytorch_model.bin",
+    "ckpt.pt",
+    "meta.pkl",
+    "tokenizer.json",
+    "vocab.json",
+    "merges.txt",
+)
+__all__ = ["UPLOAD_PREFIX", "is_upload"]
 
 
 def checkpoints_dir() -> Path:
@@ -51,41 +63,53 @@ def default_checkpoint() -> str:
 
 
 def checkpoint_path(source: str) -> Path:
-    """A shipped name -> its folder; anything else is a path as given."""
-    return checkpoints_dir() / source if source in shipped() else Path(source).expanduser()
+    """A shipped name -> its folder; anything else is a path as given. A path inside the upload
+    folder is refused: an upload belongs to the session that made it, and its server path must not
+    open it for anyone else (the owning session loads it by its content hash, never by path)."""
+    if source in shipped():
+        return checkpoints_dir() / source
+    path = Path(source).expanduser()
+    try:
+        inside = upload_root().resolve() in [path.resolve(), *path.resolve().parents]
+    except (OSError, RuntimeError):  # a symlink loop or an unreadable path: the loader will say so
+        inside = False
+    if inside:
+        raise CheckpointError(
+            "that path is inside gptviz's upload folder, which is private to each session: upload the files instead"
+        )
+    return path
 
 
 def version(source: str) -> str:
     """When the checkpoint's files last changed: part of every cache key, so a checkpoint
-    rewritten in place (a training run saving as it goes) is loaded again, not served stale."""
-    if source == DEMO:
+    rewritten in place (a training run saving as it goes) is loaded again, not served stale.
+    Cheap on purpose: the folder's own time (a file added, removed or renamed into place) and the
+    files a loader reads; an upload's version is its content hash."""
+    if source == DEMO or is_upload(source):
         return ""
-    path = checkpoint_path(source)
     try:
-        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
-        return ",".join(f"{p.name}:{p.stat().st_mtime_ns}" for p in files if p.exists())
+        path = checkpoint_path(source)
+    except CheckpointError:
+        return ""
+    stamps = []
+    try:
+        if path.is_dir():
+            stamps.append(f".:{path.stat().st_mtime_ns}")
+            candidates = [path / name for name in LOADER_FILES]
+        else:
+            candidates = [path, path.parent / "meta.pkl"]
+        for p in candidates:
+            try:
+                st = p.stat()
+            except FileNotFoundError:
+                continue
+            stamps.append(f"{p.name}:{st.st_mtime_ns}:{st.st_size}")
     except OSError:  # unreadable: the loader will say so
         return ""
+    return ",".join(stamps)
 
 
 def upload_limit_mb() -> int:
-    return int(os.environ.get(UPLOAD_LIMIT_ENV, "200"))
-
-
-def save_upload(files) -> str:
-    """Write uploaded checkpoint files into a fresh temporary folder (named by their content, never
-    beside the shipped ones) and return what to load: the folder, or the file if there is one."""
-    limit = upload_limit_mb()
-    total = sum(f.size for f in files)
-    if total > limit * 2**20:
-        raise CheckpointError(f"the upload is {total / 2**20:.0f} MB; the limit is {limit} MB ({UPLOAD_LIMIT_ENV})")
-    digest = hashlib.sha256()
-    for f in sorted(files, key=lambda f: f.name):
-        if not re.fullmatch(r"[\w.\-]+", f.name) or f.name.startswith("."):
-            raise CheckpointError(f"{f.name!r}: use plain file names (letters, digits, . _ -)")
-        digest.update(f.name.encode() + b"\0" + f.getvalue())
-    folder = Path(tempfile.gettempdir()) / "gptviz-uploads" / digest.hexdigest()[:16]
-    folder.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        (folder / f.name).write_bytes(f.getvalue())
-    return str(folder if len(files) > 1 else folder / files[0].name)
+    """The upload size limit in MB ($GPTVIZ_MAX_UPLOAD_MB, default 200)."""
+    raw = os.environ.get(UPLOAD_LIMIT_ENV, "200").strip()
+    return int(raw) if raw.isascii() and raw.isdigit() else 200

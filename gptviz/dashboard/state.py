@@ -9,6 +9,7 @@ caches (caches.py), named by its RunKey.
 from __future__ import annotations
 
 import contextvars
+import re
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
@@ -23,7 +24,8 @@ from .caches import RunKey
 from .sources import DEMO, default_checkpoint, shipped
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
-URL_KEYS = ("checkpoint", "device", "prompt", "layer", "head", "position")
+URL_KEYS = ("checkpoint", "upload", "device", "prompt", "keep_last", "drop_unknown", "layer", "head", "position")
+URL_INT = re.compile(r"[0-9]{1,6}")  # ASCII digits only: "²" passes str.isdigit but not int()
 
 
 class Pick(Enum):
@@ -48,6 +50,11 @@ class View:
     head: int = 0
     position: int = 0
     presentation: bool = False
+    label: str = ""  # how the page names the source: an upload by its file names, never its server path
+
+    @property
+    def source_label(self) -> str:
+        return self.label or self.source
 
     @cached_property
     def labels(self) -> list[str]:
@@ -68,7 +75,8 @@ def view() -> View | None:
     return _current.get()
 
 
-def set_view(v: View) -> None:
+def set_view(v: View | None) -> None:
+    """Make v the current View; None at the end of a script run, so an idle session holds no Trace."""
     _current.set(v)
 
 
@@ -88,19 +96,30 @@ def read_url() -> None:
     else:
         st.session_state["ckpt_choice"], st.session_state["ckpt_path"] = Pick.PATH, source
     st.session_state["device"] = q.get("device", "cpu") if q.get("device", "cpu") in DEVICES else "cpu"
-    st.session_state["prompt"] = q.get("prompt", PRESET_PROMPT)
+    st.session_state["prompt"] = q.get("prompt", PRESET_PROMPT)  # newlines arrive %0A-encoded and are kept
+    if q.get("keep_last") == "1":
+        st.session_state["fix_long"] = st.session_state["prompt"]
+    if q.get("drop_unknown") == "1":
+        st.session_state["fix_unknown"] = st.session_state["prompt"]
+    if source == "upload" and q.get("upload"):
+        st.session_state["_upload_names"] = q["upload"][:300]
     for key in ("layer", "head", "position"):
-        if q.get(key, "").isdigit():
+        if URL_INT.fullmatch(q.get(key, "")):
             st.session_state[key] = int(q[key])
     if "position" in st.session_state:
         st.session_state["_position_for"] = (source, st.session_state["prompt"])
 
 
 def write_url(v: View) -> None:
-    wanted = {
-        "checkpoint": "upload" if st.session_state.get("ckpt_choice") is Pick.UPLOAD else v.source,
-        "prompt": v.prompt,
-    }
+    upload = st.session_state.get("ckpt_choice") is Pick.UPLOAD
+    wanted = {"checkpoint": "upload" if upload else v.source}
+    if upload and v.label:  # the names only: a new session must upload the files again
+        wanted["upload"] = v.label.removeprefix("upload: ")
+    wanted["prompt"] = v.prompt
+    if st.session_state.get("fix_long") == v.prompt:
+        wanted["keep_last"] = "1"
+    if st.session_state.get("fix_unknown") == v.prompt:
+        wanted["drop_unknown"] = "1"
     if v.device != "cpu":
         wanted["device"] = v.device
     if v.trace is not None:

@@ -1,23 +1,36 @@
 """Output helpers every page uses: a chart with the presentation setting, a download button for
-the numbers behind it, the 'nothing to show' message, and the guard that keeps tracebacks out of
-the browser."""
+the numbers behind it, the 'nothing to show' message, the load banner, the one escape for user
+text in Markdown, and the guard that keeps tracebacks out of the browser."""
 
 from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Callable
+import re
+import string
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from .. import figures
+from ..formats import LoadReport
 from .state import View, view
 
 log = logging.getLogger("gptviz.dashboard")
 
 CHART_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+_MARKUP = re.compile("([" + re.escape(string.punctuation) + "])")
+EXAMPLES = 3  # keys named in a banner; the rest are counted
+
+
+def plain(text: object) -> str:
+    """User text (a path, prompt, token, file name, or a message quoting one) made safe for every
+    Streamlit call that renders Markdown (st.error, st.info, st.warning, st.caption, st.markdown,
+    st.subheader): each ASCII punctuation mark is backslash-escaped, so links, images, headings,
+    colour directives and HTML reach the page as the characters typed."""
+    return _MARKUP.sub(r"\\\1", str(text))
 
 
 def require_trace() -> View | None:
@@ -38,18 +51,60 @@ def chart(fig, key: str, **kwargs):
 
 def download(label: str, data: Callable[[], pd.DataFrame | dict[str, np.ndarray]], file_name: str, key: str) -> None:
     """A download button for the numbers behind a figure: a DataFrame as CSV, arrays as .npz.
-    data is called only when the button is pressed."""
+
+    data is called now and what it returns is copied; the file is encoded only when the button is
+    pressed. Streamlit keeps the button's callable for as long as the session lives, and a lambda
+    written in a page holds that page's globals (the Trace, the View): keeping it would keep a
+    whole Trace alive per session, past the cache limits. A copy holds only what is offered."""
+    d = data()
+    d = d.copy() if isinstance(d, pd.DataFrame) else {k: np.array(a) for k, a in d.items()}
 
     def payload() -> bytes:
-        d = data()
         if isinstance(d, pd.DataFrame):
             return d.to_csv(index=False).encode()
         buf = io.BytesIO()
-        np.savez_compressed(buf, **{k: np.asarray(a) for k, a in d.items()})
+        np.savez_compressed(buf, **d)
         return buf.getvalue()
 
     mime = "text/csv" if file_name.endswith(".csv") else "application/octet-stream"
     st.download_button(f"⬇ {label}", payload, file_name=file_name, mime=mime, key=key, on_click="ignore")
+
+
+def select_head_on_click(chart_key: str) -> Callable[[], None]:
+    """An on_select callback for the layer × head grid: open the clicked tile's layer and head.
+    Built here, not in the page, so the callback Streamlit keeps does not hold the page's Trace."""
+
+    def open_clicked() -> None:
+        points = st.session_state[chart_key].selection.get("points") or []
+        if points and "x" in points[0] and "y" in points[0]:
+            layer, head = figures.overview_cell(points[0]["x"], points[0]["y"])
+            st.session_state["layer"], st.session_state["head"] = layer, head
+
+    return open_clicked
+
+
+def _some(keys: Sequence[str], what: str) -> str:
+    shown = ", ".join(keys[:EXAMPLES])
+    more = f", … ({len(keys) - EXAMPLES:,} more)" if len(keys) > EXAMPLES else ""
+    return f"{len(keys):,} {what}: {shown}{more}"
+
+
+def load_banner(report: LoadReport) -> list[str]:
+    """Warn at the top of the page when a checkpoint loaded with something wrong: NaN or Inf
+    weights, keys missing or left unused (a truncated or mismatched model). Returns the lines."""
+    lines = [str(w)[:300] for w in report.warnings]
+    if report.missing:
+        lines.append(_some(report.missing, "weights missing from the file (left at their initial values)"))
+    if report.unexpected:
+        lines.append(
+            _some(report.unexpected, "weights in the file that the model does not use (is the model truncated?)")
+        )
+    if lines:
+        body = "  \n".join(f"• {plain(x)}" for x in lines)
+        st.warning(
+            f"**This checkpoint loaded with problems; what you see may not be what it was trained to do.**  \n{body}"
+        )
+    return lines
 
 
 def guard(page: Callable[[], None]) -> None:
@@ -59,4 +114,7 @@ def guard(page: Callable[[], None]) -> None:
         page()
     except Exception as e:  # the last line of defence: expected failures are handled before this
         log.exception("page failed")
-        st.error(f"Internal error while drawing this page ({type(e).__name__}: {e}). The server log has the details.")
+        st.error(
+            f"Internal error while drawing this page ({type(e).__name__}: {plain(str(e)[:300])}). "
+            "The server log has the details."
+        )
