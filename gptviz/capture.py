@@ -4,12 +4,17 @@ Hooks are registered for one call and removed in `finally`. A model shared betwe
 (Streamlit serves every browser session from one cached model) sees the hooks of every
 concurrent call, so each hook checks that the forward pass it sees belongs to its own call
 (a ContextVar holds the current recorder per thread) and ignores the others.
+
+Interventions (gptviz.interventions) act in the same hooks: a forward hook that returns a value
+replaces the module's output, so the probe that records a value is also where it is edited, and
+only for the call that asked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -18,8 +23,9 @@ import torch
 from torch import Tensor, nn
 
 from .errors import PromptError
+from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check
 from .model import GPT, attention_scores, attention_weights, causal_mask
-from .names import point
+from .names import ATTENTION_MAPS, parse, point
 from .probes import Probe, capture_name
 from .record import Trace
 
@@ -37,6 +43,11 @@ class _Recorder:
     tensors: dict[str, Tensor] = field(default_factory=dict)
     shapes: list[dict] = field(default_factory=list)
     _open: list[int] = field(default_factory=list)  # indices of shape rows whose module is still running
+    edits: dict[str, list[Intervention]] = field(default_factory=dict)  # contract name -> its edits, in order
+    applied: set[str] = field(default_factory=set)
+    # layers whose scores, mask and weights are kept as computed (an edit there makes them differ from
+    # a rebuild from q and k); the others are rebuilt lazily, as on the plain path
+    kept_maps: set[int] = field(default_factory=set)
 
     def pre_hook(self, path: str, module: nn.Module):
         def hook(mod, args):
@@ -63,11 +74,52 @@ class _Recorder:
             if _active.get() is not self:
                 return
             self.shapes[self._open.pop()]["outputs"] = _shapes(output)
-            if name is not None:
-                value = output.detach()
+            if name is None:
+                return None
+            edited = None
+            for iv in self.edits.get(name, ()):
+                edited = iv.apply(output if edited is None else edited, batched)
+                self.applied.add(name)
+            value = (output if edited is None else edited).detach()
+            if self._keep(name):
                 self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
+            return edited  # None leaves the output as it is
 
         return hook
+
+    def _keep(self, name: str) -> bool:
+        layer, site = parse(name)
+        return site not in (*ATTENTION_MAPS, "attn.mask") or layer in self.kept_maps
+
+
+@contextlib.contextmanager
+def edited(model: GPT, edits: dict[str, Callable[[Tensor], Tensor]]) -> Iterator[None]:
+    """Within this block, in this thread only, the output of each named point is replaced by
+    fn(output) (with its batch axis). For code that runs parts of the model itself, such as the
+    patching sweep; gptviz.trace(..., interventions=) is the public way."""
+    rec = _Recorder()
+
+    def hook_for(fn):
+        def hook(mod, args, output):
+            return fn(output) if _active.get() is rec else None
+
+        return hook
+
+    handles = []
+    token = _active.set(rec)
+    try:
+        for path, module in model.named_modules():
+            name = capture_name(path, module)
+            if name in edits:
+                handles.append(module.register_forward_hook(hook_for(edits[name])))
+        missing = set(edits) - {capture_name(p, m) for p, m in model.named_modules()}
+        if missing:
+            raise InterventionError(f"the model has no {sorted(missing)[0]}")
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        _active.reset(token)
 
 
 def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Tensor:
@@ -96,6 +148,8 @@ def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
     maps = {}
     mask = causal_mask(T, model.device)  # (T, T), the same for every layer: one tensor shared
     for l in range(model.config.n_layer):
+        if l in rec.kept_maps:  # recorded as the edited run computed them
+            continue
         q, k = rec.tensors[point("attn.q", l)][None], rec.tensors[point("attn.k", l)][None]  # (1, H, T, D)
         rec.tensors[point("attn.mask", l)] = mask
         maps[point("attn.scores", l)] = partial(lambda q, k: attention_scores(q, k)[0], q, k)
@@ -106,18 +160,32 @@ def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
 
 
 @torch.no_grad()
-def trace(model: GPT, ids: Sequence[int] | Tensor | np.ndarray, tokenizer=None) -> Trace:
+def trace(
+    model: GPT,
+    ids: Sequence[int] | Tensor | np.ndarray,
+    tokenizer=None,
+    interventions: Sequence[Intervention] = (),
+) -> Trace:
     """Run `model` on one prompt with capture and return its Trace.
 
     ids: a list of token ids or a 1-D LongTensor. tokenizer: names the tokens; without one the
-    token strings are the ids themselves.
+    token strings are the ids themselves. interventions: edits made with gptviz.ablate, patch or
+    intervene, applied in order where they name the same point; the Trace records the edited
+    values and lists them as `trace.interventions`. A source Trace of a patch is only read.
 
-    The forward pass is the plain one (fused attention), so the logits are bit-identical to
-    `model(ids[None])`: the hooks only read. Attention scores and weights, which grow as L·H·T²,
-    are not stored: the Trace rebuilds a layer's maps from its q and k when they are asked for.
+    Without interventions the forward pass is the plain one (fused attention), so the logits are
+    bit-identical to `model(ids[None])`: the hooks only read. Attention scores and weights, which
+    grow as L·H·T², are not stored: the Trace rebuilds a layer's maps from its q and k when they
+    are asked for. An edit of scores, mask or weights runs the explicit attention path (where they
+    exist as tensors), and that layer's maps are kept as computed.
     """
     idx = as_ids(ids, model.device)
+    edits = check(interventions, model.config.n_layer)
     rec = _Recorder()
+    for iv in edits:
+        rec.edits.setdefault(iv.name, []).append(iv)
+        if iv.explicit:
+            rec.kept_maps.add(iv.layer)
     handles = []
     token = _active.set(rec)
     try:
@@ -126,12 +194,17 @@ def trace(model: GPT, ids: Sequence[int] | Tensor | np.ndarray, tokenizer=None) 
                 continue
             handles.append(module.register_forward_pre_hook(rec.pre_hook(path, module)))
             handles.append(module.register_forward_hook(rec.post_hook(path, module)))
-        model(idx)
+        model(idx, explicit=any(iv.site in EXPLICIT_SITES for iv in edits))
     finally:
         for h in handles:
             h.remove()
         _active.reset(token)
+    missed = [n for n in rec.edits if n not in rec.applied]
+    if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie
+        raise InterventionError(f"the forward pass has no {missed[0]}: nothing was edited there")
     lazy = attention_maps(rec, model, idx.size(1))
     id_list = idx[0].tolist()
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
-    return Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy)
+    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy)
+    out.interventions = edits
+    return out

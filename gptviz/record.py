@@ -40,6 +40,8 @@ def _numpy(t: Tensor) -> np.ndarray:
 class Trace(Mapping):
     """One forward pass over one prompt. A read-only mapping from contract names to arrays."""
 
+    interventions: tuple = ()  # the edits of an intervened run (gptviz.interventions); none for a plain run
+
     def __init__(
         self,
         tensors: dict[str, Tensor],

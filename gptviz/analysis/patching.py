@@ -1,0 +1,136 @@
+"""Activation patching: which layer and position (or head) carries what the clean prompt knows.
+
+For each cell, run the corrupt prompt with one value taken from the clean run and report
+
+    (patched − corrupt) / (clean − corrupt)   of   logit(answer) − logit(wrong) at the last position
+
+so 0 means the patch changed nothing and 1 means it restored the clean prediction's preference.
+
+Fast the honest way, computing exactly what the one-run-per-cell loop computes:
+- a patch at layer l changes nothing before layer l, so every patched run starts from the corrupt
+  run's cached residual stream there and runs only the blocks from l on (mlp.out: from l + 1,
+  since an MLP reads one position and resid_post = resid_mid + mlp.out);
+- the T (or H) patched runs of one layer go through the model as one batch;
+- only the last position's logits are computed (the final norm and LM head act per position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..capture import as_ids, edited, trace
+from ..errors import PromptError
+from ..interventions import patch
+from ..model import GPT
+from ..names import point
+from ..record import Trace
+
+SITES = ("resid_pre", "attn.z", "mlp.out")
+TOKENS_PER_BATCH = 8192  # rows × T per forward batch: bounds the memory of one batched run
+
+
+def logit_diff(logits: np.ndarray | Tensor, answer: int, wrong: int) -> float:
+    """logit(answer) − logit(wrong) of one position's logits [V], in float64."""
+    return float(logits[answer]) - float(logits[wrong])
+
+
+def _check(model: GPT, clean: Tensor, corrupt: Tensor, answer: int, wrong: int, site: str) -> None:
+    if site not in SITES:
+        raise PromptError(f"the sweep patches one of {', '.join(SITES)}; got {site!r}")
+    if clean.shape != corrupt.shape:
+        raise PromptError(
+            f"the clean prompt has {clean.size(1)} tokens and the corrupt one {corrupt.size(1)}: "
+            "patching compares the same positions, so give prompts of the same length"
+        )
+    V = model.config.vocab_size
+    for what, tok in (("answer", answer), ("wrong", wrong)):
+        if isinstance(tok, bool) or not isinstance(tok, (int, np.integer)) or not 0 <= tok < V:
+            raise PromptError(f"the {what} token must be an id in [0, {V - 1}], got {tok!r}")
+    if answer == wrong:
+        raise PromptError("the answer and the wrong token are the same: the difference would be 0")
+
+
+def _last_diff(model: GPT, x: Tensor, start: int, answer: int, wrong: int) -> Tensor:
+    """Run the blocks from `start` on residuals x [N, T, C]; logit(answer) − logit(wrong) at the last
+    position, [N] float64. The same modules, in the same order, as GPT.forward after the embedding."""
+    for block in model.transformer.h[start:]:
+        x = block(x)
+    logits = model.lm_head(model.transformer.ln_f(x[:, -1]))  # [N, V]: the last position only
+    return logits[:, answer].double() - logits[:, wrong].double()
+
+
+def _chunks(n: int, T: int, batch_size: int | None) -> list[range]:
+    rows = batch_size or max(1, TOKENS_PER_BATCH // T)
+    return [range(i, min(n, i + rows)) for i in range(0, n, rows)]
+
+
+@torch.no_grad()
+def patching_sweep(
+    model: GPT,
+    clean_ids: Sequence[int] | Tensor | np.ndarray,
+    corrupt_ids: Sequence[int] | Tensor | np.ndarray,
+    answer: int,
+    wrong: int,
+    site: str = "resid_pre",
+    *,
+    batch_size: int | None = None,
+) -> np.ndarray:
+    """For each layer and position (site resid_pre or mlp.out: [L, T]) or layer and head (attn.z:
+    [L, H]), the corrupt run with that one value from the clean run, as (patched − corrupt) /
+    (clean − corrupt) of logit(answer) − logit(wrong) at the last position. float64.
+
+    batch_size: patched runs per forward batch (default: about 8192 tokens per batch)."""
+    clean, corrupt = as_ids(clean_ids, model.device), as_ids(corrupt_ids, model.device)
+    _check(model, clean, corrupt, answer, wrong, site)
+    ct, rt = trace(model, clean[0]), trace(model, corrupt[0])
+    d_clean = logit_diff(ct.part("logits", -1), answer, wrong)
+    d_corrupt = logit_diff(rt.part("logits", -1), answer, wrong)
+    if not abs(d_clean - d_corrupt) > 1e-6:
+        raise PromptError(
+            f"the clean and corrupt prompts give the same logit difference ({d_clean:.4g}): "
+            "there is nothing for a patch to restore; choose another answer, wrong token or corruption"
+        )
+    L, T = model.config.n_layer, clean.size(1)
+    n = model.config.n_head if site == "attn.z" else T
+    raw = np.empty((L, n), dtype=np.float64)
+    for l in range(L):
+        for rows in _chunks(n, T, batch_size):
+            raw[l, rows.start : rows.stop] = _patched(model, ct, rt, site, l, rows, answer, wrong).cpu().numpy()
+    return (raw - d_corrupt) / (d_clean - d_corrupt)
+
+
+def _patched(model: GPT, ct: Trace, rt: Trace, site: str, l: int, rows: range, answer: int, wrong: int) -> Tensor:
+    """logit differences of the patched runs `rows` (positions, or heads for attn.z) of layer l."""
+    cells = torch.arange(rows.start, rows.stop, device=model.device)
+    N, i = len(rows), torch.arange(len(rows), device=model.device)
+    if site == "resid_pre":
+        x = rt.tensor(point("resid_pre", l)).expand(N, -1, -1).clone()
+        x[i, cells] = ct.tensor(point("resid_pre", l))[cells]
+        return _last_diff(model, x, l, answer, wrong)
+    if site == "mlp.out":
+        x = rt.tensor(point("resid_post", l)).expand(N, -1, -1).clone()
+        x[i, cells] = rt.tensor(point("resid_mid", l))[cells] + ct.tensor(point("mlp.out", l))[cells]
+        return _last_diff(model, x, l + 1, answer, wrong)
+    z_clean = ct.tensor(point("attn.z", l))  # [H, T, D]
+
+    def swap_heads(z: Tensor) -> Tensor:  # z [N, H, T, D]: row r takes head cells[r] from the clean run
+        z = z.clone()
+        z[i, cells] = z_clean[cells]
+        return z
+
+    x = rt.tensor(point("resid_pre", l)).expand(N, -1, -1)
+    with edited(model, {point("attn.z", l): swap_heads}):
+        return _last_diff(model, x, l, answer, wrong)
+
+
+def patched_run(model: GPT, clean: Trace, corrupt_ids, site: str, layer: int, cell: int, tokenizer=None) -> Trace:
+    """One cell of the sweep as a full Trace: the corrupt prompt with clean's value at `site` of
+    `layer`, at position `cell` (resid_pre, mlp.out) or for head `cell` (attn.z)."""
+    if site not in SITES:
+        raise PromptError(f"the sweep patches one of {', '.join(SITES)}; got {site!r}")
+    which = dict(heads=[cell]) if site == "attn.z" else dict(positions=[cell])
+    return trace(model, corrupt_ids, tokenizer, interventions=[patch(point(site, layer), clean, **which)])
