@@ -1,0 +1,103 @@
+"""`gptviz dashboard` from the installed wheel (not the checkout) serves the app, and Chromium draws it.
+
+It takes pytest-playwright's `browser`, not `page`: `page` would start this folder's shared server
+(conftest.base_url), which runs the checkout's app.py, and a plain sync_playwright() cannot run
+beside pytest-playwright in one session."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from e2e_server import ARTIFACTS, free_port, heatmap_drawn, no_errors, wait_until_drawn
+from installed import CHECKPOINTS, installed_package
+from playwright.sync_api import Browser, expect
+
+pytestmark = pytest.mark.slow  # builds and installs the wheel as well
+PROMPT = "ROMEO:"
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+@contextlib.contextmanager
+def dashboard(pkg, log_path: Path, **env: str):
+    """`gptviz dashboard --port P` from the installed script, in a session of its own so that
+    stopping it also stops the Streamlit process it starts; yields (url, its process)."""
+    port = free_port()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(pkg.script), "dashboard", "--port", str(port)],
+            cwd=pkg.work,
+            env=pkg.env(**env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                assert proc.poll() is None, f"gptviz dashboard exited with {proc.returncode}: {log_path.read_text()}"
+                with contextlib.suppress(OSError):
+                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                        break
+                assert time.monotonic() < deadline, f"no answer in 90 s: {log_path.read_text()}"
+                time.sleep(0.2)
+            yield url, proc
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+def test_gptviz_dashboard_from_the_wheel_draws_in_chromium(browser: Browser, tmp_path_factory):
+    pkg = installed_package(tmp_path_factory)
+    env = {"GPTVIZ_CHECKPOINTS_DIR": str(CHECKPOINTS), "GPTVIZ_DEFAULT_CHECKPOINT": "shakespeare-char"}
+    with dashboard(pkg, ARTIFACTS / "installed-streamlit.log", **env) as (url, proc):
+        # The server runs the installed app.py, not the checkout's.
+        streamlit = children(proc.pid)
+        cmdlines = [Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0") for c in streamlit]
+        assert [str(pkg.target / "gptviz" / "_app" / "app.py").encode() in c for c in cmdlines] == [True]
+
+        context = browser.new_context(viewport={"width": 1440, "height": 1000})
+        try:
+            page = context.new_page()
+            page.goto(f"{url}/?{urlencode({'prompt': PROMPT})}")
+            expect(heatmap_drawn(page)).to_be_attached(timeout=120_000)
+            wait_until_drawn(page)
+            no_errors(page)
+            expect(page.get_by_test_id("stAlert")).to_have_count(0)
+            expect(page.get_by_role("combobox", name="Checkpoint")).to_have_value("shakespeare-char (shipped)")
+            expect(page.get_by_text("6 tokens")).to_be_visible()
+            # Each token chip shows "position·id": the ids of R, O, M, E, O, : in the checkpoint's own vocabulary.
+            chars = json.loads((CHECKPOINTS / "shakespeare-char" / "config.json").read_text())["tokenizer"]["chars"]
+            main = page.get_by_test_id("stMain")
+            for pos, ch in enumerate(PROMPT):
+                expect(main.get_by_text(f"{pos}·{chars.index(ch)}", exact=True)).to_have_count(1)
+            page.screenshot(path=str(ARTIFACTS / "installed-1440.png"))
+            page.set_viewport_size({"width": 1280, "height": 720})
+            wait_until_drawn(page)
+            page.screenshot(path=str(ARTIFACTS / "installed-1280x720.png"))
+        finally:
+            context.close()
+    assert proc.poll() is not None
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{c}").exists() for c in streamlit) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{c}").exists() for c in streamlit), "the Streamlit server outlived gptviz dashboard"

@@ -1,0 +1,114 @@
+"""The package as a user gets it: the wheel `pip install .` builds, installed into a folder of its
+own and run from a working folder outside the checkout, so nothing can come from the source tree.
+(The dashboard from the same install, in a real browser: tests/e2e/test_installed_dashboard.py.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from installed import CHECKPOINTS, ROOT, installed_package
+
+pytestmark = pytest.mark.slow  # builds a wheel, installs it, starts processes
+
+
+@pytest.fixture(scope="module")
+def pkg(tmp_path_factory):
+    return installed_package(tmp_path_factory)
+
+
+def sources() -> set[str]:
+    """Every module of the library and the dashboard, named as the wheel must hold it."""
+    lib = {p.relative_to(ROOT).as_posix() for p in (ROOT / "gptviz").rglob("*.py") if "__pycache__" not in p.parts}
+    views = {f"gptviz/_app/views/{p.name}" for p in (ROOT / "views").glob("*.py")}
+    return lib | views | {"gptviz/_app/app.py"}
+
+
+def test_the_wheel_holds_every_module_and_nothing_stale(pkg):
+    names = zipfile.ZipFile(pkg.wheel).namelist()
+    modules = {n for n in names if n.endswith(".py")}
+    assert sources() - modules == set(), "modules missing from the wheel"
+    assert modules - sources() == set(), "modules in the wheel with no source (a stale build?)"
+    subpackages = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "gptviz").glob("*/__init__.py")}
+    assert {"gptviz/figures", "gptviz/formats", "gptviz/dashboard", "gptviz/tokenizers"} <= subpackages
+    for sub in subpackages:
+        assert f"{sub}/__init__.py" in names
+    assert any(n.startswith("gptviz/figures/") and not n.endswith("__init__.py") for n in names)
+    assert {"gptviz/_app/app.py", "gptviz/_app/views/overview.py"} <= modules
+    assert all(n.startswith(("gptviz/", "gptviz-")) for n in names), "only the package and its metadata"
+
+
+def test_the_wheel_metadata_names_the_command_and_the_requirements(pkg):
+    with zipfile.ZipFile(pkg.wheel) as z:
+        info = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = z.read(info).decode()
+        entry_points = z.read(info.replace("METADATA", "entry_points.txt")).decode()
+    assert re.search(r"^gptviz = gptviz\.cli:main$", entry_points, re.M)
+    required = {m.group(1).lower() for m in re.finditer(r"^Requires-Dist: ([A-Za-z0-9_.-]+)", meta, re.M)}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        name = re.match(r"[A-Za-z0-9_.-]*", line.split("#")[0].strip()).group(0)
+        if name:
+            assert name.lower() in required, f"{name} from requirements.txt is not a dependency of the wheel"
+    assert re.search(r"^License-Expression: MIT$", meta, re.M)
+
+
+def test_python_imports_the_installed_copy_and_its_app(pkg):
+    code = "import gptviz, gptviz.cli; print(gptviz.__file__); print(gptviz.cli.app_file())"
+    r = pkg.run(sys.executable, "-c", code)
+    assert r.returncode == 0, r.stderr
+    module, app = (Path(line) for line in r.stdout.splitlines())
+    assert module == pkg.target / "gptviz" / "__init__.py", "gptviz was not imported from the installed copy"
+    assert app == pkg.target / "gptviz" / "_app" / "app.py", "the dashboard would not run the installed app"
+    assert ROOT not in Path(pkg.work).parents
+
+
+def test_the_console_script_runs_on_this_python(pkg):
+    shebang = pkg.script.read_text().splitlines()[0]
+    assert shebang.startswith("#!")
+    assert Path(shebang[2:].strip()).resolve() == Path(sys.executable).resolve()
+
+
+def test_gptviz_info_from_the_installed_script(pkg):
+    ckpt = CHECKPOINTS / "shakespeare-char"
+    r = pkg.run(str(pkg.script), "info", "--checkpoint", str(ckpt))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == ""
+    for section in ("== model card", "== load report", "== shape trace"):
+        assert section in r.stdout
+    cfg = json.loads((ckpt / "config.json").read_text())["config"]
+    card = r.stdout.split("== load report")[0]
+    for key in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "norm", "activation"):
+        assert re.search(rf"^\s*{key}\s+{cfg[key]}\s*$", card, re.M), f"{key} = {cfg[key]} not in the model card"
+    head_dim = cfg["n_embd"] // cfg["n_head"]
+    assert f"C={cfg['n_embd']}, H={cfg['n_head']}, D={head_dim}, V={cfg['vocab_size']}" in r.stdout
+
+
+def test_a_missing_checkpoint_is_one_line_from_the_installed_script(pkg):
+    r = pkg.run(str(pkg.script), "info", "--checkpoint", str(pkg.work / "nothing-here"))
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("error: ")
+    assert "Traceback" not in r.stderr
+
+
+def readme_commands() -> set[str]:
+    return set(re.findall(r"python -m gptviz (\w+)", (ROOT / "README.md").read_text()))
+
+
+def test_help_lists_every_command_and_each_has_its_own_help(pkg):
+    commands = readme_commands() | {"dashboard"}
+    assert {"trace", "info", "train", "bench"} <= commands  # the README still documents them
+    r = pkg.run(sys.executable, "-m", "gptviz", "--help")
+    assert r.returncode == 0, r.stderr
+    listed = set(re.search(r"\{([a-z,]+)\}", r.stdout).group(1).split(","))
+    assert commands <= listed
+    for command in sorted(listed):
+        assert re.search(rf"^\s+{command}\s+\S", r.stdout, re.M), f"{command} has no one-line help"
+        sub = pkg.run(sys.executable, "-m", "gptviz", command, "--help")
+        assert sub.returncode == 0, sub.stderr
+        assert sub.stdout.startswith("usage:") and command in sub.stdout.splitlines()[0]
+    dash = pkg.run(str(pkg.script), "dashboard", "--help")
+    assert dash.returncode == 0 and "--port" in dash.stdout and "--address" in dash.stdout
