@@ -1,0 +1,125 @@
+"""How fast is patching_sweep? Against the naive loop (one full gptviz.trace with one patch per
+cell) and, when it is installed, TransformerLens's patching.get_act_patch_resid_pre, on one
+random-weight model of any shape.
+
+    python -m gptviz.bench_patching --T 16 32 64 --device cpu [--peers]
+
+Prints one JSON line per T. The values of the sweep and the naive loop are compared too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+
+from .analysis.patching import patching_sweep
+from .capture import trace
+from .config import GPTConfig
+from .interventions import patch
+from .model import GPT
+from .names import point
+
+GPT2_SMALL = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, block_size=1024)
+
+
+def naive_sweep(model: GPT, clean_ids, corrupt_ids, answer: int, wrong: int, site: str = "resid_pre") -> np.ndarray:
+    """The definition, one full patched run per cell: what patching_sweep must equal."""
+    clean, corrupt = trace(model, clean_ids), trace(model, corrupt_ids)
+    d = lambda t: float(t.part("logits", -1)[answer]) - float(t.part("logits", -1)[wrong])  # noqa: E731
+    d_clean, d_corrupt = d(clean), d(corrupt)
+    L, n = model.config.n_layer, model.config.n_head if site == "attn.z" else len(clean_ids)
+    out = np.empty((L, n))
+    for l in range(L):
+        for c in range(n):
+            which = dict(heads=[c]) if site == "attn.z" else dict(positions=[c])
+            run = trace(model, corrupt_ids, interventions=[patch(point(site, l), clean, **which)])
+            out[l, c] = (d(run) - d_corrupt) / (d_clean - d_corrupt)
+    return out
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _time(fn, device: str, repeats: int) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        result = fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
+def _transformer_lens(model: GPT, clean, corrupt, answer: int, wrong: int):
+    """A timed function running TransformerLens's resid_pre patching on the same weights, or None."""
+    try:
+        from transformer_lens import HookedTransformer, patching
+
+        from .bench import to_hf_gpt2
+    except ImportError:
+        return None
+    hf = to_hf_gpt2(model, "eager")
+    tl = HookedTransformer.from_pretrained_no_processing(
+        "gpt2", hf_model=hf, tokenizer=None, device=str(model.device), n_layers=model.config.n_layer
+    )
+    c, r = torch.tensor([clean], device=model.device), torch.tensor([corrupt], device=model.device)
+    _, cache = tl.run_with_cache(c)
+
+    def metric(logits):
+        return logits[0, -1, answer] - logits[0, -1, wrong]
+
+    return lambda: patching.get_act_patch_resid_pre(tl, r, cache, metric)
+
+
+def measure(T: int = 64, device: str = "cpu", repeats: int = 2, peers: bool = False, **shape) -> dict:
+    """Seconds for the sweep and the naive loop (best of `repeats`), their ratio and largest difference."""
+    cfg = {**GPT2_SMALL, **shape}
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**cfg)).to(device).eval()
+    g = torch.Generator().manual_seed(1)
+    clean = torch.randint(0, cfg["vocab_size"], (T,), generator=g).tolist()
+    corrupt = list(clean)
+    corrupt[T // 2] = (clean[T // 2] + 1) % cfg["vocab_size"]
+    answer, wrong = 0, 1
+    sweep_s, fast = _time(lambda: patching_sweep(model, clean, corrupt, answer, wrong), device, repeats)
+    naive_s, slow = _time(lambda: naive_sweep(model, clean, corrupt, answer, wrong), device, 1)
+    out = dict(
+        T=T,
+        device=device,
+        shape={k: cfg[k] for k in ("n_layer", "n_head", "n_embd", "vocab_size")},
+        cells=cfg["n_layer"] * T,
+        sweep_s=round(sweep_s, 4),
+        naive_s=round(naive_s, 4),
+        naive_over_sweep=round(naive_s / sweep_s, 2),
+        max_abs_diff=float(np.abs(fast - slow).max()),
+    )
+    tl = _transformer_lens(model, clean, corrupt, answer, wrong) if peers else None
+    if tl is not None:
+        tl_s, _ = _time(tl, device, repeats)
+        out.update(transformer_lens_s=round(tl_s, 4), sweep_over_transformer_lens=round(sweep_s / tl_s, 3))
+    elif peers:
+        out["transformer_lens"] = "not installed (pip install transformer-lens)"
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--T", type=int, nargs="+", default=[32, 64])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--peers", action="store_true", help="also time TransformerLens when it is installed")
+    a = p.parse_args(argv)
+    with torch.no_grad():
+        for T in a.T:
+            print(json.dumps(measure(T, a.device, a.repeats, a.peers)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
