@@ -8,6 +8,7 @@ too, when installed). A benchmark prints numbers; it asserts nothing about them.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,12 +26,20 @@ from .config import GPTConfig
 from .devices import resolve_device
 from .formats.hf_gpt2 import CONV1D
 from .model import GPT
+from .names import point
+from .record import Trace
+
+if TYPE_CHECKING:  # optional peers, imported only when --peers asks for them
+    import plotly.graph_objects as go
+    from transformer_lens import HookedTransformer
+    from transformers import GPT2LMHeadModel
 
 GPT2_SMALL = dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, activation="gelu_tanh")
 TINY = dict(vocab_size=97, block_size=64, n_layer=2, n_head=2, n_embd=32, activation="gelu_tanh")
 
 
 def rss_bytes() -> int:
+    """Resident memory of this process now, from /proc (Linux)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -38,25 +48,25 @@ class PeakRSS:
     """Peak resident memory above the start of a `with` block, sampled every millisecond.
     (Large tensors are mmap'd and given back when freed, so RSS follows the tensors.)"""
 
-    def __enter__(self):
+    def __enter__(self) -> PeakRSS:
         self.start = self.peak = rss_bytes()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
         return self
 
-    def _sample(self):
+    def _sample(self) -> None:
         while not self._stop.wait(0.001):
             self.peak = max(self.peak, rss_bytes())
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, rss_bytes())
         self.bytes = self.peak - self.start
 
 
-def to_hf_gpt2(model: GPT, attn_implementation: str):
+def to_hf_gpt2(model: GPT, attn_implementation: str) -> GPT2LMHeadModel:
     """The same weights in a Hugging Face GPT2LMHeadModel (its Conv1D stores W transposed)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -109,7 +119,7 @@ def contenders(model: GPT, peers: bool) -> tuple[dict[str, Callable], dict[str, 
     return runs, notes
 
 
-def to_transformer_lens(hf):
+def to_transformer_lens(hf: GPT2LMHeadModel) -> HookedTransformer | str:
     """The same weights in TransformerLens's HookedTransformer, converted by TransformerLens's own
     GPT-2 converter without folding or centring (its raw forward, as run_with_cache runs it);
     a string saying why not when it cannot be built."""
@@ -145,13 +155,13 @@ def to_transformer_lens(hf):
     return tl.eval()
 
 
-def held_bytes(result) -> int:
+def held_bytes(result: object) -> int:
     """Bytes a run's result keeps alive: a Trace says so itself; for HF outputs, count tensors."""
     if hasattr(result, "nbytes") and not isinstance(result, torch.Tensor):
         return result.nbytes
     tensors = []
 
-    def walk(x):
+    def walk(x: object) -> None:
         if isinstance(x, torch.Tensor):
             tensors.append(x)
         elif isinstance(x, (tuple, list)):
@@ -165,7 +175,7 @@ def held_bytes(result) -> int:
     return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
 
 
-def main_figures(t) -> dict[str, Callable]:
+def main_figures(t: Trace) -> dict[str, Callable[[], go.Figure]]:
     """Each dashboard page's main figure (its largest), built as the page builds it, for layer 0,
     head 0 and the last position: page -> function() returning the Plotly figure."""
     from . import analysis, figures
@@ -182,7 +192,7 @@ def main_figures(t) -> dict[str, Callable]:
             analysis.layer_weights(t, l) for l in range(t.n_layer)
         ),
         "Q / K / V: q of a head": lambda: figures.matrix_heatmap(
-            t["blocks.0.attn.q"][0], labels, title="q", value_name="q"
+            t[point("attn.q", 0)][0], labels, title="q", value_name="q"
         ),
         "Shapes: flow": lambda: figures.shape_flow(analysis.shape_flow(t), analysis.dims(t)),
         "Residual stream: heatmap": lambda: figures.residual_heatmap(
@@ -197,7 +207,7 @@ def main_figures(t) -> dict[str, Callable]:
     }
 
 
-def figure_payloads(t) -> list[dict]:
+def figure_payloads(t: Trace) -> list[dict]:
     """What each page's main figure sends to the browser (Streamlit sends plotly.io.to_json of the
     figure) and how long building it takes on the server."""
     import plotly.io
@@ -233,6 +243,9 @@ def synchronize(device: torch.device) -> None:
 
 @torch.no_grad()
 def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed: int = 0, device: str = "cpu") -> dict:
+    """Time and size every contender on a random-weight model of `config` at each prompt length:
+    one row per (T, contender) with the median seconds, the ratio to the baseline, and the bytes
+    held and at peak; plus what each page's main figure sends to the browser, and notes."""
     dev = resolve_device(device)
     torch.manual_seed(seed)
     model = GPT(GPTConfig(**config)).to(dev).eval()
@@ -288,6 +301,7 @@ def run_bench(config: dict, lengths: list[int], repeats: int, peers: bool, seed:
 
 
 def format_table(result: dict) -> str:
+    """run_bench's result as the plain-text tables the command prints."""
     lines = [f"{'T':>5}  {'run':<32} {'seconds':>9} {'ratio':>7} {'held MB':>9} {'peak MB':>12}"]
     for r in result["rows"]:
         lines.append(
@@ -306,7 +320,8 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> None:
+def main(args: argparse.Namespace) -> None:
+    """`python -m gptviz bench`: run, print the tables, and write the JSON when asked."""
     config = TINY if args.tiny else GPT2_SMALL
     lengths = (
         [int(t) for t in args.lengths.split(",")] if args.lengths else ([16, 32] if args.tiny else [64, 256, 1024])

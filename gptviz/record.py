@@ -1,12 +1,15 @@
-"""The Trace: the record of one forward pass over one prompt (DESIGN.md, "The Trace contract").
+"""The Trace: the record of one forward pass over one prompt (the Trace contract: the table in
+the README's "From Python"; gptviz.names spells every name).
 
 `trace[name]` gives the exact values as a read-only NumPy array, batch axis dropped:
 
     embed                      [T, C]    blocks.{l}.attn.scores   [H, T, T]  (before the mask)
     blocks.{l}.resid_pre       [T, C]    blocks.{l}.attn.mask     [T, T] bool
     blocks.{l}.attn.q / k / v  [H, T, D] blocks.{l}.attn.weights  [H, T, T]
-    blocks.{l}.resid_mid       [T, C]    ln_f                     [T, C]
-    blocks.{l}.resid_post      [T, C]    logits                   [T, V]
+    blocks.{l}.attn.z          [H, T, D] blocks.{l}.attn.out      [T, C]
+    blocks.{l}.resid_mid       [T, C]    blocks.{l}.mlp.hidden    [T, 4C]
+    blocks.{l}.mlp.out         [T, C]    blocks.{l}.resid_post    [T, C]
+    ln_f                       [T, C]    logits                   [T, V]
 
 Besides the tensors it holds the token strings and ids, the shape trace (every module in call
 order with its input and output shapes) and residual-stream statistics.
@@ -17,7 +20,7 @@ Scores and weights grow as L·H·T² (1.2 GB for GPT-2 small at T = 1024), so a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 
@@ -49,7 +52,7 @@ class Trace(Mapping):
         token_ids: np.ndarray,
         shapes: list[dict],
         lazy: dict[str, Callable[[], Tensor]] | None = None,
-    ):
+    ) -> None:
         """tensors: captured values. lazy: values computed from them when asked for, and not kept
         (the attention maps grow as L·H·T²; q and k are enough to rebuild them exactly)."""
         self._tensors = tensors
@@ -63,7 +66,7 @@ class Trace(Mapping):
     def __getitem__(self, name: str) -> np.ndarray:
         return _numpy(self.tensor(name))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
     def __len__(self) -> int:
@@ -77,21 +80,24 @@ class Trace(Mapping):
             return self._lazy[name]()
         raise KeyError(f"{name!r} is not in this Trace; names look like {self._names[:3]} ...")
 
-    def part(self, name: str, index) -> np.ndarray:
+    def part(self, name: str, index: int | slice | tuple[int | slice, ...]) -> np.ndarray:
         """trace[name][index], with only that part leaving the model's device: one position's
         logits are V floats, all of them T × V."""
         return _numpy(self.tensor(name)[index])
 
     @property
     def names(self) -> list[str]:
+        """Every name this Trace answers, in forward order."""
         return list(self._names)
 
     @property
     def n_layer(self) -> int:
+        """L: the number of blocks recorded."""
         return sum(1 for n in self._tensors if n.endswith(".resid_pre"))  # one per block
 
     @property
     def n_tokens(self) -> int:
+        """T: the number of tokens of the prompt."""
         return len(self.token_ids)
 
     @property
@@ -135,6 +141,7 @@ class Trace(Mapping):
 
     @classmethod
     def from_npz(cls, path: str | Path) -> Trace:
+        """Read back what to_npz wrote: the same names and values (float32), no shape trace."""
         with np.load(path, allow_pickle=False) as f:
             tokens = [str(t) for t in f["tokens"]]
             token_ids = f["token_ids"]
