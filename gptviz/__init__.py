@@ -8,7 +8,7 @@ The package reads in the order data flows: tokenizers -> model (with probes) -> 
 Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not import Streamlit.
 """
 
-from .analysis import head_scores, logit_lens
+from .analysis import Finding, head_scores, health, logit_attribution, logit_lens
 from .capture import trace
 from .config import GPTConfig
 from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
@@ -23,6 +23,9 @@ __all__ = [
     "GPTConfig",
     "Trace",
     "trace",
+    "health",
+    "logit_attribution",
+    "Finding",
     "head_scores",
     "logit_lens",
     "explicit_attention",

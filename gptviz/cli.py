@@ -54,6 +54,31 @@ def cmd_info(args) -> None:
         print(shape_table(t).to_string())
 
 
+CHECK_TEXT = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak."
+
+
+def cmd_check(args) -> int:
+    """One line per health finding (or JSON); exit 1 when any finding fails, so a pipeline can gate."""
+    import json
+
+    from .analysis.health import health, worst
+
+    bundle = load(args.checkpoint, device=args.device)
+    cfg = bundle.model.config
+    if args.prompt is not None or args.token_ids is not None:
+        ids = prompt_ids(bundle, args)
+    else:  # a fixed prompt: the checkpoint's own text if its tokenizer knows it, else spread-out ids
+        tok = bundle.tokenizer
+        ids = encode_prompt(tok, CHECK_TEXT, cfg.block_size, "drop", keep_last=True) if tok else []
+        ids = ids if len(ids) > 1 else [(i * 7919) % cfg.vocab_size for i in range(min(32, cfg.block_size))]
+    findings = health(bundle.model, trace(bundle.model, ids, bundle.tokenizer), bundle.tokenizer)
+    if args.json:
+        print(json.dumps([f.to_dict() for f in findings], indent=2))
+    else:
+        print("\n".join(str(f) for f in findings))
+    return 1 if worst(findings) == "fail" else 0
+
+
 def cmd_train(args) -> None:
     from .training.train import run
 
@@ -115,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="prompt for the shape trace (default: 8 tokens of id 0)")
     src.add_argument("--token-ids", help="comma-separated token ids for the shape trace")
     p.set_defaults(func=cmd_info)
+
+    p = with_checkpoint(sub.add_parser("check", help="health checks; exit 1 if any fails, so a pipeline can gate"))
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="text to run the checks on (default: a fixed line of text)")
+    src.add_argument("--token-ids", help="comma-separated token ids to run the checks on")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON instead of one line each")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("train", help="train a model on a text corpus and write a native checkpoint")
     from .training.train import add_arguments

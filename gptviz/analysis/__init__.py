@@ -5,8 +5,10 @@ imports Streamlit or Plotly, and nothing re-runs the model unless its name says 
 """
 
 from .attention import ATTENTION_KINDS, attention_matrix, layer_weights, query_computation
+from .attribution import component_labels, head_matrix, logit_attribution
 from .blocks import block_labels, block_mean, block_reduce
 from .heads import LABEL_THRESHOLDS, head_scores
+from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
 from .next_token import per_token_loss, softmax, token_rank, top_k
 from .residual import (
@@ -23,18 +25,24 @@ from .shapes import FLOW, dims, format_shapes, shape_flow, shape_table
 __all__ = [
     "ATTENTION_KINDS",
     "FLOW",
+    "Finding",
     "GROWTH_LIMIT",
     "LABEL_THRESHOLDS",
     "LogitLens",
     "NORM_LIMIT",
+    "THRESHOLDS",
     "attention_matrix",
     "block_labels",
     "block_mean",
     "block_reduce",
+    "component_labels",
     "dims",
     "format_shapes",
+    "head_matrix",
     "head_scores",
+    "health",
     "lens_sites",
+    "logit_attribution",
     "logit_lens",
     "layer_weights",
     "per_token_loss",

@@ -13,6 +13,7 @@ from .attention import (
     overview_cell,
     token_labels,
 )
+from .attribution import attribution_bars, attribution_heads
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
 from .residual import contributions_bars, residual_heatmap, residual_lines
 from .shapes import shape_flow
@@ -22,6 +23,8 @@ from .tokens import loss_bars, token_chips_html, topk_bars
 __all__ = [
     "attention_heatmap",
     "attention_lines",
+    "attribution_bars",
+    "attribution_heads",
     "contributions_bars",
     "head_grid",
     "layer_head_grid",
