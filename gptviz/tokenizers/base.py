@@ -30,16 +30,27 @@ def display_token(s: str) -> str:
 
 
 class Tokenizer(Protocol):
+    """What every tokenizer offers the model, the Trace and the dashboard."""
+
     kind: str  # "char", "bpe", ...
     vocab_size: int
 
-    def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]: ...
+    def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
+        """Token ids of text; text the vocabulary cannot hold raises UnknownCharacterError, or is
+        left out with unknown="drop"."""
+        ...
 
-    def decode(self, ids: Sequence[int]) -> str: ...
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of a sequence of ids."""
+        ...
 
-    def token_strings(self, ids: Sequence[int]) -> list[str]: ...
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        """Each id's own token string, as the tokenizer produced it."""
+        ...
 
-    def display(self, ids: Sequence[int]) -> list[str]: ...
+    def display(self, ids: Sequence[int]) -> list[str]:
+        """Each id's token string made visible for axes and chips (see display_token)."""
+        ...
 
 
 def encode_prompt(

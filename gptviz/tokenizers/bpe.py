@@ -58,7 +58,7 @@ def show_bytes(data: bytes) -> str:
 def _is_byte_level(tok: HFTokenizer) -> bool:
     spec = json.loads(tok.to_str())
 
-    def has(part) -> bool:
+    def has(part: dict | None) -> bool:
         if not part:
             return False
         if part.get("type") == "ByteLevel":
@@ -73,7 +73,8 @@ class BPETokenizer:
 
     kind = "bpe"
 
-    def __init__(self, tok: HFTokenizer, source: str = ""):
+    def __init__(self, tok: HFTokenizer, source: str = "") -> None:
+        """tok: the `tokenizers` object; source: where it came from, for messages and the load report."""
         self.tok = tok
         self.source = source
         self.byte_level = _is_byte_level(tok)
@@ -121,16 +122,19 @@ class BPETokenizer:
         return cls(tok, "trained")
 
     def save(self, directory: str | Path) -> Path:
+        """Write tokenizer.json into directory; returns its path."""
         path = Path(directory) / TOKENIZER_FILE
         self.tok.save(str(path))
         return path
 
     def to_dict(self) -> dict:
+        """What a native checkpoint's config.json stores (the tokenizer itself is tokenizer.json)."""
         return {"kind": self.kind, "file": TOKENIZER_FILE, "vocab_size": self.vocab_size}
 
     # --- the Tokenizer interface ------------------------------------------------------------
     @property
     def vocab_size(self) -> int:
+        """V, added tokens included."""
         return self.tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
@@ -147,6 +151,7 @@ class BPETokenizer:
         raise UnknownCharacterError(chars)
 
     def decode(self, ids: Sequence[int]) -> str:
+        """The text of the ids, special tokens kept."""
         return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
 
     def token_bytes(self, i: int) -> bytes | None:
@@ -170,6 +175,7 @@ class BPETokenizer:
         return out
 
     def display(self, ids: Sequence[int]) -> list[str]:
+        """Each token made visible: byte-level pieces through show_bytes, others through display_token."""
         out = []
         for i in ids:
             data = self.token_bytes(i)

