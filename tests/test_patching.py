@@ -4,6 +4,7 @@ results worked out by hand where there is one, and bad inputs refused with a cle
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import tiny_model
@@ -95,3 +96,55 @@ def test_benchmark_reports_the_speed_up(capsys):
     print(result)
     assert result["max_abs_diff"] < 1e-4 and result["naive_s"] > 0 and result["sweep_s"] > 0
     assert result["cells"] == 2 * 12
+
+
+@pytest.fixture(scope="module")
+def char_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ck") / "tiny"
+    model = lively()
+    gptviz.save(model, path, gptviz.CharTokenizer(list("abcdefghijklm")))
+    return path, model
+
+
+def test_cli_patch_writes_the_sweep_as_csv_and_npz(char_checkpoint, tmp_path, capsys):
+    from gptviz.cli import main
+
+    path, model = char_checkpoint
+    args = ["patch", "--checkpoint", str(path), "--clean", "dbebfjcgfd", "--corrupt", "dbebhjcgfd"]
+    args += ["--answer", "f", "--wrong", "h"]  # the same ids as CLEAN, CORRUPT, ANSWER, WRONG above
+    assert main([*args, "--site", "mlp.out", "--out", str(tmp_path / "s.csv")]) == 0
+    assert "mlp.out sweep (3 layers x 10 positions)" in capsys.readouterr().out
+    df = pd.read_csv(tmp_path / "s.csv", keep_default_na=False)
+    assert list(df.columns) == ["layer", "position", "token", "value"] and len(df) == 30
+    assert "".join(df.token[:10]) == "dbebfjcgfd"
+    expected = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site="mlp.out")
+    np.testing.assert_allclose(df.value.to_numpy().reshape(3, 10), expected, atol=1e-6)
+    assert main([*args, "--site", "attn.z", "--out", str(tmp_path / "s.npz")]) == 0
+    with np.load(tmp_path / "s.npz") as f:
+        assert f["sweep"].shape == (3, 4) and str(f["site"]) == "attn.z" and int(f["answer"]) == ANSWER
+        np.testing.assert_array_equal(f["corrupt_ids"], CORRUPT)
+
+
+CLI_BAD = [
+    (["--clean", "abc", "--corrupt", "abcd", "--answer", "a", "--wrong", "b"], "same length"),
+    (["--clean", "abc", "--corrupt", "abd", "--answer", "ab", "--wrong", "b"], "must be exactly one"),
+    (["--clean", "abc", "--corrupt", "abd", "--answer", "z", "--wrong", "b"], "does not know"),
+    (["--clean", "abc", "--corrupt", "abd", "--answer", "", "--wrong", "b"], "empty"),
+    (["--ids", "--clean", "1,2", "--corrupt", "1,3", "--answer", "1,2", "--wrong", "3"], "one token id each"),
+    (["--ids", "--clean", "1,2", "--corrupt", "1,99", "--answer", "1", "--wrong", "3"], "outside the vocabulary"),
+    (["--clean", "abc", "--corrupt", "abd", "--answer", "a", "--wrong", "b", "--site", "attn.q"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("extra,message", CLI_BAD, ids=[m for _, m in CLI_BAD])
+def test_cli_patch_bad_input_is_one_line(char_checkpoint, tmp_path, capsys, extra, message):
+    from gptviz.cli import main
+
+    path, _ = char_checkpoint
+    try:
+        status = main(["patch", "--checkpoint", str(path), *extra, "--out", str(tmp_path / "s.csv")])
+    except SystemExit as e:  # argparse's own refusals exit; ours return 2
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "s.csv").exists()

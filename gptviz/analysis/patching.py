@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 
@@ -100,7 +101,7 @@ def patching_sweep(
     for l in range(L):
         for rows in _chunks(n, T, batch_size):
             raw[l, rows.start : rows.stop] = _patched(model, ct, rt, site, l, rows, answer, wrong).cpu().numpy()
-    return (raw - d_corrupt) / (d_clean - d_corrupt)
+    return (raw - d_corrupt) / (d_clean - d_corrupt) + 0.0  # + 0.0: no -0.0 in a table
 
 
 def _patched(model: GPT, ct: Trace, rt: Trace, site: str, l: int, rows: range, answer: int, wrong: int) -> Tensor:
@@ -134,3 +135,26 @@ def patched_run(model: GPT, clean: Trace, corrupt_ids, site: str, layer: int, ce
         raise PromptError(f"the sweep patches one of {', '.join(SITES)}; got {site!r}")
     which = dict(heads=[cell]) if site == "attn.z" else dict(positions=[cell])
     return trace(model, corrupt_ids, tokenizer, interventions=[patch(point(site, layer), clean, **which)])
+
+
+def one_token(tokenizer, text: str, what: str = "answer") -> int:
+    """The id of text that the tokenizer makes exactly one token of (an answer or wrong token)."""
+    if tokenizer is None:
+        raise PromptError(f"this checkpoint has no tokenizer: give the {what} token as an id")
+    if not text:
+        raise PromptError(f"the {what} token is empty: type one token")
+    ids = tokenizer.encode(text)
+    if len(ids) != 1:
+        raise PromptError(f"the {what} {text!r} is {len(ids)} tokens; it must be exactly one")
+    return int(ids[0])
+
+
+def sweep_table(sweep: np.ndarray, site: str, labels: Sequence[str]) -> pd.DataFrame:
+    """The sweep as long-form rows: layer, position (or head), token (positions only), value."""
+    L, n = sweep.shape
+    cell = "head" if site == "attn.z" else "position"
+    df = pd.DataFrame({"layer": np.repeat(np.arange(L), n), cell: np.tile(np.arange(n), L)})
+    if cell == "position":
+        df["token"] = [labels[i] for i in df["position"]]
+    df["value"] = sweep.ravel()
+    return df
