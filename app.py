@@ -25,6 +25,8 @@ PAGES = [
     st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
     st.Page("views/heads.py", title="Heads", icon=":material/psychology:", url_path="heads"),
     st.Page("views/logit_lens.py", title="Logit lens", icon=":material/layers:", url_path="logit-lens"),
+    st.Page("views/attribution.py", title="Logit attribution", icon=":material/call_split:", url_path="attribution"),
+    st.Page("views/health.py", title="Health", icon=":material/health_and_safety:", url_path="health"),
     st.Page("views/worked_examples.py", title="Worked examples", icon=":material/school:", url_path="worked-examples"),
     st.Page("views/forward_pass.py", title="Forward pass", icon=":material/stairs:", url_path="forward-pass"),
 ]
