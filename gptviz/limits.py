@@ -18,7 +18,7 @@ MAX_CONFIG = {
     "block_size": 16_384,  # attention maps grow as T²: 16k positions is 1 GiB per head already
     "n_layer": 256,
     "n_head": 256,
-    "n_embd": 16_384,
+    "n_embd": 12_288,  # GPT-3 175B's width: one such layer alone is 1.8 B parameters
 }
 MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
 

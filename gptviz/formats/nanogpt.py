@@ -51,7 +51,7 @@ def vocab_from_meta(path: Path, vocab_size: int) -> CharTokenizer:
 
 # --- detection and loading ---------------------------------------------------------------------
 def ckpt_file(path: Path) -> Path | None:
-    if path.is_file() and path.suffix in SUFFIXES:
+    if path.suffix in SUFFIXES and not path.is_dir():  # a FIFO or device too: torch_load says it is no file
         return path
     if path.is_dir() and (path / CKPT_NAME).is_file() and not (path / "config.json").exists():
         return path / CKPT_NAME

@@ -1,0 +1,80 @@
+"""Memory and time are bounded before anything is allocated: a config claiming a huge model, and a
+small ckpt.pt that unpacks to a GiB, are refused within seconds at a small peak memory.
+
+Each load runs in a fresh Python process, which reports its own peak RSS (getrusage ru_maxrss).
+The bound: PEAK_MB for the whole process, torch and gptviz imports included (about 350 MB of it
+here). Loading any of these files naively costs from 1.3 GB (the zip) to terabytes (the configs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from untrusted_helpers import hf, nano_args, nanogpt, native, zip_bomb
+
+PEAK_MB = 600
+CHILD = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    import gptviz
+    results = []
+    for path in sys.argv[1:]:
+        t0 = time.perf_counter()
+        try:
+            gptviz.load(path)
+            error = None
+        except gptviz.GptvizError as e:
+            error = str(e)
+        results.append({"path": path, "error": error, "seconds": time.perf_counter() - t0})
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"results": results, "peak_mb": peak_mb}))
+    """
+)
+pytestmark = pytest.mark.slow
+
+
+def load_in_child(*paths) -> dict:
+    p = subprocess.run([sys.executable, "-c", CHILD, *map(str, paths)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_configs_claiming_huge_models_are_refused_fast_and_small(tmp_path):
+    gpt2_xl = dict(n_layer=48, n_head=25, n_embd=1600)  # 1.5 B parameters: 6 GB if it were built
+    cases = {
+        native(tmp_path / "a", {"block_size": 30000}): "block_size=30,000 is above",
+        native(tmp_path / "b", {"n_layer": 1000}): "n_layer=1,000 is above",
+        native(tmp_path / "c", {"n_layer": 10000}): "n_layer=10,000 is above",
+        native(tmp_path / "d", {"n_embd": 10**6, "n_head": 1}): "n_embd=1,000,000 is above",
+        native(tmp_path / "e", {"vocab_size": 10**9}): "vocab_size=1,000,000,000 is above",
+        # within every bound, so only the weights' own shapes can refuse them before GPT() is built
+        native(tmp_path / "f", {"n_layer": 100, "n_head": 16, "n_embd": 1024, "block_size": 16000}): "has shape",
+        nanogpt(tmp_path / "g", nano_args(**gpt2_xl, vocab_size=50257, block_size=1024)): "has shape",
+        nanogpt(tmp_path / "h", nano_args(n_layer=200)): "weights missing for 2,376 keys, e.g.",
+        hf(tmp_path / "i", {**gpt2_xl, "vocab_size": 50257, "n_positions": 1024}): "has shape",
+    }
+    out = load_in_child(*cases)
+    for (path, words), result in zip(cases.items(), out["results"]):
+        assert result["error"] is not None and words in result["error"], result
+        assert str(path) in result["error"]
+        assert result["seconds"] < 2, result
+    assert out["peak_mb"] < PEAK_MB, f"peak RSS {out['peak_mb']:.0f} MB"
+
+
+def test_a_small_ckpt_holding_a_gib_of_compressed_zeros_is_refused_before_unpacking(tmp_path):
+    bomb = zip_bomb(nanogpt(tmp_path) / "ckpt.pt", zeros=2**30)
+    assert bomb.stat().st_size < 8 * 2**20
+    out = load_in_child(bomb)
+    (result,) = out["results"]
+    assert "refused: it would unpack to 1.1 GB" in result["error"], result
+    assert result["seconds"] < 2 and out["peak_mb"] < PEAK_MB, out
+
+    # the control: torch.load itself, weights_only and all, does allocate the GiB for this file
+    naive = "import resource, sys, torch; torch.load(sys.argv[1], weights_only=True); "
+    naive += "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    p = subprocess.run([sys.executable, "-c", naive, str(bomb)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert float(p.stdout) > 1024, f"torch.load peaked at only {p.stdout} MB: the bomb is not real"
