@@ -6,16 +6,18 @@ Every error gptviz raises on purpose prints one line to stderr and exits with st
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .analysis import shape_table
 from .capture import trace
-from .errors import GptvizError, PromptError
+from .errors import GptvizError, OutputError, PromptError
 from .formats import load
 from .tokenizers import encode_prompt, parse_ids
 
@@ -31,8 +33,56 @@ def prompt_ids(bundle, args) -> list[int]:
 def cmd_trace(args) -> None:
     bundle = load(args.checkpoint, device=args.device)
     t = trace(bundle.model, prompt_ids(bundle, args), bundle.tokenizer)
-    t.to_npz(args.out)
+    buffer = io.BytesIO()
+    t.to_npz(buffer)
+    write_file(Path(args.out), buffer.getbuffer())
     print(f"wrote {len(t)} tensors for {t.n_tokens} tokens ({t.nbytes / 2**20:.1f} MiB captured) to {args.out}")
+
+
+def cmd_patch(args) -> None:
+    from .analysis.patching import one_token, patching_sweep, sweep_table
+
+    bundle = load(args.checkpoint, device=args.device)
+    tok, V, block = bundle.tokenizer, bundle.model.config.vocab_size, bundle.model.config.block_size
+    if args.ids:  # every argument is token ids: for checkpoints without a tokenizer
+        clean, corrupt = (parse_ids(x, V, what=w) for x, w in ((args.clean, "--clean"), (args.corrupt, "--corrupt")))
+        answer, wrong = (parse_ids(x, V, what=w) for x, w in ((args.answer, "--answer"), (args.wrong, "--wrong")))
+        if len(answer) != 1 or len(wrong) != 1:
+            raise PromptError("--answer and --wrong are one token id each")
+        answer, wrong = answer[0], wrong[0]
+    else:
+        if tok is None:
+            raise PromptError(f"{bundle.report.path} has no tokenizer, so text cannot be encoded; use --ids")
+        clean, corrupt = encode_prompt(tok, args.clean, block), encode_prompt(tok, args.corrupt, block)
+        answer, wrong = one_token(tok, args.answer, "answer"), one_token(tok, args.wrong, "wrong")
+    sweep = patching_sweep(bundle.model, clean, corrupt, answer, wrong, site=args.site)
+    out = Path(args.out)
+    labels = tok.display(clean) if tok is not None else [str(i) for i in clean]
+    if out.suffix == ".npz":
+        buffer = io.BytesIO()
+        np.savez(buffer, sweep=sweep, site=args.site, clean_ids=clean, corrupt_ids=corrupt, answer=answer, wrong=wrong)
+        write_file(out, buffer.getbuffer())
+    else:
+        write_file(out, sweep_table(sweep, args.site, labels).to_csv(index=False).encode())
+    L, n = sweep.shape
+    print(
+        f"wrote the {args.site} sweep ({L} layers x {n} {'heads' if args.site == 'attn.z' else 'positions'}) to "
+        f"{args.out}: (patched - corrupt) / (clean - corrupt) of logit(answer) - logit(wrong) at the last position"
+    )
+
+
+def write_file(path: Path, data) -> None:
+    """Write data to exactly path; a failure (a full disk, /dev/full, a missing folder) is an OutputError.
+    The whole file is written and closed inside the try: a full disk often shows only at flush or close."""
+    existed = path.exists()
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+    except OSError as e:
+        if not existed and path.is_file():
+            path.unlink(missing_ok=True)  # no half-written file left behind to be mistaken for a result
+        raise OutputError(f"{path}: cannot write the trace ({e.strerror or e}); choose another --out") from None
 
 
 def table(rows) -> str:
@@ -122,8 +172,19 @@ def cmd_bench(args) -> None:
     bench(args)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line too, like every other error (status 2)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gptviz", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_checkpoint(p):
@@ -135,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="text to encode with the checkpoint's tokenizer")
     src.add_argument("--token-ids", help="comma-separated token ids, e.g. 1,2,3")
-    p.add_argument("--out", required=True, help="where to write the .npz")
+    p.add_argument("--out", required=True, help="where to write the .npz (exactly this path)")
     p.set_defaults(func=cmd_trace)
 
     p = with_checkpoint(sub.add_parser("info", help="print the model card, load report and shape trace"))
@@ -150,6 +211,16 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--token-ids", help="comma-separated token ids to run the checks on")
     p.add_argument("--json", action="store_true", help="print the findings as JSON instead of one line each")
     p.set_defaults(func=cmd_check)
+
+    p = with_checkpoint(sub.add_parser("patch", help="activation patching sweep from a corrupt prompt to a clean one"))
+    p.add_argument("--clean", required=True, help="the prompt whose values are patched in")
+    p.add_argument("--corrupt", required=True, help="the prompt that is run, of the same length in tokens")
+    p.add_argument("--answer", required=True, help="the token the clean prompt should predict next (one token)")
+    p.add_argument("--wrong", required=True, help="the token the corrupt prompt should predict instead")
+    p.add_argument("--site", default="resid_pre", choices=("resid_pre", "attn.z", "mlp.out"))
+    p.add_argument("--ids", action="store_true", help="--clean/--corrupt/--answer/--wrong are token ids")
+    p.add_argument("--out", required=True, help="where to write it: .csv (one row per cell) or .npz")
+    p.set_defaults(func=cmd_patch)
 
     p = sub.add_parser("train", help="train a model on a text corpus and write a native checkpoint")
     from .training.train import add_arguments
@@ -180,7 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv  # the train command records the command line in its model card
     try:
         status = args.func(args)
-    except (GptvizError, OSError) as e:  # OSError: e.g. --out in a folder that does not exist
-        print(f"error: {e}", file=sys.stderr)
+    except (GptvizError, OSError) as e:  # OSError: e.g. a file the training corpus names is missing
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("error: not enough memory for this command", file=sys.stderr)
+        return 2
+    except Exception as e:  # a bug of ours: still one line, never a traceback, but say it is one
+        print(f"error: unexpected {type(e).__name__}: {one_line(e)[:300]}; please report this", file=sys.stderr)
         return 2
     return status if isinstance(status, int) else 0
