@@ -4,6 +4,7 @@ import streamlit as st
 
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
+from gptviz.figures.attention import mark_tile
 from gptviz.dashboard import caches, widgets
 
 v = widgets.require_trace() or st.stop()
@@ -53,12 +54,15 @@ st.subheader(f"Where {widgets.plain(v.labels[v.position])} looks")
 widgets.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")
 
 st.subheader(f"Every head of layer {v.layer}")
-widgets.chart(figures.head_grid(layer, v.labels, layer=v.layer, mask=attention_mask(t, v.layer)), key="attn_heads")
+heads = figures.head_grid(
+    layer, v.labels, layer=v.layer, mask=attention_mask(t, v.layer), cols=2 if v.presentation else 4
+)
+widgets.chart(heads, key="attn_heads")
 
 
 st.subheader("Every layer × head")
 # the callback comes from widgets: one defined here would hold this page's globals (the Trace) per session
 on_click = widgets.select_head_on_click("attn_grid")
-grid = figures.mark_tile(caches.layer_head_grid(v.key), v.layer, v.head)  # outline the head on view
+grid = mark_tile(caches.layer_head_grid(v.key), v.layer, v.head)  # outline the head on view
 widgets.chart(grid, key="attn_grid", on_select=on_click, selection_mode="points")
 st.caption("Click a tile to open that head above.")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from gptviz import analysis, figures
-from gptviz.dashboard import widgets
+from gptviz.dashboard import layout, widgets
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
@@ -17,5 +17,5 @@ for col, (k, n) in zip(cols, dims.items()):
 widgets.chart(figures.shape_flow(analysis.shape_flow(t), dims), key="shape_flow")
 st.subheader("Every module, in call order")
 table = analysis.shape_table(t)
-st.dataframe(table, width="stretch", height=420)
+layout.table(table, hide_index=False, height=420)
 widgets.download("shape trace (CSV)", lambda: table.reset_index(), "shape_trace.csv", key="shape_dl")

@@ -147,20 +147,25 @@ def attention_heatmap(
 
 
 def head_grid(
-    matrices: np.ndarray, labels: Sequence[str], *, layer: int, max_cells: int = 64, mask: np.ndarray | None = None
+    matrices: np.ndarray,
+    labels: Sequence[str],
+    *,
+    layer: int,
+    max_cells: int = 64,
+    mask: np.ndarray | None = None,
+    cols: int = 4,
 ) -> go.Figure:
     """Every head of one layer as small multiples sharing one colour scale: weights [H, T, T] with
     masked cells as NaN (analysis.layer_weights), drawn as grey gaps; with the layer's mask [T, T],
-    NaN the model computed is told apart and painted red."""
+    NaN the model computed is told apart and painted red. cols: tiles per row (2 on a projector)."""
     H = matrices.shape[0]
-    cols = min(H, 4)
+    cols = max(1, min(H, cols))
     rows = math.ceil(H / cols)
     fig = make_subplots(
         rows=rows,
         cols=cols,
-        subplot_titles=[f"head {h}" for h in range(H)],
         horizontal_spacing=0.04,
-        vertical_spacing=0.08,
+        vertical_spacing=0.12,
     )
     b, any_masked, any_bad, ticks = 1, False, False, list(labels)
     for h in range(H):
@@ -193,8 +198,11 @@ def head_grid(
     fig.update_yaxes(showticklabels=False, showgrid=False, autorange="reversed")
     category_axis(fig, "x", ticks)
     category_axis(fig, "y", ticks)
-    fig.update_xaxes(title_text="keys →", row=rows, col=1)
-    fig.update_yaxes(title_text="← queries", row=rows, col=1)
+    for h in range(H):  # square tiles, like the single heatmap, each named below (a title above
+        n = "" if h == 0 else str(h + 1)  # would collide with the figure's subtitle)
+        fig.layout["yaxis" + n].update(scaleanchor="x" + n, constrain="domain")
+        fig.layout["xaxis" + n].update(constrain="domain", title_text=f"head {h} (keys →)", title_standoff=4)
+    fig.update_yaxes(title_text="← queries", col=1)
     return fig
 
 

@@ -18,7 +18,7 @@ BLUE = "#1f6fb4"  # the main series: bars, lines, boxes
 ORANGE = "#e4572e"  # the second series, or the one chosen
 INK = "#333333"  # reference lines
 FONT_FAMILY = "Inter, 'Source Sans Pro', Arial, sans-serif"
-MASKED_NOTE = "grey = masked (the key comes after the query, so it is not read)"
+MASKED_NOTE = "grey = masked (a key after its query: not read)"
 NAN_NOTE = "red = NaN computed by the model"
 
 
@@ -30,6 +30,12 @@ def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **l
             text=title,
             x=0,
             xanchor="left",
+            # the margin grows to fit the title and its subtitle, however many lines they wrap to
+            automargin=True,
+            yref="paper",
+            y=1,
+            yanchor="bottom",
+            pad=dict(b=12),
             font=dict(size=FONT + 3),
             subtitle=dict(text=subtitle, font=dict(size=FONT - 1)),
         ),
@@ -112,8 +118,11 @@ def wrap(text: str, width: int) -> str:
 
 def _colorbar_compact(fig: go.Figure, font: int) -> None:
     """Colour bar titles along the bar (not above it), so a wide title neither covers the plot's
-    titles nor pushes the plot narrow."""
-    bar = dict(title_side="right", title_font_size=font, tickfont_size=font, thickness=18)
+    titles nor pushes the plot narrow; the bar starts at the bottom and leaves the top fifth free
+    for a subtitle that runs over the plot's width."""
+    bar = dict(
+        title_side="right", title_font_size=font, tickfont_size=font, thickness=18, len=0.8, y=0, yanchor="bottom"
+    )
     for tr in fig.data:
         if hasattr(tr, "colorbar") and getattr(tr, "showscale", None) is not False:
             tr.update(colorbar=bar)
