@@ -4,8 +4,8 @@ import streamlit as st
 
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
-from gptviz.figures.attention import mark_tile
 from gptviz.dashboard import caches, widgets
+from gptviz.figures.attention import mark_tile
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
