@@ -4,14 +4,18 @@ caching, URL state and every bad input. Runs on a fixture checkpoint built in a 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import gc
 import html
+import io
 import json
 import os
 import re
+import weakref
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import streamlit as st
 import torch
@@ -429,3 +433,240 @@ def test_every_page_renders_on_the_shipped_checkpoints(name, monkeypatch):
     for path, title in PAGES.items():
         ok(at.switch_page(path).run())
         assert at.title[0].value == title and at.get("plotly_chart")
+
+
+# --- untrusted input: user text stays text, bad numbers are messages, failures are remembered ---
+MARKUP = [
+    "[Click here to repair your checkpoint](https://example.invalid/fix)",
+    "![x](https://example.invalid/pixel.png)",
+    "<img src=https://example.invalid/a.png> <a href='https://example.invalid'>x</a>",
+    ":red[alarm] # heading **bold** `code` $x^2$",
+    "https://example.invalid/autolink www.example.invalid",
+]
+
+
+def no_markup(md: str) -> None:
+    """What a message renders to has no link, image, heading, emphasis or HTML: only a paragraph of text."""
+    out = rendered(md)
+    assert not re.search(r"<(a|img|h\d|code|script|span|iframe)\b", out), out
+
+
+@pytest.mark.parametrize("text", MARKUP)
+def test_a_checkpoint_path_in_the_url_is_shown_as_text(env, text):
+    at = new_app(checkpoint=text)
+    msg = errors(at)
+    assert str(Path(text)) in msg, msg  # the typed characters, as typed (a path collapses "//")
+    for e in [*at.error, *at.info, *at.warning, *at.caption]:
+        no_markup(e.value)
+
+
+@pytest.mark.parametrize("text", MARKUP)
+def test_a_prompt_with_markup_is_shown_as_text(env, text):
+    at = new_app(prompt=text + " | ~")  # unknown characters: the message quotes the prompt's characters
+    assert "does not know" in errors(at)
+    at = ok(new_app(prompt=text.replace("`", "'")[:60]))  # runs: the chips and captions quote the tokens
+    for kind in ("error", "info", "warning", "caption", "subheader"):
+        for e in at.get(kind):
+            no_markup(e.value)
+    ok(at.switch_page("views/qkv.py").run())
+    for e in [*at.caption, *at.subheader]:
+        no_markup(e.value)
+
+
+def test_plain_escapes_every_markdown_character():
+    from gptviz.dashboard.widgets import plain
+
+    for text in [*MARKUP, "a\\b", "*_~`|<>&#!", "1. item", "- item", "> quote"]:
+        assert shown(plain(text)) == text.strip(), (text, rendered(plain(text)))
+        no_markup(plain(text))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"layer": "²"},
+        {"head": "٣"},
+        {"position": "99999999999999999999999"},
+        {"layer": "-1"},
+        {"head": "1e3"},
+        {"position": " 4"},
+        {"layer": "1.5"},
+        {"device": "bogus"},
+        {"prompt": ""},
+        {"prompt": "x" * 5000},
+    ],
+)
+def test_bad_url_values_are_ignored_or_explained(env, query):
+    at = new_app(**query)
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Internal error" not in errors(at)
+    if "prompt" not in query:
+        assert at.get("plotly_chart") and at.radio(key="layer").value == 0 and at.radio(key="head").value == 0
+
+
+@pytest.fixture
+def ids_only(tmp_path, monkeypatch, env):
+    """A checkpoint with no tokenizer: prompts and lookups are token ids (vocabulary 95)."""
+    torch.manual_seed(3)
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / "ids-only")
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.setenv(sources.DEFAULT_ENV, "ids-only")
+    return ok(new_app(prompt="1, 2, 3"))
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("999999", "outside the vocabulary"),
+        ("-1", "not one"),
+        ("1.5", "not one"),
+        ("99999999999999999999999", "outside the vocabulary"),
+        ("True", "not one"),
+        ("²", "not one"),
+        (str(len(CHARS)), "outside the vocabulary"),
+    ],
+)
+def test_token_lookup_refuses_bad_ids(ids_only, typed, expected):
+    at = ok(ids_only.switch_page("views/next_token.py").run())
+    at.text_input(key="lookup_token").input(typed).run()
+    assert expected in errors(at) and "Internal error" not in errors(at)
+    assert "Rank" not in {m.label for m in at.metric}
+    ok(at.text_input(key="lookup_token").input(str(len(CHARS) - 1)).run())
+    assert {m.label: m.value for m in at.metric}["Rank"].endswith(f"of {len(CHARS)}")
+
+
+@pytest.mark.parametrize("typed", ["99999999999999999999999", "1, 95", "-1", "1 2 x", "1,,2.0", "0x10"])
+def test_bad_ids_in_the_prompt_box_are_a_message(ids_only, typed):
+    at = run_prompt(ids_only, typed)
+    assert "no tokenizer" in errors(at) and not at.get("plotly_chart")
+    ok(run_prompt(at, "4, 5, 6"))
+
+
+def test_too_many_ids_offer_to_keep_the_last_block(ids_only):
+    at = run_prompt(ids_only, " ".join(["7"] * 70))
+    assert "at most 64" in errors(at)
+    ok(at.button(key="fix_long_btn").click().run())
+    assert at.query_params["keep_last"] == "1"
+
+
+def test_a_failed_load_is_remembered_for_that_version(at, env, monkeypatch, tmp_path):
+    loads = []
+    real = caches.load
+    monkeypatch.setattr(caches, "load", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"gptviz_format": 1, "config": {"n_layer": "two"}}')
+    at.selectbox(key="ckpt_choice").set_value(state.Pick.PATH).run()
+    at.text_input(key="ckpt_path").input(str(broken)).run()
+    for _ in range(3):
+        assert "Checkpoint not loaded" in errors(at.run())
+    assert len(loads) == 1
+    assert "Checkpoint not loaded" in errors(new_app(checkpoint=str(broken)))  # another session: still once
+    assert len(loads) == 1
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), broken, gptviz.CharTokenizer(CHARS))  # a new version
+    ok(at.run())
+    assert len(loads) == 2
+
+
+def test_the_version_stamp_reads_only_what_a_loader_reads(tmp_path, monkeypatch):
+    folder = tmp_path / "big"
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), folder, gptviz.CharTokenizer(CHARS))
+    for i in range(20_000):  # training logs, samples, old checkpoints: none of them is loaded
+        (folder / f"sample_{i}.txt").touch()
+    calls = []
+    real = Path.stat
+    monkeypatch.setattr(Path, "stat", lambda self, **k: calls.append(self) or real(self, **k))
+    stamp = sources.version(str(folder))
+    assert len([p for p in calls if folder in (p, p.parent)]) <= len(sources.LOADER_FILES) + 4  # not 20,000
+    assert "model.safetensors" in stamp and "sample_" not in stamp
+    (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())  # rewritten in place
+    os.utime(folder / "model.safetensors", ns=(1, 1))
+    assert sources.version(str(folder)) != stamp
+
+
+# --- what a load found: a banner at the top of every page ----------------------------------
+def test_nan_weights_show_a_banner_on_every_page(tmp_path, monkeypatch, env):
+    torch.manual_seed(4)
+    model = gptviz.GPT(gptviz.GPTConfig(**CONFIG))
+    with torch.no_grad():
+        model.transformer.h[1].mlp.c_fc.weight[0, 0] = float("nan")
+    gptviz.save(model, tmp_path / "nan", gptviz.CharTokenizer(CHARS))
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.setenv(sources.DEFAULT_ENV, "nan")
+    at = new_app()
+    assert not at.exception
+    for path in PAGES:
+        at.switch_page(path).run()
+        banner = " ".join(shown(w.value) for w in at.warning)
+        assert "NaN" in banner and "transformer.h.1.mlp.c_fc.weight" in banner, path
+
+
+def test_missing_and_unexpected_keys_are_summarised_in_the_banner(at, env, monkeypatch):
+    real = caches.load
+
+    def with_keys(*args, **kwargs):
+        bundle = real(*args, **kwargs)
+        report = dataclasses.replace(
+            bundle.report,
+            missing=[f"transformer.h.{i}.attn.c_attn.weight" for i in range(16_000)],
+            unexpected=["transformer.h.7.mlp.c_fc.weight"],
+        )
+        return dataclasses.replace(bundle, report=report)
+
+    monkeypatch.setattr(caches, "load", with_keys)
+    st.cache_resource.clear()
+    at.run()
+    banner = " ".join(shown(w.value) for w in at.warning)
+    assert "16,000 weights missing" in banner and "15,997 more" in banner
+    assert "1 weights in the file that the model does not use (is the model truncated?)" in banner
+    assert len(banner) < 1000
+
+
+# --- the prompt: several lines, and what the URL keeps ---------------------------------------
+def test_a_multi_line_prompt_from_the_url_is_kept(env):
+    prompt = "First Citizen:\nBefore we proceed, hear me.\n\nAll:\nSpeak."
+    at = ok(new_app(prompt=prompt))
+    assert at.text_area(key="prompt").value == prompt
+    ok(at.switch_page("views/shapes.py").run())
+    assert any(m.label.startswith("T ") and m.value == str(len(prompt)) for m in at.metric)
+    ok(at.radio(key="head").set_value(1).run())
+    assert at.query_params["prompt"] == prompt
+
+
+def test_keep_last_and_the_upload_names_survive_a_reload(at, env):
+    long = "All the world's a stage. " * 4
+    assert "at most 64" in errors(run_prompt(at, long))
+    ok(at.button(key="fix_long_btn").click().run())
+    reloaded = ok(new_app(**{k: at.query_params[k] for k in at.query_params}))
+    assert "last 64 tokens" in reloaded.info[0].value and reloaded.get("plotly_chart")
+    ok(upload(at, env / NAME))
+    names = at.query_params["upload"]
+    again = new_app(checkpoint="upload", upload=names)
+    assert not again.exception and names in shown(again.info[0].value) and "again" in again.info[0].value
+
+
+# --- memory: nothing but the caches holds a Trace between runs -------------------------------
+def test_a_download_button_holds_a_copy_not_the_page(monkeypatch):
+    """Streamlit keeps a download button's callable for the session's life: it must not keep what
+    the page's lambda closes over (in a page, its globals: the Trace)."""
+    from gptviz.dashboard import widgets
+
+    kept = []
+    monkeypatch.setattr(st, "download_button", lambda label, data, **kwargs: kept.append(data))
+
+    class Big:  # stands in for a Trace: a weakref tells when nothing holds it any more
+        def __init__(self):
+            self.weights = np.arange(12.0).reshape(3, 4)
+
+    def page() -> weakref.ref:  # as a page script does: lambdas over what the page holds
+        big = Big()
+        widgets.download("w", lambda: {"weights": big.weights[1]}, "w.npz", key="w")
+        widgets.download("t", lambda: pd.DataFrame({"x": big.weights[0]}), "t.csv", key="t")
+        return weakref.ref(big)
+
+    alive = page()
+    gc.collect()
+    assert alive() is None  # the buttons' callables hold copies only
+    with np.load(io.BytesIO(kept[0]())) as npz:
+        np.testing.assert_array_equal(npz["weights"], [4.0, 5.0, 6.0, 7.0])
+    assert kept[1]().decode().split() == ["x", "0.0", "1.0", "2.0", "3.0"]
