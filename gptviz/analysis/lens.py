@@ -28,7 +28,8 @@ class LogitLens:
     """What the lens saw. Fields read as attributes or as keys (lens.top_ids, lens["top_ids"]).
 
     sites: S names; top_ids, top_probs: [S, T, k], most likely first; target: the token id asked
-    about, or None; target_rank [S, T] (0 = top) and target_prob [S, T], or None without a target."""
+    about, or None; target_rank [S, T] (0 = top) and target_prob [S, T], or None without a target;
+    positions: the prompt positions along the T axis (all of them unless some were asked for)."""
 
     sites: list[str]
     top_ids: np.ndarray
@@ -36,6 +37,7 @@ class LogitLens:
     target: int | None = None
     target_rank: np.ndarray | None = None
     target_prob: np.ndarray | None = None
+    positions: np.ndarray | None = None
 
     def __getitem__(self, key: str):
         if key not in self.keys():
@@ -61,9 +63,12 @@ def _site_logits(model, x: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def logit_lens(model, trace, k: int = 5, target: int | None = None) -> LogitLens:
+def logit_lens(model, trace, k: int = 5, target: int | None = None, positions=None) -> LogitLens:
     """The lens at every site of `trace` (a run of `model`): the top k tokens with their
-    probabilities, and where `target` (a token id) ranks, per site and position."""
+    probabilities, and where `target` (a token id) ranks, per site and position.
+
+    positions: only these prompt positions (a page showing 40 of 1,024 pays for 40); the default,
+    every position, is the one that reproduces the model's own logits bit for bit."""
     V = model.config.vocab_size
     k = int(k)
     if not 1 <= k <= V:
@@ -72,10 +77,17 @@ def logit_lens(model, trace, k: int = 5, target: int | None = None) -> LogitLens
         if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or not 0 <= target < V:
             raise PromptError(f"target token id {target!r} is outside the vocabulary [0, {V - 1}]")
         target = int(target)
+    T = trace.n_tokens
+    pos = np.arange(T) if positions is None else np.asarray(positions, dtype=np.int64).reshape(-1)
+    if pos.size == 0 or pos.min() < 0 or pos.max() >= T:
+        raise PromptError(f"positions must lie in [0, {T - 1}] for this prompt of {T} tokens")
     sites = lens_sites(trace.n_layer)
     top_ids, top_probs, ranks, probs = [], [], [], []
     for name in sites:
-        x = trace.tensor(name).to(model.device)
+        x = trace.tensor(name)
+        if positions is not None:
+            x = x[torch.as_tensor(pos, device=x.device)]
+        x = x.to(model.device)
         logits = _site_logits(model, x)  # [T, V]: the only one alive
         vals, ids = logits.topk(k, dim=-1)
         if target is not None:
@@ -97,4 +109,5 @@ def logit_lens(model, trace, k: int = 5, target: int | None = None) -> LogitLens
         target=target,
         target_rank=stack(ranks) if target is not None else None,
         target_prob=stack(probs) if target is not None else None,
+        positions=pos,
     )

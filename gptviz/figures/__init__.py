@@ -10,10 +10,13 @@ from .attention import (
     attention_lines,
     head_grid,
     layer_head_grid,
+    mark_tile,
     overview_cell,
     token_labels,
 )
 from .attribution import attribution_bars, attribution_heads
+from .heads import clicked_head, head_score_grid
+from .lens import lens_grid, site_label, target_depth
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
 from .residual import contributions_bars, residual_heatmap, residual_lines
 from .shapes import shape_flow
@@ -26,9 +29,13 @@ __all__ = [
     "attribution_bars",
     "attribution_heads",
     "contributions_bars",
+    "clicked_head",
     "head_grid",
+    "head_score_grid",
     "layer_head_grid",
+    "lens_grid",
     "loss_bars",
+    "mark_tile",
     "matrix_heatmap",
     "overview_cell",
     "presentation",
@@ -37,7 +44,9 @@ __all__ = [
     "residual_heatmap",
     "residual_lines",
     "shape_flow",
+    "site_label",
     "style",
+    "target_depth",
     "token_chips_html",
     "token_labels",
     "topk_bars",
