@@ -4,14 +4,14 @@ import streamlit as st
 
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
-from gptviz.dashboard import caches, widgets
+from gptviz.dashboard import caches, layout, widgets
 from gptviz.figures.attention import mark_tile
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Attention")
 
-c1, c2 = st.columns([2, 1])
+c1, c2 = layout.columns([2, 1])  # stacked on a projector: the checkbox label stays whole
 kind = c1.segmented_control(
     "Show",
     analysis.ATTENTION_KINDS,

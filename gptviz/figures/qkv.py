@@ -100,6 +100,7 @@ def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str,
         height=560,
         barmode="overlay",
         legend=dict(orientation="h", y=-0.18),
+        title_pad_b=34,  # clear of the first subplot's own title
     )
     fig.update_yaxes(title_text="score (unitless)", row=1, col=1, zeroline=True, gridcolor="#eee")
     fig.update_yaxes(
