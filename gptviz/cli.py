@@ -82,7 +82,7 @@ def write_file(path: Path, data) -> None:
     except OSError as e:
         if not existed and path.is_file():
             path.unlink(missing_ok=True)  # no half-written file left behind to be mistaken for a result
-        raise OutputError(f"{path}: cannot write the trace ({e.strerror or e}); choose another --out") from None
+        raise OutputError(f"{path}: cannot be written ({e.strerror or e}); choose another --out") from None
 
 
 def table(rows) -> str:

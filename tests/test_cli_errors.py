@@ -33,7 +33,7 @@ def one_error_line(stderr: str, words: str) -> None:
     [
         (["--token-ids", "99999999999999999999999"], "token id 99999999999999999999… is outside the vocabulary"),
         (["--token-ids", "1", "--device", "bogus"], "device 'bogus' is not one gptviz knows"),
-        (["--token-ids", "1", "--out", "/dev/full"], "/dev/full: cannot write the trace (No space left on device)"),
+        (["--token-ids", "1", "--out", "/dev/full"], "/dev/full: cannot be written (No space left on device)"),
     ],
     ids=["huge-token-id", "device-bogus", "dev-full"],
 )
@@ -67,8 +67,8 @@ def run_main(capsys, *args) -> str:
         (["--token-ids", "1", "--device", "cuda:x"], "device 'cuda:x' is not one gptviz knows"),
         (["--token-ids", "1", "--device", "meta"], "device 'meta' is not one gptviz runs on"),
         (["--token-ids", "1", "--device", "x" * 5000], "is not one gptviz knows"),
-        (["--token-ids", "1", "--out", "/nonexistent-dir/t.npz"], "cannot write the trace (No such file"),
-        (["--token-ids", "1", "--out", "/"], "/: cannot write the trace"),
+        (["--token-ids", "1", "--out", "/nonexistent-dir/t.npz"], "cannot be written (No such file"),
+        (["--token-ids", "1", "--out", "/"], "/: cannot be written"),
         (["--prompt", "xyz\nabc"], "the tokenizer does not know"),
         (["--token-ids", "1", "--bogus"], "unrecognized arguments: --bogus (see python -m gptviz --help)"),
     ],
