@@ -168,6 +168,7 @@ def heatmap_drawn(page: Page):
 
 
 def type_prompt(page: Page, text: str) -> None:
+    """Fill the multi-line prompt box and submit it with Ctrl+Enter (Enter is a new line there)."""
     box = page.get_by_label("Prompt", exact=True)
     box.fill(text)
-    box.press("Enter")
+    box.press("Control+Enter")
