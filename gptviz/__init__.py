@@ -8,11 +8,12 @@ The package reads in the order data flows: tokenizers -> model (with probes) -> 
 Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not import Streamlit.
 """
 
-from .analysis import Finding, head_scores, health, logit_attribution, logit_lens
+from .analysis import Finding, head_scores, health, logit_attribution, logit_lens, patching_sweep
 from .capture import trace
 from .config import GPTConfig
 from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
 from .formats import Bundle, LoadReport, load, save
+from .interventions import ablate, intervene, patch
 from .model import GPT, explicit_attention
 from .names import contract_names, point
 from .record import Trace
@@ -23,6 +24,10 @@ __all__ = [
     "GPTConfig",
     "Trace",
     "trace",
+    "ablate",
+    "patch",
+    "intervene",
+    "patching_sweep",
     "health",
     "logit_attribution",
     "Finding",

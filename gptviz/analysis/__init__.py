@@ -11,6 +11,7 @@ from .heads import LABEL_THRESHOLDS, head_scores
 from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
 from .next_token import per_token_loss, softmax, token_rank, top_k
+from .patching import patched_run, patching_sweep
 from .residual import (
     GROWTH_LIMIT,
     NORM_LIMIT,
@@ -45,6 +46,8 @@ __all__ = [
     "logit_attribution",
     "logit_lens",
     "layer_weights",
+    "patched_run",
+    "patching_sweep",
     "per_token_loss",
     "query_computation",
     "residual_flags",

@@ -158,3 +158,26 @@ def sweep_table(sweep: np.ndarray, site: str, labels: Sequence[str]) -> pd.DataF
         df["token"] = [labels[i] for i in df["position"]]
     df["value"] = sweep.ravel()
     return df
+
+
+def compare_top_k(before: np.ndarray, after: np.ndarray, k: int, display=None) -> pd.DataFrame:
+    """Next-token probabilities of two runs at one position (logits [V] each): the tokens in either
+    run's top k, most likely after the edit first, with both probabilities, ranks and the change."""
+    from .next_token import softmax
+
+    p0, p1 = softmax(before), softmax(after)
+    rank = lambda p: np.argsort(np.lexsort((np.arange(p.size), -p)))  # noqa: E731 - rank 0 = most likely
+    r0, r1 = rank(p0), rank(p1)
+    ids = np.union1d(np.flatnonzero(r0 < k), np.flatnonzero(r1 < k))
+    ids = ids[np.lexsort((ids, -p1[ids]))]
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "token": display(ids.tolist()) if display is not None else [str(i) for i in ids],
+            "before": p0[ids],
+            "after": p1[ids],
+            "change": p1[ids] - p0[ids],
+            "rank_before": r0[ids] + 1,
+            "rank_after": r1[ids] + 1,
+        }
+    )

@@ -1,0 +1,105 @@
+"""The caches of the what-if pages (Interventions, Patching): edited runs, sweeps and patched runs,
+each computed once per process for its arguments and shared read-only by every session, like the
+runs in caches.py. Keys are plain tuples (a RunKey and numbers), never Traces or functions."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from ..analysis.patching import patched_run, patching_sweep
+from ..capture import trace
+from ..figures import overview_cell
+from ..interventions import Intervention, ablate
+from ..names import point
+from ..record import Trace
+from .caches import RUN_ENTRIES, RunKey, bundle_for, run_trace
+
+HeadPick = tuple[tuple[int, int], ...]  # (layer, head) pairs
+
+
+def ablations(heads: HeadPick, mlps: tuple[int, ...], how: str) -> list[Intervention]:
+    """One ablation of attn.z per layer with chosen heads, one of mlp.out per chosen MLP."""
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in heads:
+        by_layer.setdefault(layer, []).append(head)
+    edits = [ablate(point("attn.z", l), heads=sorted(hs), how=how) for l, hs in sorted(by_layer.items())]
+    return edits + [ablate(point("mlp.out", l), how=how) for l in sorted(mlps)]
+
+
+@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Running the edited model…")
+def ablated_run(key: RunKey, heads: HeadPick, mlps: tuple[int, ...], how: str) -> Trace:
+    """The run of `key` with the chosen heads and MLPs ablated. Read-only, shared."""
+    bundle = bundle_for(key.model)
+    return trace(bundle.model, list(key.ids), bundle.tokenizer, interventions=ablations(heads, mlps, how))
+
+
+@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Patching every layer and position…")
+def sweep(clean: RunKey, corrupt_ids: tuple[int, ...], answer: int, wrong: int, site: str) -> np.ndarray:
+    """patching_sweep of one (clean, corrupt, answer, wrong, site). Read-only, shared."""
+    out = patching_sweep(bundle_for(clean.model).model, list(clean.ids), list(corrupt_ids), answer, wrong, site=site)
+    out.flags.writeable = False
+    return out
+
+
+@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Running the patched model…")
+def patched(clean: RunKey, corrupt_ids: tuple[int, ...], site: str, layer: int, cell: int) -> Trace:
+    """One cell of the sweep as a full Trace (the clean run's Trace comes from the run cache)."""
+    bundle = bundle_for(clean.model)
+    return patched_run(bundle.model, run_trace(clean), list(corrupt_ids), site, layer, cell, bundle.tokenizer)
+
+
+# --- callbacks: defined here, not in the pages, so what Streamlit keeps does not hold a page's Trace ---
+def toggle_head(chart_key: str, heads_key: str) -> None:
+    """on_select of the layer × head grid: add the clicked head to the picked ones, or take it out."""
+    points = st.session_state[chart_key].selection.get("points") or []
+    if points and "x" in points[0] and "y" in points[0]:
+        layer, head = overview_cell(points[0]["x"], points[0]["y"])
+        name = head_name(layer, head)
+        chosen = list(st.session_state.get(heads_key, []))
+        st.session_state[heads_key] = [h for h in chosen if h != name] if name in chosen else [*chosen, name]
+
+
+def head_name(layer: int, head: int) -> str:
+    return f"L{layer}H{head}"
+
+
+def parse_head(name: str) -> tuple[int, int]:
+    layer, head = name.removeprefix("L").split("H")
+    return int(layer), int(head)
+
+
+def set_state(values: dict) -> None:
+    """on_click of a preset button: put its values into the widgets."""
+    st.session_state.update(values)
+
+
+def open_cell(chart_key: str, site: str, cell_key: str) -> None:
+    """on_select of a sweep heatmap: remember (site, layer, cell) of the clicked cell."""
+    points = st.session_state[chart_key].selection.get("points") or []
+    if points and "x" in points[0] and "y" in points[0]:
+        st.session_state[cell_key] = (site, int(points[0]["y"]), int(points[0]["x"]))
+
+
+def change_one(clean: tuple[int, ...], tokenizer, vocab_size: int) -> None:
+    """on_click of 'Make it': the corrupt prompt is the clean one with the chosen token replaced."""
+    from ..analysis.patching import one_token
+    from ..errors import GptvizError
+    from ..tokenizers import parse_ids
+
+    pos, new = st.session_state.get("pt_pos", 0), st.session_state.get("pt_new", "")
+    ids = list(clean)
+    try:
+        if tokenizer is None:
+            got = parse_ids(new, vocab_size, what="the new token")
+            if len(got) != 1:
+                raise GptvizError("the new token is one id")
+            ids[pos] = got[0]
+        else:
+            ids[pos] = one_token(tokenizer, new, "new token")
+    except GptvizError as e:
+        st.session_state["pt_change_error"] = str(e)
+        return
+    st.session_state["pt_change_error"] = ""
+    st.session_state["pt_corrupt"] = tokenizer.decode(ids) if tokenizer is not None else ",".join(map(str, ids))
+    st.session_state["pt_cell"] = None

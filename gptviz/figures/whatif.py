@@ -1,0 +1,72 @@
+"""Figures of the what-if pages: the patching sweep as a heatmap, and a run before and after an edit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .style import style
+
+MAX_TEXT_CELLS = 600  # numbers written in the cells up to this many
+
+
+def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None = None) -> go.Figure:
+    """The sweep [L, T] or [L, H] as a heatmap centred at 0 (white: the patch changed nothing);
+    1 (full red) is the clean run's preference restored, and the colour bar marks it."""
+    L, n = sweep.shape
+    heads = site == "attn.z"
+    cols = [f"H{h}" for h in range(n)] if heads else list(labels or [str(i) for i in range(n)])
+    top = max(1.0, float(np.nanmax(np.abs(sweep))) if sweep.size else 1.0)
+    text = np.vectorize(lambda v: f"{v:.2f}")(sweep) if sweep.size <= MAX_TEXT_CELLS else None
+    fig = go.Figure(
+        go.Heatmap(
+            z=sweep,
+            x=list(range(n)),
+            y=list(range(L)),
+            colorscale="RdBu",
+            reversescale=True,
+            zmid=0,
+            zmin=-top,
+            zmax=top,
+            text=text,
+            texttemplate="%{text}" if text is not None else None,
+            customdata=np.array([[cols[c] for c in range(n)]] * L),
+            colorbar=dict(
+                title=dict(text="restored"),
+                tickvals=sorted({-top, 0.0, 1.0, top}),
+                ticktext=[("1 = clean" if v == 1.0 else f"{v:.2g}") for v in sorted({-top, 0.0, 1.0, top})],
+            ),
+            hovertemplate=(
+                "layer %{y}, " + ("head" if heads else "position") + " %{customdata}<br>"
+                "restored %{z:.3f} of the clean − corrupt difference<extra></extra>"
+            ),
+        )
+    )
+    what = "head" if heads else "position"
+    style(fig, f"Patching {site}: every layer × {what}", height=max(300, 40 * L + 160))
+    fig.update_xaxes(title_text=what, tickvals=list(range(n)), ticktext=cols)
+    fig.update_yaxes(title_text="layer", tickvals=list(range(L)), autorange="reversed")
+    return fig
+
+
+def loss_before_after(before: pd.DataFrame, after: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
+    """Per-token loss (analysis.per_token_loss) of the plain and the edited run, side by side, in bits."""
+    pos = before["position"].to_numpy()
+    x = [labels[p] for p in pos]
+    fig = go.Figure()
+    for df, name, color in ((before, "before", "#9aa5b1"), (after, "after the edit", "#d1495b")):
+        fig.add_bar(
+            x=x,
+            y=df["loss_bits"].to_numpy(),
+            name=f"{name} (mean {df['loss_bits'].mean():.3f} bits)",
+            marker_color=color,
+            hovertemplate="%{x}<br>%{y:.3f} bits<extra>" + name + "</extra>",
+        )
+    style(fig, "Loss of each prompt token, before and after the edit", height=380)
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.12))
+    fig.update_xaxes(title_text="token predicted from the tokens before it", type="category", categoryarray=x)
+    fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero")
+    return fig
