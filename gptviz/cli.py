@@ -167,7 +167,10 @@ def cmd_dashboard(args) -> int:
 
 
 def cmd_bench(args) -> None:
-    from .bench import main as bench
+    if args.why:
+        from .bench_why import main as bench
+    else:
+        from .bench import main as bench
 
     bench(args)
 
@@ -241,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.set_defaults(func=cmd_bench)
     return parser
 

@@ -78,6 +78,9 @@ def test_heads_page_shows_every_heads_scores_and_states_the_thresholds(at, env):
     assert fig["layout"]["xaxis"]["type"] == "category" and fig["layout"]["yaxis"]["type"] == "category"
     clicks = fig["data"][1]
     assert [list(map(int, c)) for c in array(clicks["customdata"])] == [[l, h] for l in range(L) for h in range(H)]
+    assert [gptviz.figures.clicked_head({"x": x, "y": y}) for x, y in zip(clicks["x"], clicks["y"])] == [
+        (l, h) for l in range(L) for h in range(H)
+    ]
     table = at.dataframe[0].value
     assert list(table.columns) == list(expected.columns) and len(table) == L * H
     np.testing.assert_allclose(table["entropy"].to_numpy(), expected["entropy"].to_numpy(), rtol=1e-12)
@@ -101,12 +104,12 @@ def test_opening_a_head_switches_to_attention_with_that_head(at):
     # (the prompt comes back from the browser's URL, which AppTest does not keep: tests/e2e/test_why_pages.py)
 
 
-def test_a_grid_click_opens_the_clicked_head(at):
-    # the on_select callback, fed what Streamlit hands it for a click on the marker of layer 0, head 3
-    ok(at.switch_page("views/heads.py").run())
-    point = {"x": "3", "y": "0", "customdata": [0, 3]}
-    assert gptviz.figures.clicked_head(point) == (0, 3)
-    assert gptviz.figures.clicked_head({"x": "3", "y": "0"}) is None  # a click on the heatmap itself
+def test_a_grid_click_names_the_clicked_head():
+    # what Streamlit hands the on_select callback for a click on the marker of layer 0, head 3
+    assert gptviz.figures.clicked_head({"x": "3", "y": "0", "customdata": [0, 3]}) == (0, 3)
+    assert gptviz.figures.clicked_head({"x": 3, "y": 1}) == (1, 3)
+    for bad in ({}, {"x": "3"}, {"x": None, "y": "0"}, {"x": "head", "y": "0"}):
+        assert gptviz.figures.clicked_head(bad) is None
 
 
 def test_logit_lens_page_shows_the_library_lens(at, env):

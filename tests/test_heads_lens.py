@@ -289,3 +289,44 @@ def test_lens_reads_as_attributes_and_keys_and_without_target(model):
 def test_bad_lens_arguments_are_refused_with_a_reason(model, kwargs, words):
     with pytest.raises(gptviz.PromptError, match=words.replace("[", r"\[").replace("]", r"\]")):
         gptviz.logit_lens(model, gptviz.trace(model, IDS), **kwargs)
+
+
+def test_lens_at_chosen_positions_equals_those_columns_of_the_whole(model):
+    tr = gptviz.trace(model, IDS)
+    whole = gptviz.logit_lens(model, tr, k=3, target=4)
+    part = gptviz.logit_lens(model, tr, k=3, target=4, positions=[9, 2, 14])
+    np.testing.assert_array_equal(part.positions, [9, 2, 14])
+    np.testing.assert_array_equal(part.top_ids, whole.top_ids[:, [9, 2, 14]])
+    np.testing.assert_allclose(part.top_probs, whole.top_probs[:, [9, 2, 14]], rtol=1e-5)
+    np.testing.assert_array_equal(part.target_rank, whole.target_rank[:, [9, 2, 14]])
+    for bad in ([], [15], [-1]):
+        with pytest.raises(gptviz.PromptError, match="positions must lie in"):
+            gptviz.logit_lens(model, tr, positions=bad)
+
+
+# --- figures ----------------------------------------------------------------------------------
+def test_lens_grid_escapes_token_text_and_uses_category_axes():
+    from gptviz.figures import lens_grid
+
+    tokens = np.array([[["<b>x</b>", "&"], ["a", "<br>"]], [["1", "2"], ["3", "4"]]], dtype=object)  # [S=2, W=2, k=2]
+    probs = np.array([[[0.9, 0.1], [0.6, 0.3]], [[0.5, 0.2], [0.7, 0.1]]])
+    fig = lens_grid(["embed", "blocks.0.resid_mid"], ["0 <i>", "1 b"], tokens, probs)
+    heat = fig.data[0]
+    assert heat.text[0][0] == "&lt;b&gt;x&lt;/b&gt;" and heat.text[1][0] == "1"
+    assert "&lt;br&gt;" in heat.customdata[0][1] and "<br>" in heat.customdata[0][1]  # lines are ours, text is not
+    assert list(heat.x) == ["0 &lt;i&gt;", "1 b"] and list(heat.y) == ["embed", "L0 mid"]
+    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
+    np.testing.assert_array_equal(heat.z, probs[:, :, 0])
+    assert "applied to an intermediate residual" in fig.layout.title.text
+
+
+def test_head_score_grid_colours_by_the_chosen_score():
+    from gptviz.figures import head_score_grid
+
+    df = gptviz.head_scores(gptviz.trace(tiny_model(n_layer=3, n_head=2), IDS))
+    fig = head_score_grid(df, "sink", n_tokens=len(IDS))
+    np.testing.assert_array_equal(fig.data[0].z, df["sink"].to_numpy().reshape(3, 2))
+    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "category"
+    assert head_score_grid(df, "entropy", n_tokens=len(IDS)).data[0].zmax == pytest.approx(np.log(len(IDS)))
+    with pytest.raises(ValueError, match="choose one of"):
+        head_score_grid(df, "label")

@@ -25,7 +25,7 @@ def head_score_grid(
 ) -> go.Figure:
     """Layers as rows (0 at the top) and heads as columns, coloured by `score` (a column of
     analysis.head_scores). Each cell shows the value and the head's label; an invisible marker per
-    cell carries customdata (layer, head) for a click. Shares use a fixed 0–1 scale; entropy runs
+    cell carries (layer, head) for a click (clicked_head). Shares use a fixed 0–1 scale; entropy runs
     from 0 to ln T (a head spreading evenly over every key), when n_tokens is given."""
     if score not in SCORE_TITLES:
         raise ValueError(f"score={score!r}: choose one of {', '.join(SCORE_TITLES)}")
@@ -67,7 +67,7 @@ def head_score_grid(
             y=[layers[l] for l in ls.ravel()],
             mode="markers",
             marker=dict(size=14, opacity=0),
-            customdata=np.stack([ls.ravel(), hs.ravel()], axis=1),
+            customdata=np.stack([ls.ravel(), hs.ravel()], axis=1).tolist(),  # lists: a click hands them back as sent
             hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>click to open it<extra></extra>",
             showlegend=False,
         )
@@ -99,8 +99,9 @@ def head_score_grid(
 
 
 def clicked_head(point: dict) -> tuple[int, int] | None:
-    """(layer, head) of a click on head_score_grid, from the marker's customdata; None otherwise."""
-    data = point.get("customdata")
-    if data is None or len(data) != 2:
+    """(layer, head) of a click on head_score_grid's markers (x = head, y = layer, as category
+    strings); None for anything else."""
+    try:
+        return int(point["y"]), int(point["x"])
+    except (KeyError, TypeError, ValueError):
         return None
-    return int(data[0]), int(data[1])
