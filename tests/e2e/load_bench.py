@@ -85,7 +85,9 @@ def latency(browser, sessions: list[int], per_session: int) -> dict:
         for n in sessions:
             s = run_round(browser, url, n, per_session, lambda i, k: f"Session {i} asks question {k}: who goes there?")
             out[n] = {"prompts": len(s), "median_s": statistics.median(s), "p95_s": p95(s)}
-            print(f"N = {n}: {len(s)} prompts, median {out[n]['median_s']:.2f} s, p95 {out[n]['p95_s']:.2f} s")
+            print(
+                f"N = {n}: {len(s)} prompts, median {out[n]['median_s']:.2f} s, p95 {out[n]['p95_s']:.2f} s", flush=True
+            )
     return out
 
 
@@ -111,6 +113,7 @@ def memory(browser, marks: list[int], sessions: int = 4) -> dict:
                     wait_until_drawn(page, SLOW)
                 seconds.append(time.perf_counter() - t0)
                 done += 1
+                print(f"  prompt {done}: {seconds[-1]:.1f} s, server RSS {server_rss_mb(pid):.0f} MB", flush=True)
             rss[f"after {mark} prompts"] = server_rss_mb(pid)
             print(f"{mark} prompts: server RSS {rss[f'after {mark} prompts']:.0f} MB", flush=True)
         for c in contexts:
