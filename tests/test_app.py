@@ -335,6 +335,13 @@ def test_uploaded_checkpoint_is_named_by_its_files_not_a_server_path(at, env):
     assert at.query_params["checkpoint"] == "upload" and at.query_params["upload"] == names
 
 
+def test_a_broken_upload_is_named_by_its_files(at, env):
+    at = upload(at, env / "broken")
+    msg = errors(at)
+    assert msg.startswith("Checkpoint not loaded: config.json: "), msg
+    assert "gptviz-uploads" not in page_text(at)
+
+
 def test_an_upload_is_written_once_and_a_head_click_does_not_rerun(at, env, monkeypatch):
     loads = []
     real = caches.load

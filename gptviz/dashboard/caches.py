@@ -78,7 +78,10 @@ def load_bundle(key: ModelKey) -> Bundle | str:
         bundle = load(path, key.device)
     except GptvizError as e:
         # the message names the file; an upload is named by its file names, never its server path
-        return str(e).replace(str(path.parent if path.is_file() else path), label) if label else str(e)
+        if not label:
+            return str(e)
+        folder = str(path if path.is_dir() else path.parent)
+        return str(e).replace(folder + os.sep, "").replace(folder, label)
     except Exception as e:  # a loader bug or an out-of-memory must not become a page of traceback
         log.exception("loading %s failed", key.source)
         return f"{type(e).__name__} while loading: {str(e)[:300]}"
