@@ -26,12 +26,15 @@ from .names import point
 GPT2_SMALL = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, block_size=1024)
 
 
-def naive_sweep(model: GPT, clean_ids, corrupt_ids, answer: int, wrong: int, site: str = "resid_pre") -> np.ndarray:
-    """The definition, one full patched run per cell: what patching_sweep must equal."""
+def naive_sweep(
+    model: GPT, clean_ids, corrupt_ids, answer: int, wrong: int, site: str = "resid_pre", layers: int | None = None
+) -> np.ndarray:
+    """The definition, one full patched run per cell: what patching_sweep must equal. layers: only
+    the first so many layers (each naive run costs the same whatever its layer)."""
     clean, corrupt = trace(model, clean_ids), trace(model, corrupt_ids)
     d = lambda t: float(t.part("logits", -1)[answer]) - float(t.part("logits", -1)[wrong])  # noqa: E731
     d_clean, d_corrupt = d(clean), d(corrupt)
-    L, n = model.config.n_layer, model.config.n_head if site == "attn.z" else len(clean_ids)
+    L, n = layers or model.config.n_layer, model.config.n_head if site == "attn.z" else len(clean_ids)
     out = np.empty((L, n))
     for l in range(L):
         for c in range(n):
@@ -78,8 +81,13 @@ def _transformer_lens(model: GPT, clean, corrupt, answer: int, wrong: int):
     return lambda: patching.get_act_patch_resid_pre(tl, r, cache, metric)
 
 
-def measure(T: int = 64, device: str = "cpu", repeats: int = 2, peers: bool = False, **shape) -> dict:
-    """Seconds for the sweep and the naive loop (best of `repeats`), their ratio and largest difference."""
+def measure(
+    T: int = 64, device: str = "cpu", repeats: int = 2, peers: bool = False, naive_layers: int | None = None, **shape
+) -> dict:
+    """Seconds for the sweep and the naive loop (best of `repeats`), their ratio and largest difference.
+    naive_layers: run the naive loop on the cells of that many layers only and scale its time by
+    L / naive_layers (every naive run is one full forward pass, whatever its layer); values are
+    compared on those cells."""
     cfg = {**GPT2_SMALL, **shape}
     torch.manual_seed(0)
     model = GPT(GPTConfig(**cfg)).to(device).eval()
@@ -89,7 +97,9 @@ def measure(T: int = 64, device: str = "cpu", repeats: int = 2, peers: bool = Fa
     corrupt[T // 2] = (clean[T // 2] + 1) % cfg["vocab_size"]
     answer, wrong = 0, 1
     sweep_s, fast = _time(lambda: patching_sweep(model, clean, corrupt, answer, wrong), device, repeats)
-    naive_s, slow = _time(lambda: naive_sweep(model, clean, corrupt, answer, wrong), device, 1)
+    k = min(naive_layers or cfg["n_layer"], cfg["n_layer"])
+    naive_s, slow = _time(lambda: naive_sweep(model, clean, corrupt, answer, wrong, layers=k), device, 1)
+    naive_s *= cfg["n_layer"] / k
     out = dict(
         T=T,
         device=device,
@@ -98,7 +108,8 @@ def measure(T: int = 64, device: str = "cpu", repeats: int = 2, peers: bool = Fa
         sweep_s=round(sweep_s, 4),
         naive_s=round(naive_s, 4),
         naive_over_sweep=round(naive_s / sweep_s, 2),
-        max_abs_diff=float(np.abs(fast - slow).max()),
+        naive_timed_layers=k,
+        max_abs_diff=float(np.abs(fast[:k] - slow).max()),
     )
     tl = _transformer_lens(model, clean, corrupt, answer, wrong) if peers else None
     if tl is not None:
@@ -115,10 +126,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--peers", action="store_true", help="also time TransformerLens when it is installed")
+    p.add_argument("--naive-layers", type=int, help="time the naive loop on this many layers' cells, scaled to L")
     a = p.parse_args(argv)
     with torch.no_grad():
         for T in a.T:
-            print(json.dumps(measure(T, a.device, a.repeats, a.peers)), flush=True)
+            print(json.dumps(measure(T, a.device, a.repeats, a.peers, a.naive_layers)), flush=True)
 
 
 if __name__ == "__main__":

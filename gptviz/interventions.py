@@ -249,7 +249,7 @@ def intervene(name: str, fn: Callable[[Tensor], Tensor]) -> Intervene:
 
 def check(interventions: Sequence[Intervention], n_layer: int) -> tuple[Intervention, ...]:
     """The interventions as a tuple, each naming a point this model has."""
-    out = tuple(interventions)
+    out = (interventions,) if isinstance(interventions, Intervention) else tuple(interventions)
     for iv in out:
         if not isinstance(iv, Intervention):
             raise InterventionError(

@@ -115,11 +115,18 @@ clean_run, corrupt_run = caches.run_trace(clean_key), caches.run_trace(corrupt_k
 best = lambda run: int(run.part("logits", -1).argmax())  # noqa: E731
 c1, c2, c3 = st.columns([1, 1, 2])
 answer_text = c1.text_input("Answer token", key="pt_answer", help="Empty: the clean prompt's top prediction")
-wrong_text = c2.text_input("Wrong token", key="pt_wrong", help="Empty: the corrupt prompt's top prediction")
+wrong_text = c2.text_input(
+    "Wrong token", key="pt_wrong", help="Empty: the corrupt prompt's top prediction other than the answer"
+)
 sites = c3.multiselect("Sites", SITES, default=list(SITES), key="pt_sites")
 try:
     answer = token(answer_text, "answer") if answer_text else best(clean_run)
-    wrong = token(wrong_text, "wrong") if wrong_text else best(corrupt_run)
+    if wrong_text:
+        wrong = token(wrong_text, "wrong")
+    else:  # the corrupt prompt's favourite that is not the answer
+        logits = corrupt_run.part("logits", -1).astype("float64")
+        logits[answer] = float("-inf")
+        wrong = int(logits.argmax())
 except GptvizError as e:
     st.error(widgets.plain(e))
     st.stop()
