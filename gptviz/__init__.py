@@ -13,6 +13,7 @@ from .capture import trace
 from .config import GPTConfig
 from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
 from .formats import Bundle, LoadReport, load, save
+from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
 from .model import GPT, explicit_attention
 from .names import contract_names, point
@@ -24,6 +25,8 @@ __all__ = [
     "GPTConfig",
     "Trace",
     "trace",
+    "generate",
+    "Generation",
     "ablate",
     "patch",
     "intervene",

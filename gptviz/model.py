@@ -58,15 +58,46 @@ def attention_scores(q: Tensor, k: Tensor) -> Tensor:
     return q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.size(-1)))
 
 
-def causal_mask(T: int, device: torch.device | str = "cpu") -> Tensor:
-    """(T, T) bools, True where query i may read key j (j <= i). Built per call: T² bytes, where a
-    per-layer buffer of block_size² would be held by every layer for the model's lifetime."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril_()
+def causal_mask(T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
+    """(T, offset + T) bools, True where query i (at position offset + i) may read key j (j <= offset + i).
+    offset: tokens already in a KV cache. Built per call: T² bytes, where a per-layer buffer of
+    block_size² would be held by every layer for the model's lifetime."""
+    return torch.ones(T, offset + T, dtype=torch.bool, device=device).tril_(offset)
 
 
 def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the keys each query may read (mask True); the others get exactly 0."""
     return F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+class LayerCache:
+    """One layer's keys and values of the tokens run so far, (B, H, t, D) each."""
+
+    def __init__(self) -> None:
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.size(2)
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add the new tokens' keys and values; return every key and value so far."""
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)  # (B, H, t, D)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)  # (B, H, t, D)
+        return self.k, self.v
+
+
+class KVCache:
+    """The keys and values of every layer for the tokens already run: an input of the forward pass
+    (`model(idx, cache=cache)`), which appends the new tokens' k, v and attends over all of them,
+    so a step of generation runs only the new token. One cache per sequence (and per thread)."""
+
+    def __init__(self, n_layer: int) -> None:
+        self.layers = [LayerCache() for _ in range(n_layer)]
+
+    def __len__(self) -> int:
+        """Tokens held: the position the next token will take."""
+        return len(self.layers[0])
 
 
 class CausalSelfAttention(nn.Module):
@@ -82,21 +113,26 @@ class CausalSelfAttention(nn.Module):
         self.mask = Probe(batched=False)
         self.z, self.out = Probe(), Probe()  # each head's output before the merge; what the sub-layer adds
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
         B, T, C = x.size()
         H, D = self.n_head, C // self.n_head
+        P = len(cache) if cache is not None else 0  # tokens before these: the queries' position offset
         q, k, v = self.c_attn(x).split(C, dim=2)
         q = self.q(q.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         k = self.k(k.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         v = self.v(v.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, H, P + T, D)
         if _explicit.get():  # the attention weights exist as a tensor only on this path
-            scores = self.scores(attention_scores(q, k))  # (B, H, T, T)
-            mask = self.mask(causal_mask(T, x.device))  # (T, T)
-            weights = self.weights(attention_weights(scores, mask))  # (B, H, T, T)
+            scores = self.scores(attention_scores(q, k))  # (B, H, T, P + T)
+            mask = self.mask(causal_mask(T, x.device, P))  # (T, P + T)
+            weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
             y = self.attn_dropout(weights) @ v  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)  # (B, H, T, D)
+            # is_causal aligns the mask top-left: right only without a cache; one new token reads every key
+            causal = dict(is_causal=True) if P == 0 else dict(attn_mask=None if T == 1 else causal_mask(T, x.device, P))
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, **causal)  # (B, H, T, D)
         y = self.z(y)  # heads still separate: where a head can be read or ablated on its own
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # merge heads: (B, T, C)
         return self.out(self.resid_dropout(self.c_proj(y)))
@@ -132,9 +168,9 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.resid_pre, self.resid_mid, self.resid_post = Probe(), Probe(), Probe()
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
         x = self.resid_pre(x)
-        x = self.resid_mid(x + self.attn(self.ln_1(x)))
+        x = self.resid_mid(x + self.attn(self.ln_1(x), cache))
         return self.resid_post(x + self.mlp(self.ln_2(x)))
 
 
@@ -179,9 +215,9 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights counted once
 
-    def check_ids(self, idx: Tensor) -> None:
+    def check_ids(self, idx: Tensor, past: int = 0) -> None:
         """Raise PromptError, with the reason, for input the model cannot run (the ids' range is
-        checked in eval mode only)."""
+        checked in eval mode only). past: tokens already in the KV cache."""
         if idx.dim() != 2:
             raise PromptError(f"expected token ids of shape [B, T], got {list(idx.shape)}")
         if idx.dtype.is_floating_point or idx.dtype == torch.bool:
@@ -189,6 +225,11 @@ class GPT(nn.Module):
         T = idx.size(1)
         if T == 0:
             raise PromptError("the prompt is empty: give at least one token")
+        if past and self.config.block_size < past + T:
+            raise PromptError(
+                f"the cache holds {past} tokens and {T} more were given, but the model reads at most "
+                f"block_size={self.config.block_size}"
+            )
         if self.config.block_size < T:
             raise PromptError(
                 f"the prompt has {T} tokens but the model reads at most block_size={self.config.block_size}; "
@@ -201,21 +242,24 @@ class GPT(nn.Module):
             bad = lo if lo < 0 else hi
             raise PromptError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size - 1}]")
 
-    def forward(self, idx: Tensor, explicit: bool = False) -> Tensor:
-        """Logits at every position. explicit=True builds the attention weights as a tensor (see
-        explicit_attention); the default runs fused scaled_dot_product_attention."""
-        self.check_ids(idx)
+    def forward(self, idx: Tensor, explicit: bool = False, cache: KVCache | None = None) -> Tensor:
+        """Logits at every position of idx. explicit=True builds the attention weights as a tensor (see
+        explicit_attention); the default runs fused scaled_dot_product_attention. cache: the keys and
+        values of the tokens before idx (KVCache), which this call extends by idx's; idx then starts at
+        position len(cache)."""
+        past = len(cache) if cache is not None else 0
+        self.check_ids(idx, past)
         with explicit_attention() if explicit else contextlib.nullcontext():
-            return self._logits(idx)
+            return self._logits(idx, cache, past)
 
-    def _logits(self, idx: Tensor) -> Tensor:
+    def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int = 0) -> Tensor:
         B, T = idx.size()
         tok = self.transformer.wte(idx)  # (B, T, C)
         if self.config.pos_encoding == "learned":
-            pos = self.transformer.wpe(torch.arange(T, device=idx.device))  # (T, C)
+            pos = self.transformer.wpe(torch.arange(past, past + T, device=idx.device))  # (T, C)
         else:
-            pos = self.sinusoid[:T]  # (T, C)
+            pos = self.sinusoid[past : past + T]  # (T, C)
         x = self.transformer.embed(self.transformer.drop(tok + pos))
-        for block in self.transformer.h:
-            x = block(x)
+        for l, block in enumerate(self.transformer.h):
+            x = block(x) if cache is None else block(x, cache.layers[l])
         return self.lm_head(self.transformer.ln_f(x))  # (B, T, V)
