@@ -190,7 +190,9 @@ def head_grid(
     title = f"Layer {layer}: every head's attention weights"
     if b > 1:
         title += f" · cells are means of {b}×{b} blocks"
-    style(fig, title, height=260 * rows + 90, subtitle=cell_notes(any_masked, any_bad), plot_bgcolor=MASKED)
+    style(fig, title, height=260 * rows + 110, subtitle=cell_notes(any_masked, any_bad), plot_bgcolor=MASKED)
+    # Subplots: the automatic title margin ignores the subtitle, so the title sits in a fixed top margin.
+    fig.update_layout(title_yref="container", title_y=1, title_yanchor="top", title_pad_t=10, margin_t=110)
     fig.update_layout(
         coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text="weight<br>0 … 1")))
     )
