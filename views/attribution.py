@@ -3,6 +3,7 @@ down at the chosen position, through the final norm with its scale frozen at the
 
 import html
 
+import numpy as np
 import streamlit as st
 
 import gptviz
@@ -49,7 +50,8 @@ for key, allowed in (("attr_target", options), ("attr_baseline", [None, *options
     if key in st.session_state and st.session_state[key] not in allowed:  # the position changed
         del st.session_state[key]
 
-st.caption(f"At position **{widgets.plain(v.labels[pos])}** (change it in the sidebar): the logit of the next token.")
+here = f"position {pos} ('{v.display([t.token_ids[pos]])[0]}')"
+st.caption(f"The next token's logit at {widgets.plain(here)}: choose the position in the sidebar.")
 c1, c2 = st.columns(2)
 target = c1.selectbox("Target token", options, key="attr_target", format_func=shown.get)
 target_text = c1.text_input("…or type any token", key="attr_target_text", help="Replaces the choice above")
@@ -73,6 +75,12 @@ name = v.display([target])[0]
 what = f"logit('{name}')" + (f" − logit('{v.display([baseline])[0]}')" if baseline is not None else "")
 real, total, sigma = df.attrs["logit"], float(df["value"].sum()), df.attrs["sigma"]
 
+if not np.isfinite(real) or not np.isfinite(df["value"]).all():
+    st.warning(
+        f"The model computed NaN or Inf here (its logit is {real:.4g}), so there are no parts to add up: "
+        "the Health page says where it starts."
+    )
+    st.stop()
 a, b, c = st.columns(3)
 a.metric("The model's logit" + (" difference" if baseline is not None else ""), f"{real:.4f}")
 b.metric("Sum of the parts", f"{total:.4f}")
@@ -87,12 +95,12 @@ st.info(
     "σ would change too, moving every other part: to see that, ablate the part and re-run."
 )
 
-label = html.escape(f"{what} at {v.labels[pos]}")  # Plotly titles read HTML: tokens stay text
+label = html.escape(f"{what} at {here}")  # Plotly titles read HTML: tokens stay text
 widgets.chart(figures.attribution_bars(df, analysis.component_labels(df), what=label), key="attr_bars")
 L, H = model.config.n_layer, model.config.n_head
 widgets.chart(figures.attribution_heads(analysis.head_matrix(df, L, H), what=label), key="attr_heads")
 st.caption(
-    "Blue bars push the logit up, orange ones down. Heads: red up, blue down, on a scale centred at 0. "
+    "Red pushes the logit up, blue pushes it down, in the bars and in the head grid (a scale centred at 0). "
     "'attn bias' is a layer's c_proj bias (added once, not per head); 'MLP' is what its neurons write "
     "(mlp.out without c_proj's bias, which is 'MLP bias'); 'embed' is the token plus position embedding."
 )

@@ -64,13 +64,22 @@ st.dataframe(
 )
 widgets.download("findings (CSV)", lambda: table, "health.csv", key="health_dl")
 
+
+def line(f) -> str:
+    return f"**{f.status} · {widgets.plain(f.name)}**: {widgets.plain(f.message)}"
+
+
 st.subheader("Findings")
-for f in sorted(found, key=lambda f: ("fail", "warn", "ok").index(f.status)):
-    text = f"**{f.status} · {widgets.plain(f.name)}**: {widgets.plain(f.message)}"
-    BOXES.get(f.status, st.success)(text)
+for f in found:
+    if f.status in BOXES:
+        BOXES[f.status](line(f))
+passed = [f for f in found if f.status == "ok"]
+with st.expander(f"The {len(passed)} checks that passed", expanded=len(passed) == len(found)):
+    for f in passed:
+        st.markdown(line(f))
 
 st.subheader("The same check in a pipeline")
-st.code(command(v), language="bash")
+st.code(command(v), language="bash", wrap_lines=True)
 st.caption(
     "One line per finding (`--json` for JSON). The exit status is 1 when any finding fails, 2 for a bad "
     "input, 0 otherwise, so a training script can stop on a broken checkpoint."

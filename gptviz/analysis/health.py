@@ -140,8 +140,9 @@ def check_residual(trace: Trace) -> Finding:
     over = [f"block {l} ×{g:.1f}" for l, g in judged.items() if not g <= GROWTH_LIMIT]
     worst_growth = max(judged.values(), default=None)
     measured = (
-        f"from the embedding to the last block the mean residual norm grows {residual_growth(trace):.1f}×; "
-        f"the largest norm is {top:.4g}"
+        f"from the embedding to the last block the mean residual norm grows {residual_growth(trace):.1f}×"
+        + (f", at most ×{worst_growth:.2f} in one block after block 0" if worst_growth is not None else "")
+        + f"; the largest norm is {top:.4g}"
     )
     rule = f"(thresholds: ×{GROWTH_LIMIT:g} per block after block 0, any norm above {NORM_LIMIT:g})"
     if not over and top <= NORM_LIMIT:
@@ -190,7 +191,9 @@ def check_attention(trace: Trace, n_layer: int) -> list[Finding]:
                 "attention_rows",
                 "fail",
                 worst_dev,
-                f"heads with attention rows that do not sum to 1: {len(bad)} (worst off by {worst_dev:.3g}), "
+                f"heads with attention rows that do not sum to 1: {len(bad)} ("
+                + ("some rows are NaN" if not math.isfinite(worst_dev) else f"worst off by {worst_dev:.3g}")
+                + f"), "
                 f"{_heads([tuple(x) for x in bad])} {rule}. These are not softmax outputs: look for NaN in "
                 "q or k, or a mask that hides every key of a row.",
             )

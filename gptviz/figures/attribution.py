@@ -9,9 +9,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import BLUE, ORANGE, style
+from .style import style
 
+UP, DOWN = "#b2182b", "#2166ac"  # the ends of RdBu_r, as in the head grid: red pushes up, blue down
 MAX_BARS = 30  # more parts than this: the largest by |value|, the rest summed into one bar
+# title and subtitle pinned to the top of the figure, so the subtitle never sits on the plot
+TITLE_TOP = dict(yref="container", y=1.0, yanchor="top", pad=dict(t=14))
 
 
 def _symmetric(z: np.ndarray) -> float:
@@ -38,7 +41,7 @@ def attribution_bars(df: pd.DataFrame, labels: Sequence[str], *, what: str, max_
             x=values,
             y=names,
             orientation="h",
-            marker_color=[BLUE if v >= 0 else ORANGE for v in values],
+            marker_color=[UP if v >= 0 else DOWN for v in values],
             text=[f"{v:+.3f}" for v in values],
             textposition="auto",
             hovertemplate="%{y}<br>adds %{x:+.4f} to the logit<extra></extra>",
@@ -49,8 +52,15 @@ def attribution_bars(df: pd.DataFrame, labels: Sequence[str], *, what: str, max_
         f"; the model's own value is {logit:.4f}" if logit is not None else ""
     )
     subtitle += " · final norm's scale frozen at the real run's"
-    style(fig, f"What each component adds to {what}", height=max(300, 24 * len(names) + 140), subtitle=subtitle)
-    fig.update_xaxes(title_text="contribution to the logit (blue up, orange down)", zeroline=True, gridcolor="#eee")
+    style(
+        fig,
+        f"What each component adds to {what}",
+        height=max(300, 24 * len(names) + 170),
+        subtitle=subtitle,
+        margin=dict(l=120, r=30, t=100, b=60),  # room for the subtitle above the first bar
+    )
+    fig.update_layout(title=TITLE_TOP)
+    fig.update_xaxes(title_text="contribution to the logit (red up, blue down)", zeroline=True, gridcolor="#eee")
     fig.update_yaxes(
         title_text="component", type="category", categoryorder="array", categoryarray=names, autorange="reversed"
     )
@@ -75,7 +85,14 @@ def attribution_heads(matrix: np.ndarray, *, what: str) -> go.Figure:
             texttemplate="%{z:.2f}" if L * H <= 64 else None,
         )
     )
-    style(fig, f"Each head's part of {what}", height=max(260, 38 * L + 160), subtitle="scale centred at 0")
+    style(
+        fig,
+        f"Each head's part of {what}",
+        height=max(280, 38 * L + 190),
+        subtitle="red pushes the logit up, blue down; scale centred at 0",
+        margin=dict(l=70, r=30, t=100, b=60),
+    )
+    fig.update_layout(title=TITLE_TOP)
     fig.update_xaxes(title_text="head", type="category", showgrid=False)
     fig.update_yaxes(title_text="layer", type="category", autorange="reversed", showgrid=False)
     return fig
