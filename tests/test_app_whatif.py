@@ -218,7 +218,7 @@ def test_agreement_presets_say_what_they_measure():
     z = sweep("I know thou ar", "I know they ar", "t", "e", "attn.z")
     assert np.unravel_index(z.argmax(), z.shape) == (2, 0)
     s = sweep("I pray thee, thou ha", "I pray thee, they ha", "s", "v", "resid_pre")
-    assert (s[:3, 15] > 0.5).all() and (s[1:, -1] > 0.3).all()
+    assert (s[:3, 15] > 0.5).all() and s[1, 17] > 0.3 and (s[2:, -1] > 0.3).all() and s[1, -1] < 0.1
     o = sweep("I pray thee, thou ha", "I pray thee, they ha", "s", "v", "mlp.out")
     assert o[3, -1] > 0.5
 

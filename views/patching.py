@@ -41,8 +41,9 @@ PRESETS = {  # on shakespeare-char; what each shows is measured by tests/test_ap
         wrong="v",
         note=(
             "The same agreement over a longer prompt: 'thou ha' → s (hast), 'they ha' → v (have). The "
-            "subject's position carries it through layer 2; from layer 1 the last position picks it up, "
-            "and the MLP of layer 3 at the last position writes much of the answer."
+            "subject's differing letter carries it through layer 2; in layer 1 the space after the subject "
+            "holds part of it, the last position takes it from layer 2 on, and the MLP of layer 3 at the last "
+            "position writes much of the answer."
         ),
     ),
 }
