@@ -23,6 +23,7 @@ PAGES = [
     st.Page("views/shapes.py", title="Shapes", icon=":material/straighten:"),
     st.Page("views/residual.py", title="Residual stream", icon=":material/timeline:", url_path="residual"),
     st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
+    st.Page("views/generate.py", title="Generate", icon=":material/edit_note:", url_path="generate"),
     st.Page("views/interventions.py", title="Interventions", icon=":material/content_cut:", url_path="interventions"),
     st.Page("views/patching.py", title="Patching", icon=":material/swap_horiz:", url_path="patching"),
     st.Page("views/heads.py", title="Heads", icon=":material/psychology:", url_path="heads"),

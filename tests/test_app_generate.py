@@ -1,0 +1,135 @@
+"""The Generate page through AppTest: the steps on screen against gptviz.generate, the attention
+row against a Trace, scrubbing, block_size, "use as prompt" and the plain-list session state."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+from dashboard_fixtures import CONFIG, NAME, make_checkpoints
+from streamlit.testing.v1 import AppTest
+
+import gptviz
+from gptviz.dashboard import sources
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+PROMPT = "To be, or not to be"
+
+
+@pytest.fixture(scope="module")
+def ckpt_root(tmp_path_factory) -> Path:
+    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+@pytest.fixture
+def at(ckpt_root, monkeypatch) -> AppTest:
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
+    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(prompt=PROMPT)
+    at.run()
+    return ok(at.switch_page("views/generate.py").run())
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def figure(at: AppTest, key: str) -> dict:
+    return json.loads(at.get_by_key(key).proto.spec)
+
+
+def array(v) -> np.ndarray:
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
+    return np.asarray(v)
+
+
+def reference(root: Path, n: int, **kw) -> tuple[gptviz.Bundle, list[int], gptviz.Generation]:
+    bundle = gptviz.load(root / NAME)
+    ids = gptviz.encode_prompt(bundle.tokenizer, PROMPT, bundle.model.config.block_size)
+    return bundle, ids, gptviz.generate(bundle.model, ids, n, **kw)
+
+
+def test_the_page_starts_empty_and_says_what_to_do(at):
+    assert at.title[0].value == "Generate"
+    assert any("Next token" in i.value for i in at.info)
+    assert at.session_state["gen"]["ids"] == []
+
+
+def test_greedy_steps_equal_the_library_and_the_attention_row_a_trace(at, ckpt_root):
+    at.slider(key="gen_temperature").set_value(0.0)
+    at.number_input(key="gen_n").set_value(6)
+    ok(at.button(key="gen_run").click().run())
+    bundle, ids, g = reference(ckpt_root, 6, temperature=0)
+    gen = at.session_state["gen"]
+    assert gen["ids"] == g.new_ids
+    np.testing.assert_allclose(gen["probs"], [s.prob for s in g.steps], rtol=1e-6)
+    # plain lists of Python numbers, never tensors or arrays
+    for name in ("ids", "probs", "top_ids", "top_probs"):
+        assert type(gen[name]) is list
+    assert all(type(i) is int for i in gen["ids"]) and all(type(p) is float for p in gen["probs"])
+    assert all(type(x) is list and all(type(p) is float for p in x) for x in gen["top_probs"])
+    assert at.metric[0].value == "6 of 6"
+    assert at.metric[2].value == f"{g.steps[-1].prob:.2%}"
+    # the last step's attention in layer 1, head 2 (chosen in the sidebar) equals the step's own row
+    at.radio(key="layer").set_value(1)
+    at.radio(key="head").set_value(2)
+    ok(at.run())
+    bars = array(figure(at, "gen_step_attention")["data"][0]["y"])
+    np.testing.assert_allclose(bars, g.steps[-1].attention[1, 2], atol=1e-6)
+    alts = figure(at, "gen_alternatives")["data"][0]
+    np.testing.assert_allclose(array(alts["x"]), [p for _, p in g.steps[-1].top], rtol=1e-6)
+
+
+def test_one_at_a_time_equals_n_at_once_and_scrubbing_shows_each_step(at, ckpt_root):
+    at.slider(key="gen_temperature").set_value(1.0)
+    at.number_input(key="gen_seed").set_value(42)
+    for _ in range(4):
+        ok(at.button(key="gen_step").click().run())
+    _, ids, g = reference(ckpt_root, 4, temperature=1.0, seed=42)
+    assert at.session_state["gen"]["ids"] == g.new_ids
+    at.select_slider(key="gen_view").set_value(2)
+    ok(at.run())
+    assert at.metric[0].value == "2 of 4"
+    bars = array(figure(at, "gen_step_attention")["data"][0]["y"])
+    np.testing.assert_allclose(bars, g.steps[1].attention[0, 0], atol=1e-6)
+    assert len(bars) == len(ids) + 2
+    ok(at.button(key="gen_clear").click().run())
+    assert at.session_state["gen"]["ids"] == []
+
+
+def test_use_as_prompt_carries_the_text_to_every_page(at, ckpt_root):
+    at.slider(key="gen_temperature").set_value(0.0)
+    at.number_input(key="gen_n").set_value(5)
+    ok(at.button(key="gen_run").click().run())
+    bundle, ids, g = reference(ckpt_root, 5, temperature=0)
+    ok(at.button(key="gen_use").click().run())
+    text = bundle.tokenizer.decode(g.ids)
+    assert at.session_state["prompt"] == text and at.query_params["prompt"] == text
+    assert at.session_state["gen"]["ids"] == [], "a new prompt starts a new generation"
+    ok(at.switch_page("views/next_token.py").run())
+    assert at.title[0].value == "Next token"
+    assert at.text_area(key="prompt").value == text
+
+
+def test_generation_stops_at_block_size_and_says_so(at):
+    at.slider(key="gen_temperature").set_value(0.0)
+    at.number_input(key="gen_n").set_value(CONFIG["block_size"])
+    ok(at.button(key="gen_run").click().run())
+    room = CONFIG["block_size"] - len(PROMPT)
+    assert len(at.session_state["gen"]["ids"]) == room
+    assert any(f"block_size={CONFIG['block_size']}" in w.value for w in at.warning)
+    assert any("block_size" in i.value for i in at.info)
+    ok(at.run())  # the buttons drawn before the click ran were live; from the next run on they are off
+    assert at.button(key="gen_step").disabled and at.button(key="gen_run").disabled
+    assert any("block_size" in i.value for i in at.info)

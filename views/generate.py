@@ -1,0 +1,180 @@
+"""Generate: continue the prompt token by token (KV cache), see what each token beat and where it looked."""
+
+import html
+from functools import partial
+
+import pandas as pd
+import streamlit as st
+
+import gptviz
+from gptviz import analysis, figures
+from gptviz.analysis.attention import attention_mask
+from gptviz.dashboard import caches, widgets
+from gptviz.errors import GptvizError
+from gptviz.figures import generation as gfig
+from gptviz.figures.attention import MAX_CELLS
+
+v = widgets.require_trace() or st.stop()
+st.title("Generate")
+model = v.bundle.model
+block = model.config.block_size
+prompt_ids = [int(i) for i in v.key.ids]
+owner = [v.key.model.source, v.key.model.device, v.key.model.version, prompt_ids]
+
+# Plain lists only (never tensors): the new ids, their probabilities and each step's alternatives.
+gen = st.session_state.get("gen")
+if not isinstance(gen, dict) or gen.get("for") != owner:
+    gen = st.session_state["gen"] = {"for": owner, "ids": [], "probs": [], "top_ids": [], "top_probs": []}
+
+c1, c2, c3, c4 = st.columns(4)
+temperature = c1.slider(
+    "Temperature", 0.0, 2.0, 0.8, 0.05, key="gen_temperature", help="0 = greedy: always the most likely token"
+)
+top_k = c2.number_input(
+    "Top-k (0 = off)", 0, model.config.vocab_size, 0, key="gen_top_k", help="Sample among the k most likely tokens"
+)
+top_p = c3.slider(
+    "Top-p (1 = off)", 0.05, 1.0, 1.0, 0.05, key="gen_top_p", help="Sample among the most likely tokens that reach p"
+)
+seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="gen_seed", help="The same seed gives the same text")
+
+all_ids = prompt_ids + gen["ids"]
+room = block - len(all_ids)
+b1, b2, b3, b4, b5 = st.columns([1.2, 1, 1.2, 1, 1.4])
+n = b2.number_input("n", 1, max(1, block), min(20, max(1, block)), key="gen_n", label_visibility="collapsed")
+one = b1.button("Next token", key="gen_step", type="primary", disabled=room <= 0)
+many = b3.button(f"Generate {n}", key="gen_run", disabled=room <= 0)
+if b4.button("Clear", key="gen_clear", disabled=not gen["ids"]):
+    gen.update(ids=[], probs=[], top_ids=[], top_probs=[])
+    all_ids, room = list(prompt_ids), block - len(prompt_ids)
+
+if one or many:
+    try:
+        g = gptviz.generate(
+            model,
+            all_ids,
+            1 if one else int(n),
+            temperature=float(temperature),
+            top_k=int(top_k) or None,
+            top_p=float(top_p) if top_p < 1.0 else None,
+            seed=int(seed),
+        )
+    except GptvizError as e:
+        st.error(f"Not generated: {widgets.plain(e)}")
+    else:
+        for s in g.steps:
+            gen["ids"].append(s.id)
+            gen["probs"].append(s.prob)
+            gen["top_ids"].append([i for i, _ in s.top])
+            gen["top_probs"].append([p for _, p in s.top])
+        all_ids, room = g.ids, block - len(g.ids)
+        st.session_state["gen_view"] = len(gen["ids"])  # show the newest step
+        if g.stopped:
+            st.warning(f"Generation {g.stopped}.")
+
+tok = v.bundle.tokenizer
+text = tok.decode(all_ids) if tok is not None else ", ".join(map(str, all_ids))
+b5.button(
+    "Use as prompt",
+    key="gen_use",
+    disabled=not gen["ids"],
+    # a partial of the session state's setter, not a function of this page: Streamlit keeps the
+    # callback, and a page function would keep this page's globals (the Trace) with it
+    on_click=partial(st.session_state.__setitem__, "prompt", text),
+    help="Continue from here in every page: the prompt becomes the text so far",
+)
+if room <= 0:
+    st.info(
+        f"The text has reached the model's context, block_size = {block} tokens: it reads no more, so "
+        "generation stops here. Clear, or use a shorter prompt."
+    )
+
+steps = len(gen["ids"])
+P = len(prompt_ids)
+labels = figures.token_labels(v.display(all_ids))
+if steps and st.session_state.get("gen_view") not in range(1, steps + 1):
+    st.session_state["gen_view"] = steps
+shown = st.session_state.get("gen_view", 0) if steps else 0
+pieces = v.display(all_ids) if tok is None else [tok.decode([i]) for i in all_ids]
+spans = []
+for i, piece in enumerate(pieces):
+    style = "color:#8a8a8a" if i < P else "color:inherit"
+    if steps and i == P + shown - 1:
+        style = "background:#e4572e;color:white;border-radius:3px"
+    spans.append(f'<span style="{style}">{html.escape(piece if tok is not None else piece + " ")}</span>')
+st.markdown(
+    '<div style="white-space:pre-wrap;font-family:monospace;border:1px solid #ddd;border-radius:6px;'
+    f'padding:10px;line-height:1.5">{"".join(spans)}</div>',
+    unsafe_allow_html=True,
+)
+st.caption(
+    f"Grey: the prompt ({P} tokens). Black: {steps} generated token(s); orange: the step on view. "
+    f"{len(all_ids)} of {block} tokens of context used."
+)
+if not steps:
+    st.info("Press Next token or Generate to continue the prompt.")
+    st.stop()
+
+if steps > 1:
+    shown = st.select_slider(
+        "Step", options=list(range(1, steps + 1)), key="gen_view", format_func=lambda s: labels[P + s - 1]
+    )
+s = shown - 1
+pos = P + s
+chosen, prob = gen["ids"][s], gen["probs"][s]
+top_ids, top_probs = gen["top_ids"][s], gen["top_probs"][s]
+m1, m2, m3 = st.columns(3)
+m1.metric("Step", f"{shown} of {steps}")
+m2.metric("Token chosen", v.display([chosen])[0])
+m3.metric("Its probability", f"{prob:.2%}")
+
+left, right = st.columns(2)
+with left:
+    rank = top_ids.index(chosen) if chosen in top_ids else -1
+    widgets.chart(
+        gfig.step_alternatives(
+            v.display(top_ids), top_probs, rank, title=f"Step {shown}: the {len(top_ids)} most likely tokens"
+        ),
+        key="gen_alternatives",
+    )
+    if rank < 0:
+        st.caption(f"The token chosen was sampled from outside these {len(top_ids)}.")
+full = caches.run_trace(caches.RunKey(v.key.model, tuple(all_ids)))
+layer = analysis.layer_weights(full, v.layer)  # [H, T, T], masked cells NaN
+with right:
+    widgets.chart(
+        gfig.step_attention(
+            layer[v.head, pos, : pos + 1],
+            labels,
+            P,
+            title=f"Where {labels[pos]} looks: layer {v.layer}, head {v.head}",
+        ),
+        key="gen_step_attention",
+    )
+    st.caption("Choose the layer and head in the sidebar.")
+
+widgets.chart(gfig.generated_probs(v.display(gen["ids"]), gen["probs"], s), key="gen_probs")
+heat = figures.attention_heatmap(
+    layer[v.head],
+    labels,
+    title=f"Prompt + generated text: layer {v.layer}, head {v.head}",
+    mask=attention_mask(full, v.layer),
+)
+if len(all_ids) <= MAX_CELLS:  # one cell per token: the row and the prompt's end can be marked
+    gfig.mark_row(heat, pos, P)
+widgets.chart(heat, key="gen_heatmap")
+st.caption("The orange outline is the step on view; the dotted lines mark where the generated text starts.")
+widgets.download(
+    "steps (CSV)",
+    lambda: pd.DataFrame(
+        dict(
+            step=range(1, steps + 1),
+            position=range(P, P + steps),
+            id=gen["ids"],
+            token=v.display(gen["ids"]),
+            probability=gen["probs"],
+        )
+    ),
+    "generation_steps.csv",
+    key="gen_dl",
+)
