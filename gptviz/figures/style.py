@@ -157,8 +157,16 @@ def presentation(fig: go.Figure, on: bool = True) -> go.Figure:
     fig.update_yaxes(tickfont_size=big - 2, title_font_size=big)
     _colorbar_compact(fig, big - 4)
     old_top = fig.layout.margin.t if fig.layout.margin.t is not None else 70
-    top = max(old_top, 30 + lines * round(1.35 * (big + 2)))
-    fig.update_layout(margin_t=top)
+    # The title block in a top margin sized for its wrapped lines (Plotly's automatic title margin
+    # misjudges several lines), plus room for subplot titles that sit just above the plot.
+    title_lines = title.count("<br>") + 1
+    need = 20 + title_lines * round(1.3 * (big + 4)) + (lines - title_lines) * round(1.3 * (big - 2))
+    if any(a.yref == "paper" and (a.y or 0) >= 1 for a in fig.layout.annotations):
+        need += 30
+    top = max(old_top, need)
+    fig.update_layout(
+        margin_t=top, title_automargin=False, title_yref="container", title_y=1, title_yanchor="top", title_pad_t=10
+    )
     if fig.layout.height:  # taller by a fifth, plus what the wrapped title takes from the plot
         fig.update_layout(height=int(fig.layout.height * 1.2) + top - old_top)
     return fig

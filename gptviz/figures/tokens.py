@@ -104,7 +104,10 @@ def loss_bars(loss: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
         f"How surprised the model is by each prompt token (mean {mean:.3f} bits = {mean * np.log(2):.3f} nats)",
         height=380,
     )
-    fig.update_xaxes(title_text="token (position and text), predicted from the tokens before it")
+    fig.update_xaxes(
+        title_text="token (position and text), predicted from the tokens before it",
+        tickangle=-45 if len(pos) > 8 else 0,  # upright labels of many tokens run into each other
+    )
     category_axis(fig, "x", [labels[p] for p in pos])
     fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero", gridcolor="#eee")
     return fig
