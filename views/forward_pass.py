@@ -15,13 +15,21 @@ NUM = st.column_config.NumberColumn(format="%.4f")
 
 v = widgets.require_trace() or st.stop()
 t, model = v.trace, v.bundle.model
-st.title("One forward pass, step by step")
+st.markdown("#### One forward pass, step by step")  # small: on a 720-px projector the step is the slide
+st.html("<style>[data-testid=stMainBlockContainer] { padding-top: 4rem; }</style>")  # room for the table
 
 L = t.n_layer
 if not 0 <= st.session_state.get(BLOCK_KEY, v.layer) < L:
     st.session_state[BLOCK_KEY] = 0
 st.session_state.setdefault(BLOCK_KEY, v.layer)
-block = st.selectbox("Block to open up", list(range(L)), key=BLOCK_KEY, format_func=lambda b: f"block {b}")
+back, where, chooser, forward = st.columns([2, 3, 2, 2], vertical_alignment="bottom")
+block = chooser.selectbox(
+    "Block to open up",
+    list(range(L)),
+    key=BLOCK_KEY,
+    format_func=lambda b: f"open block {b}",
+    label_visibility="collapsed",
+)
 steps = walkthrough.forward_steps(model, t, block)
 n = len(steps)
 if not 0 <= st.session_state.get(STEP_KEY, 0) < n:
@@ -34,7 +42,6 @@ def move(delta: int) -> None:
 
 
 i = st.session_state.get(STEP_KEY, 0)
-back, where, forward = st.columns([1, 2, 1], vertical_alignment="center")
 back.button("◀ Back", key="fp_back", on_click=move, args=(-1,), disabled=i == 0, width="stretch")
 forward.button("Next ▶", key="fp_next", on_click=move, args=(1,), disabled=i == n - 1, width="stretch", type="primary")
 where.progress((i + 1) / n, text=f"Step {i + 1} of {n}")
@@ -42,10 +49,8 @@ write_step_url(i, block)
 
 s = steps[i]
 sizes = walkthrough.sizes(model, t)
-st.header(s.title)
-st.markdown(f"### shape {s.notation} = {s.shape}")
-st.markdown(f"#### {walkthrough.spelled(s.notation, sizes)}")
-st.markdown(f"**{s.what}**")
+st.subheader(s.title)
+st.markdown(f"#### shape {s.notation} = {s.shape} · {walkthrough.spelled(s.notation, sizes)}\n{s.what}")
 
 H = sizes["H"]
 head = v.head if s.notation.startswith("(B, H") else None
@@ -55,7 +60,7 @@ if s.key == "next":
     p = s.values
     top = np.argsort(-p, kind="stable")[:5]
     df = pd.DataFrame({"token": v.display(top), "id": top, "probability": p[top]})
-    st.markdown(f"### next token: {v.display([top[0]])[0]!r} (p = {p[top[0]]:.4f})")
+    st.metric("The next token", v.display([top[0]])[0], f"p = {p[top[0]]:.4f}", delta_color="off", delta_arrow="off")
     st.dataframe(df, hide_index=True, width="content", column_config={"probability": NUM})
 else:
     if s.key == "ids":
@@ -70,9 +75,9 @@ else:
     else:
         shown = f"{piece.shape[0]} of {full.shape[0]} rows × {piece.shape[1]} of {full.shape[1]} columns"
     where_note = f" of head {head} (of {H}: choose it in the sidebar)" if head is not None else ""
+    # a plain table, not the canvas grid: its text grows with presentation mode's root font
+    st.table(df.style.format("{:.4f}") if piece.dtype.kind == "f" else df)
     st.caption(f"Showing {shown}{where_note}; the full tensor is {s.shape}.")
-    config = dict.fromkeys(df.columns, NUM) if piece.dtype.kind == "f" else None
-    st.dataframe(df, width="content", column_config=config)
 st.caption(f"Values: {s.source}.")
 
 link = urlencode({k: st.query_params[k] for k in st.query_params})
