@@ -148,7 +148,7 @@ def test_a_step_link_opens_that_step_and_block(env):
     assert at.subheader[0].value.startswith("Block 1:")
     assert at.query_params["step"] == "5" and at.query_params["block"] == "1"
     at.selectbox(key="fp_block").set_value(0).run()
-    assert ok(at).header[0].value.startswith("Block 0:")
+    assert ok(at).subheader[0].value.startswith("Block 0:")
     # a step past the end, or a bad one, opens step 0 rather than failing
     for bad in ("99", "-1", "x"):
         at = open_page(FORWARD, step=bad)
