@@ -115,6 +115,8 @@ def test_block_stats_and_lesson_links(env, ckpt_root):
         assert f"]({url})" in links
         q = parse_qs(urlsplit(url).query)
         assert q["layer"] == [str(lesson["layer"])] and q["head"] == [str(lesson["head"])]
+    step_link = worked.lesson_url("forward-pass", checkpoint=NAME, prompt=at.session_state["prompt"], step=0)
+    assert f"]({step_link})" in links  # the walk-through, on the model and prompt chosen now
 
 
 def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):

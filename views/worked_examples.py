@@ -123,13 +123,14 @@ with tab004:
     mass("Future attention mass", m["future_mass"])
 
     st.markdown("**5. A bad mask shows the leak**: large scores on future keys")
-    lk = worked.leak(edit("leak scores", worked.LEAK_SCORES, "w4_leak", rows=worked.SUPPORT_TOKENS))
+    three = worked.SUPPORT_TOKENS
+    lk = worked.leak(edit("leak scores", worked.LEAK_SCORES, "w4_leak", rows=three, columns=three))
     c1, c2 = st.columns(2)
     with c1:
-        show("leak: without mask", lk["unmasked"], rows=worked.SUPPORT_TOKENS)
+        show("leak: without mask", lk["unmasked"], rows=three, columns=three)
         mass("Future mass without the mask", lk["unmasked_mass"])
     with c2:
-        show("leak: with mask", lk["masked"], rows=worked.SUPPORT_TOKENS)
+        show("leak: with mask", lk["masked"], rows=three, columns=three)
         mass("Future mass with the mask", lk["masked_mass"])
 
     st.markdown("**6. Feed-forward**: widen to 6, ReLU, back to 4")
@@ -186,7 +187,8 @@ with tablinks:
         params = {k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")}
         url = worked.lesson_url(lesson["page"], **params)
         st.markdown(f"[{lesson['title']}]({url}): {lesson['what']}")
+    here = {k: st.query_params[k] for k in ("checkpoint", "prompt") if k in st.query_params}
     st.markdown(
-        "[One forward pass, step by step](forward-pass?step=0): every page step has its own link "
-        "(the step number is in the address)."
+        f"[One forward pass, step by step]({worked.lesson_url('forward-pass', **here, step=0)}), on the model "
+        "and prompt chosen now: every step has its own link (the step number is in the address)."
     )
