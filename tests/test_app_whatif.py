@@ -111,6 +111,10 @@ def test_a_click_on_the_grid_toggles_that_head(monkeypatch):
     state["grid"] = SimpleNamespace(selection={"points": []})
     whatif.toggle_head("grid", "heads")
     assert state["heads"] == ["L0H0"]
+    # a short prompt draws smaller tiles: the figure's pitch (here 22) maps the click
+    state["grid"] = SimpleNamespace(selection={"points": [{"x": 2 * 22 + 10, "y": 1 * 22 + 3}]})
+    whatif.toggle_head("grid", "heads", 22)
+    assert state["heads"] == ["L0H0", "L1H2"]
 
 
 def test_patching_page_sweeps_and_opens_a_cell(monkeypatch, ckpt_root):

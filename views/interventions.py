@@ -75,10 +75,11 @@ if edited is not None:
         widgets.chart(loss_before_after(loss0, loss1, v.labels), key="iv_loss")
 
 st.subheader("Every layer × head")
+grid = caches.layer_head_grid(v.key)
 widgets.chart(
-    caches.layer_head_grid(v.key),
+    grid,
     key="iv_grid",
-    on_select=partial(whatif.toggle_head, "iv_grid", "iv_heads"),
+    on_select=partial(whatif.toggle_head, "iv_grid", "iv_heads", (grid.layout.meta or {}).get("tile_pitch")),
     selection_mode="points",
 )
 st.caption("Click a tile to add that head to the ablation, or to take it out again. Position: sidebar.")

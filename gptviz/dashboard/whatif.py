@@ -50,11 +50,12 @@ def patched(clean: RunKey, corrupt_ids: tuple[int, ...], site: str, layer: int, 
 
 
 # --- callbacks: defined here, not in the pages, so what Streamlit keeps does not hold a page's Trace ---
-def toggle_head(chart_key: str, heads_key: str) -> None:
-    """on_select of the layer × head grid: add the clicked head to the picked ones, or take it out."""
+def toggle_head(chart_key: str, heads_key: str, pitch: int | None = None) -> None:
+    """on_select of the layer × head grid: add the clicked head to the picked ones, or take it out.
+    pitch: the grid's tile pitch (its layout.meta), which depends on the prompt's length."""
     points = st.session_state[chart_key].selection.get("points") or []
     if points and "x" in points[0] and "y" in points[0]:
-        layer, head = overview_cell(points[0]["x"], points[0]["y"])
+        layer, head = overview_cell(points[0]["x"], points[0]["y"], pitch=pitch)
         name = head_name(layer, head)
         chosen = list(st.session_state.get(heads_key, []))
         st.session_state[heads_key] = [h for h in chosen if h != name] if name in chosen else [*chosen, name]
