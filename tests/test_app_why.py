@@ -101,7 +101,7 @@ def test_opening_a_head_switches_to_attention_with_that_head(at):
     assert at.session_state["layer"] == 1 and at.session_state["head"] == 2
     assert at.radio(key="layer").value == 1 and at.radio(key="head").value == 2
     assert at.get_by_key("attn_heatmap") is not None
-    # (the prompt comes back from the browser's URL, which AppTest does not keep: tests/e2e/test_why_pages.py)
+    assert at.text_area(key="prompt").value == PROMPT  # the same run: the sidebar's choices survive the switch
 
 
 def test_a_grid_click_names_the_clicked_head():

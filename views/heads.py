@@ -7,13 +7,10 @@ from gptviz.analysis.heads import LABEL_NAMES, LABEL_THRESHOLDS, SCORES
 from gptviz.dashboard import why, widgets
 
 OPEN_FLAG = "_heads_open_attention"
-if st.session_state.pop(OPEN_FLAG, False):  # set by a click below
-    # st.switch_page drops every widget's state, the sidebar's too: the new page reads the URL again
-    # (prompt, checkpoint) and then what was chosen here (state.read_url)
-    st.session_state["_switch_choices"] = {
-        key: st.session_state[key] for key in ("layer", "head", "presentation") if key in st.session_state
-    }
-    st.session_state.pop("_url_read", None)
+SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "prompt", "layer", "head", "position", "presentation")
+if st.session_state.pop(OPEN_FLAG, False):  # set by a click below, with layer and head already chosen
+    # st.switch_page drops every widget's state, the sidebar's too; state.read_url puts these back
+    st.session_state["_switch_choices"] = {k: st.session_state[k] for k in SIDEBAR_KEYS if k in st.session_state}
     st.switch_page("views/attention.py")
 
 v = widgets.require_trace() or st.stop()

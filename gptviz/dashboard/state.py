@@ -82,6 +82,9 @@ def set_view(v: View | None) -> None:
 
 def read_url() -> None:
     """Copy the URL's choices into the session once, before any widget exists."""
+    # st.switch_page drops every widget's state, the sidebar's too: a page that switches leaves here
+    # what they held and what it chose (views/heads.py opening a head in Attention)
+    st.session_state.update(st.session_state.pop("_switch_choices", {}))
     if st.session_state.get("_url_read"):
         return
     st.session_state["_url_read"] = True
@@ -106,9 +109,6 @@ def read_url() -> None:
     for key in ("layer", "head", "position"):
         if URL_INT.fullmatch(q.get(key, "")):
             st.session_state[key] = int(q[key])
-    # st.switch_page drops every widget's state and the URL it re-reads is the one before the click:
-    # a page that switches leaves here what it chose (views/heads.py opening a head in Attention)
-    st.session_state.update(st.session_state.pop("_switch_choices", {}))
     if "position" in st.session_state:
         st.session_state["_position_for"] = (source, st.session_state["prompt"])
 

@@ -1,0 +1,66 @@
+"""The Logit lens and Heads pages in a real Chromium: one pass as a person would make it. Open the
+Logit lens and follow a typed token through depth; open Heads, click a head in the grid and land on
+Attention with that head and the same prompt."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlencode, urlparse
+
+from e2e_server import nav, no_errors, wait_for_app_run, wait_until_drawn
+from playwright.sync_api import Page, expect
+
+PROMPT = "To be, or not to be: that is the question. To be, or not."
+
+
+def chart(page: Page, title: str):
+    return (
+        page.locator("[data-testid=stPlotlyChart]")
+        .filter(has=page.locator(".gtitle", has_text=title))
+        .locator(".js-plotly-plot")
+    )
+
+
+def test_logit_lens_then_heads_then_attention(page: Page, shot):
+    page.set_viewport_size({"width": 1440, "height": 1300})
+    page.goto("/?" + urlencode({"prompt": PROMPT}))
+    wait_until_drawn(page, timeout=90_000)
+
+    nav(page, "Logit lens")
+    lens = chart(page, "applied to an intermediate residual")
+    expect(lens).to_be_visible()
+    expect(lens.locator(".heatmaplayer image")).to_be_attached()
+    box = page.get_by_label("Target token")
+    box.fill("q")
+    box.press("Enter")
+    wait_until_drawn(page)
+    expect(page.locator(".gtitle", has_text="Where “q” ranks through depth")).to_be_visible()
+    no_errors(page)
+    shot(page, "why-logit-lens")
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.wait_for_timeout(500)
+    shot(page, "why-logit-lens-1280x720")
+    page.set_viewport_size({"width": 1440, "height": 1300})
+
+    nav(page, "Heads")
+    expect(page.get_by_text("previous token ≥ 0.4")).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame")).to_be_visible()
+    grid = chart(page, "previous-token score")
+    expect(grid).to_be_visible()
+    no_errors(page)
+    shot(page, "why-heads")
+
+    # the pixel of layer 1, head 2's cell, from Plotly's own mapping of the category axes
+    grid.scroll_into_view_if_needed()
+    x, y = grid.evaluate(
+        """(el) => { const L = el._fullLayout, r = el.getBoundingClientRect();
+                     return [r.left + L._size.l + L.xaxis.d2p('2'), r.top + L._size.t + L.yaxis.d2p('1')]; }"""
+    )
+    page.mouse.click(x, y)
+    expect(page.get_by_role("heading", name="Attention", exact=True)).to_be_visible(timeout=60_000)
+    wait_until_drawn(page)
+    expect(page.locator(".gtitle", has_text="Layer 1, head 2: weights")).to_be_visible()
+    expect(page.get_by_label("Prompt", exact=True)).to_have_value(PROMPT)  # the same run, not the preset
+    wait_for_app_run(page)
+    query = {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+    assert (query.get("layer"), query.get("head")) == ("1", "2")
+    no_errors(page)
