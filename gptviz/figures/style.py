@@ -163,9 +163,16 @@ def presentation(fig: go.Figure, on: bool = True) -> go.Figure:
     need = 20 + title_lines * round(1.3 * (big + 4)) + (lines - title_lines) * round(1.3 * (big - 2))
     if any(a.yref == "paper" and (a.y or 0) >= 1 for a in fig.layout.annotations):
         need += 30
-    top = max(old_top, need)
+    # Plotly anchors a title of several lines by its middle line: pad the first line into view.
+    shift = (title_lines - 1) * round(0.7 * (big + 4))
+    top = max(old_top, need + shift)
     fig.update_layout(
-        margin_t=top, title_automargin=False, title_yref="container", title_y=1, title_yanchor="top", title_pad_t=10
+        margin_t=top,
+        title_automargin=False,
+        title_yref="container",
+        title_y=1,
+        title_yanchor="top",
+        title_pad_t=10 + shift,
     )
     if fig.layout.height:  # taller by a fifth, plus what the wrapped title takes from the plot
         fig.update_layout(height=int(fig.layout.height * 1.2) + top - old_top)
