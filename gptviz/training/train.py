@@ -14,6 +14,7 @@ steps or minutes, so a time-capped run still ends at a low learning rate.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import csv
 import math
 import platform
@@ -32,7 +33,7 @@ import torch.nn.functional as F
 
 from ..config import GPTConfig
 from ..formats import save
-from ..model import GPT
+from ..model import GPT, _explicit
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .corpus import DEFAULT_CACHE, Corpus, load_corpus
 
@@ -68,6 +69,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--sample-prompt", default="ROMEO.\n", help="prompt for the sample text stored in the card")
+    p.add_argument(
+        "--save-every",
+        type=int,
+        default=0,
+        help="also keep a checkpoint every N steps (and at step 0 and the last) as OUT/step-NNNNNN/ (0: none)",
+    )
+    p.add_argument(
+        "--no-causal-mask",
+        action="store_true",
+        help="a teaching MISTAKE on purpose: train with every query reading every key, the next token included",
+    )
 
 
 def _bool(s: str) -> bool:
@@ -185,9 +197,20 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     chars_per_token = len(corpus.val) / len(val_data)
     config = GPTConfig(vocab_size=tokenizer.vocab_size, **{f.name: getattr(args, f.name) for f in MODEL_FIELDS})
     model = GPT(config).to(device).train()
+    if getattr(args, "no_causal_mask", False):
+        without_causal_mask(model)
     opt = optimizer_for(model, args)
     gen = torch.Generator().manual_seed(args.seed)
     val_batches = [batch(val_data, config.block_size, args.batch_size, gen, device) for _ in range(args.eval_batches)]
+    save_every = getattr(args, "save_every", 0)
+    # Fixed train batches from their own generator: the snapshots' train loss is then comparable step to
+    # step, and the training batches are the same as in a run without --save-every.
+    gen_snap = torch.Generator().manual_seed(args.seed + 2)
+    snap_batches = (
+        [batch(train_data, config.block_size, args.batch_size, gen_snap, device) for _ in range(args.eval_batches)]
+        if save_every
+        else []
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = shlex.join(["python", "-m", "gptviz", *argv])
@@ -215,6 +238,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
             "machine": platform.processor() or platform.machine(),
             "loss_curve": "loss_curve.csv",
         }
+        if getattr(args, "no_causal_mask", False):
+            base_card["causal_mask"] = "OFF in training (--no-causal-mask, a teaching mistake): it learned to peek"
         curve = [("step", "tokens_seen", "elapsed_s", "lr", "train_loss", "val_loss")]
         best = {"val": float("inf"), "step": 0, "state": None}
         t0 = time.time()
@@ -241,6 +266,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
                     )
                     card = {**base_card, "status": "training", "steps": step, "eval_val_loss": round(val, 4)}
                     save(model, out, tokenizer, card)  # an interrupted run still leaves its best model
+            if save_every and (step % save_every == 0 or done):
+                save_snapshot(model, out, tokenizer, base_card, step, snap_batches, val_batches)
             if done:
                 break
             progress = max(step / args.max_steps, elapsed / limit if limit != float("inf") else 0.0)
@@ -291,6 +318,25 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
         return out
 
 
+def without_causal_mask(model: GPT) -> None:
+    """The --no-causal-mask mistake, for teaching: every forward pass of this model (training, evaluation,
+    the card's sample) runs the explicit attention path with the mask replaced by all True, so each
+    position also reads the tokens after it, the one it must predict included. Hooks, not a model change:
+    the checkpoint it writes is an ordinary causal model, and loads as one."""
+    tokens: list[contextvars.Token] = []
+
+    def enter(module: torch.nn.Module, inputs: tuple) -> None:
+        tokens.append(_explicit.set(True))  # the mask probe only runs on the explicit path
+
+    def leave(module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        _explicit.reset(tokens.pop())
+
+    model.register_forward_pre_hook(enter)
+    model.register_forward_hook(leave, always_call=True)
+    for block in model.transformer.h:
+        block.attn.mask.register_forward_hook(lambda module, inputs, mask: torch.ones_like(mask))
+
+
 @contextmanager
 def stop_on_signals() -> Iterator[dict[str, bool]]:
     """A flag that SIGTERM / SIGINT set, so the loop can stop cleanly: evaluate and write the best model.
@@ -310,6 +356,34 @@ def stop_on_signals() -> Iterator[dict[str, bool]]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def snapshot_dir(out: Path, step: int) -> Path:
+    """Where --save-every keeps the checkpoint of this step: OUT/step-000100/ (zero-padded, so names sort)."""
+    return out / f"step-{step:06d}"
+
+
+def save_snapshot(
+    model: GPT,
+    out: Path,
+    tokenizer: Tokenizer,
+    base_card: dict,
+    step: int,
+    train_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    val_batches: list[tuple[torch.Tensor, torch.Tensor]],
+) -> Path:
+    """Write this step's model as a native checkpoint with its train and val loss on the card."""
+    train_loss, val_loss = eval_loss(model, train_batches), eval_loss(model, val_batches)
+    card = {
+        **base_card,
+        "status": "snapshot",
+        "steps": step,
+        "train_loss": round(train_loss, 4),
+        "val_loss": round(val_loss, 4),
+        "val_loss_note": "nats per token, mean over the fixed --eval-batches windows of each split",
+    }
+    card.pop("loss_curve", None)  # the curve lies in the run folder, not beside each snapshot
+    return save(model, snapshot_dir(out, step), tokenizer, card)
 
 
 def write_curve(out: Path, rows: list[tuple]) -> None:

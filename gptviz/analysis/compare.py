@@ -1,0 +1,146 @@
+"""Two Traces of the same model shape side by side: two prompts of the same length on one
+checkpoint, or one prompt on two checkpoints (for example two steps of one training run).
+
+Every difference is A − B. The next-token divergence is KL(A ‖ B) = Σ p_A (log p_A − log p_B), in
+nats, per position: how much B is surprised by A's distribution. Attention maps grow as L·H·T², so
+the differences are made one layer at a time (`attention_difference`) and `attention_change` keeps
+only one number per head: a comparison never holds more than the two Traces and one layer's maps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..errors import GptvizError
+from ..names import point
+from .heads import SCORES, head_scores
+from .next_token import per_token_loss
+
+
+class CompareError(GptvizError, ValueError):
+    """Two Traces that cannot be compared position by position (other shapes or lengths)."""
+
+
+def check_comparable(a, b) -> None:
+    """Raise CompareError unless a and b have the same layers, heads, vocabulary and length."""
+    if a.n_tokens != b.n_tokens:
+        raise CompareError(f"the prompts have {a.n_tokens} and {b.n_tokens} tokens; a comparison needs the same length")
+    if a.n_layer != b.n_layer:
+        raise CompareError(f"the models have {a.n_layer} and {b.n_layer} layers; compare models of the same shape")
+    for name in (point("attn.q", 0), "logits"):
+        sa, sb = tuple(a.tensor(name).shape), tuple(b.tensor(name).shape)
+        if sa != sb:
+            what = "heads × head size" if name != "logits" else "vocabulary"
+            raise CompareError(f"the models differ in {what} ({sa} vs {sb}); compare models of the same shape")
+
+
+def _log_probs(logits) -> torch.Tensor:
+    return torch.log_softmax(
+        torch.as_tensor(np.asarray(logits) if not torch.is_tensor(logits) else logits).double(), -1
+    )
+
+
+def kl_divergence(logits_a, logits_b) -> np.ndarray:
+    """KL(softmax(a) ‖ softmax(b)) in nats along the last axis: [..., V] logits -> [...]."""
+    la, lb = _log_probs(logits_a), _log_probs(logits_b).to(_log_probs(logits_a).device)
+    kl = (la.exp() * (la - lb)).sum(-1)
+    return kl.clamp_min(0.0).cpu().numpy()  # rounding can leave -1e-17 where the two are equal
+
+
+def attention_difference(a, b, layer: int) -> np.ndarray:
+    """A's attention weights minus B's in one layer: [H, T, T], each cell in [-1, 1]."""
+    check_comparable(a, b)
+    name = point("attn.weights", layer)
+    wa, wb = a.tensor(name).float(), b.tensor(name).float()
+    return (wa - wb.to(wa.device)).cpu().numpy()
+
+
+def attention_change(a, b) -> pd.DataFrame:
+    """One row per (layer, head): the largest |A − B| over the map, the mean |A − B| over the causal
+    cells, and the total variation between the rows (half the L1 distance), averaged over queries."""
+    check_comparable(a, b)
+    rows = []
+    for layer in range(a.n_layer):
+        name = point("attn.weights", layer)
+        d = (a.tensor(name).float() - b.tensor(name).float().to(a.tensor(name).device)).abs()  # [H, T, T]
+        T = d.size(-1)
+        causal = T * (T + 1) / 2
+        tv = 0.5 * d.sum(-1).mean(-1)  # [H]
+        for head in range(d.size(0)):
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "max_abs_diff": float(d[head].max()),
+                    "mean_abs_diff": float(d[head].sum() / causal),
+                    "row_tv": float(tv[head]),
+                }
+            )
+        del d  # one layer's maps at a time
+    return pd.DataFrame(rows, columns=["layer", "head", "max_abs_diff", "mean_abs_diff", "row_tv"])
+
+
+def head_score_change(a, b) -> pd.DataFrame:
+    """Head scores of both Traces and their change: one row per (layer, head) with, for every score
+    of gptviz.head_scores, `<score>_a`, `<score>_b` and `<score>_change` (= b − a: how the head moved
+    from A to B, e.g. from an early checkpoint to a later one), plus both labels."""
+    check_comparable(a, b)
+    sa, sb = head_scores(a), head_scores(b)
+    out = sa[["layer", "head"]].copy()
+    for s in SCORES:
+        out[f"{s}_a"] = sa[s].to_numpy()
+        out[f"{s}_b"] = sb[s].to_numpy()
+        out[f"{s}_change"] = sb[s].to_numpy() - sa[s].to_numpy()
+    out["label_a"], out["label_b"] = sa["label"].to_numpy(), sb["label"].to_numpy()
+    return out
+
+
+def next_token_divergence(a, b, tokenizer=None) -> pd.DataFrame:
+    """Per position: both Traces' tokens, their most likely next tokens with probabilities, and
+    KL(A ‖ B) and KL(B ‖ A) of the next-token distributions, in nats."""
+    check_comparable(a, b)
+    la, lb = a.tensor("logits"), b.tensor("logits")
+    lb = lb.to(la.device)
+    pa, pb = torch.softmax(la.double(), -1), torch.softmax(lb.double(), -1)
+    top_a, top_b = pa.max(-1), pb.max(-1)
+
+    def name(i: int) -> str:
+        return tokenizer.decode([i]) if tokenizer is not None else str(i)
+
+    return pd.DataFrame(
+        {
+            "position": np.arange(a.n_tokens),
+            "token_a": list(a.tokens),
+            "token_b": list(b.tokens),
+            "top_a": [name(int(i)) for i in top_a.indices.tolist()],
+            "p_top_a": top_a.values.cpu().numpy(),
+            "top_b": [name(int(i)) for i in top_b.indices.tolist()],
+            "p_top_b": top_b.values.cpu().numpy(),
+            "kl_ab": kl_divergence(la, lb),
+            "kl_ba": kl_divergence(lb, la),
+        }
+    )
+
+
+def loss_comparison(a, b) -> pd.DataFrame:
+    """Per predicted position (1..T-1): each Trace's loss on its own next token, and B − A."""
+    check_comparable(a, b)
+    la, lb = per_token_loss(a.tensor("logits"), a.token_ids), per_token_loss(b.tensor("logits"), b.token_ids)
+    return pd.DataFrame(
+        {
+            "position": la["position"].to_numpy(),
+            "token_a": [a.tokens[p] for p in la["position"]],
+            "token_b": [b.tokens[p] for p in lb["position"]],
+            "loss_a": la["loss_nats"].to_numpy(),
+            "loss_b": lb["loss_nats"].to_numpy(),
+            "change": lb["loss_nats"].to_numpy() - la["loss_nats"].to_numpy(),
+        }
+    )
+
+
+def first_difference(a, b) -> int | None:
+    """The first position where the two prompts hold different tokens (None when they are the same)."""
+    diff = np.flatnonzero(np.asarray(a.token_ids) != np.asarray(b.token_ids))
+    return int(diff[0]) if diff.size else None
