@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -101,6 +102,7 @@ def memory(browser, marks: list[int], sessions: int = 4) -> dict:
         pages = [c.new_page() for c in contexts]
         open_on_prompt(pages[0], url, long_prompt(1000, salt="#0"), timeout=SLOW)
         rss["model loaded, 1 prompt"] = server_rss_mb(pid)
+        print(f"  prompt 1: server RSS {rss['model loaded, 1 prompt']:.0f} MB", flush=True)
         done = 1
         for mark in marks:
             while done < mark:
@@ -118,6 +120,7 @@ def memory(browser, marks: list[int], sessions: int = 4) -> dict:
             print(f"{mark} prompts: server RSS {rss[f'after {mark} prompts']:.0f} MB", flush=True)
         for c in contexts:
             c.close()
+    shutil.rmtree(root, ignore_errors=True)  # the 500 MB checkpoint
     return {"rss_mb": rss, "median_s": statistics.median(seconds), "p95_s": p95(seconds), "sessions": sessions}
 
 
