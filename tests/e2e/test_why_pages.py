@@ -20,16 +20,24 @@ def chart(page: Page, title: str):
     )
 
 
+def open_page(page: Page, title: str) -> None:
+    """nav(), after unfolding the sidebar's list when the page is among those it folds away."""
+    more = page.get_by_test_id("stSidebarNavViewButton")
+    if more.count() and "more" in more.inner_text().lower():
+        more.click()
+    nav(page, title)
+
+
 def test_logit_lens_then_heads_then_attention(page: Page, shot):
     page.set_viewport_size({"width": 1440, "height": 1300})
     page.goto("/?" + urlencode({"prompt": PROMPT}))
     wait_until_drawn(page, timeout=90_000)
 
-    nav(page, "Logit lens")
+    open_page(page, "Logit lens")
     lens = chart(page, "applied to an intermediate residual")
     expect(lens).to_be_visible()
     expect(lens.locator(".heatmaplayer image")).to_be_attached()
-    box = page.get_by_label("Target token")
+    box = page.get_by_role("textbox", name="Target token")
     box.fill("q")
     box.press("Enter")
     wait_until_drawn(page)
@@ -41,7 +49,7 @@ def test_logit_lens_then_heads_then_attention(page: Page, shot):
     shot(page, "why-logit-lens-1280x720")
     page.set_viewport_size({"width": 1440, "height": 1300})
 
-    nav(page, "Heads")
+    open_page(page, "Heads")
     expect(page.get_by_text("previous token ≥ 0.4")).to_be_visible()
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     grid = chart(page, "previous-token score")
