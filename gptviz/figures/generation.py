@@ -30,7 +30,7 @@ def step_alternatives(tokens: Sequence[str], probs: Sequence[float], chosen: int
             hovertemplate="%{y}<br>probability %{x:.4%}<extra></extra>",
         )
     )
-    style(fig, title, height=max(260, 30 * len(p) + 110), subtitle="orange = the token chosen")
+    style(fig, f"{title} (orange = chosen)", height=max(260, 30 * len(p) + 110))
     hi = float(p.max()) if p.size else 1.0
     fig.update_xaxes(
         title_text="probability under the model (softmax of the logits, before temperature)",
@@ -58,7 +58,7 @@ def step_attention(row: np.ndarray, labels: Sequence[str], prompt_len: int, *, t
             hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>",
         )
     )
-    style(fig, title, height=340, subtitle="grey = prompt, blue = generated, orange = the new token itself")
+    style(fig, f"{title}<br><sup>grey = prompt, blue = generated, orange = the new token itself</sup>", height=360)
     fig.update_yaxes(title_text="attention weight (0–1)", rangemode="tozero", gridcolor="#eee")
     fig.update_xaxes(title_text="key position and token (what the new token reads)")
     category_axis(fig, "x", list(labels[:t]))
@@ -82,9 +82,9 @@ def generated_probs(labels: Sequence[str], probs: Sequence[float], selected: int
     mean_bits = float(-np.log2(np.clip(p, 1e-30, 1)).mean()) if p.size else float("nan")
     style(
         fig,
-        f"Probability of each generated token when it was chosen (mean surprise {mean_bits:.2f} bits)",
-        height=320,
-        subtitle="orange = the step on view",
+        f"Probability of each generated token when it was chosen (mean surprise {mean_bits:.2f} bits; "
+        "orange = the step on view)",
+        height=340,
     )
     fig.update_yaxes(title_text="probability", range=[0, 1], tickformat=".0%", gridcolor="#eee")
     fig.update_xaxes(title_text="step: token")
