@@ -24,6 +24,8 @@ PAGES = [
     st.Page("views/residual.py", title="Residual stream", icon=":material/timeline:", url_path="residual"),
     st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
     st.Page("views/generate.py", title="Generate", icon=":material/edit_note:", url_path="generate"),
+    st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+    st.Page("views/timeline.py", title="Timeline", icon=":material/show_chart:", url_path="timeline"),
     st.Page("views/interventions.py", title="Interventions", icon=":material/content_cut:", url_path="interventions"),
     st.Page("views/patching.py", title="Patching", icon=":material/swap_horiz:", url_path="patching"),
     st.Page("views/heads.py", title="Heads", icon=":material/psychology:", url_path="heads"),
@@ -32,6 +34,7 @@ PAGES = [
     st.Page("views/health.py", title="Health", icon=":material/health_and_safety:", url_path="health"),
     st.Page("views/worked_examples.py", title="Worked examples", icon=":material/school:", url_path="worked-examples"),
     st.Page("views/forward_pass.py", title="Forward pass", icon=":material/stairs:", url_path="forward-pass"),
+    st.Page("views/mask_leak.py", title="Mask leak", icon=":material/visibility_off:", url_path="mask-leak"),
 ]
 
 

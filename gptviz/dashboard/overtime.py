@@ -1,0 +1,93 @@
+"""Caches and choices of the Compare and Timeline pages.
+
+A timeline runs the prompt through every checkpoint of a run (one at a time): it is built once per
+(folder, its contents, prompt, device) and shared read-only by every session, like the Traces in
+caches.py. A step's attention and a second checkpoint's Trace go through caches.run_trace, so they
+share its limits.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import streamlit as st
+
+from ..errors import GptvizError
+from ..formats import Bundle
+from ..timeline import RunStep, Timeline, is_run_folder, load_run_step, run_steps, timeline
+from ..tokenizers import Tokenizer
+from .caches import ModelKey, RunKey
+from .sources import checkpoints_dir, shipped, version
+
+TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
+
+
+def run_folders() -> list[str]:
+    """The shipped checkpoints that are run folders (step-NNNNNN/ snapshots inside)."""
+    return [name for name in shipped() if is_run_folder(checkpoints_dir() / name)]
+
+
+def folder_path(choice: str) -> Path:
+    """A shipped run's name -> its folder; anything else is a path as typed."""
+    return checkpoints_dir() / choice if choice in shipped() else Path(choice).expanduser()
+
+
+def folder_stamp(folder: Path) -> str:
+    """What changes when a run saves another step: the names and times of its step folders."""
+    try:
+        return ",".join(f"{p.name}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()))
+    except OSError:
+        return ""
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def steps_of(folder: str, stamp: str) -> list[RunStep] | str:
+    """The run's steps, or the one-line reason it is no run (remembered, like a failed load)."""
+    try:
+        return run_steps(folder)
+    except GptvizError as e:
+        return str(e)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the run's first checkpoint…")
+def first_bundle(folder: str, stamp: str) -> Bundle | str:
+    """The first step's checkpoint: its tokenizer encodes the timeline's prompt."""
+    steps = steps_of(folder, stamp)
+    if isinstance(steps, str):
+        return steps
+    try:
+        return load_run_step(steps[0], folder)
+    except GptvizError as e:
+        return str(e)
+
+
+@st.cache_resource(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
+def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str) -> Timeline | str:
+    """The timeline of one run on one prompt, or the one-line reason there is none."""
+    try:
+        return timeline(folder, list(ids), device)
+    except GptvizError as e:
+        return str(e)
+
+
+def step_run_key(step: RunStep, device: str, ids: tuple[int, ...]) -> RunKey:
+    """The cache key of one step's Trace (caches.run_trace loads the step's folder by path)."""
+    source = str(step.path)
+    return RunKey(ModelKey(source, device, version(source)), ids)
+
+
+def probe_prompt(tokenizer: Tokenizer | None, vocab_size: int, length: int = 12, seed: int = 0) -> str:
+    """A random sequence of the vocabulary's plain symbols said twice: the prompt that shows an
+    induction head (it can only predict the second half by finding the first). Ids when there is no
+    tokenizer."""
+    rng = random.Random(seed)
+    if tokenizer is None:
+        ids = [rng.randrange(vocab_size) for _ in range(length)]
+        return ", ".join(map(str, ids + ids))
+    plain = [
+        i for i in range(min(vocab_size, 5000)) if tokenizer.decode([i]).strip() and len(tokenizer.decode([i])) == 1
+    ]
+    pool = plain or list(range(vocab_size))
+    half = "".join(tokenizer.decode([rng.choice(pool)]) for _ in range(length))
+    return half + half

@@ -1,0 +1,179 @@
+"""Figures of a comparison (two Traces, A and B) and of a timeline (one run's checkpoints by step).
+
+Differences are A − B on a diverging scale centred on 0 (zmin = −r, zmax = r: Plotly ignores zmid
+once both are set), red where A is larger, blue where B is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .attention import token_labels
+from .style import BLUE, INK, MASKED, ORANGE, category_axis, diverging_range, style
+
+__all__ = [
+    "attention_difference_heatmap",
+    "head_change_heatmap",
+    "kl_bars",
+    "loss_pair",
+    "timeline_losses",
+    "head_score_curves",
+    "token_labels",
+]
+
+
+def attention_difference_heatmap(
+    diff: np.ndarray, labels: Sequence[str], *, title: str, mask: np.ndarray | None = None, height: int = 560
+) -> go.Figure:
+    """One head's A − B attention [T, T] (queries rows, keys columns); masked cells stay grey."""
+    z = np.array(diff, dtype=np.float64)
+    if mask is not None:
+        z[~np.asarray(mask, dtype=bool)] = np.nan
+    r = diverging_range(z)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(labels),
+            y=list(labels),
+            zmin=-r,
+            zmax=r,
+            colorscale="RdBu_r",
+            hoverongaps=False,
+            colorbar=dict(title=dict(text=f"A − B<br>{-r:.3g} … {r:.3g}")),
+            hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:+.4f}<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        title,
+        height=height,
+        subtitle="red: A attends more · blue: B attends more · grey: masked",
+        plot_bgcolor=MASKED if mask is not None else "white",
+        margin=dict(t=90),
+    )
+    fig.update_xaxes(title_text="key position and token", showgrid=False, constrain="domain")
+    fig.update_yaxes(
+        title_text="query position and token", autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain"
+    )
+    category_axis(fig, "x", labels)
+    category_axis(fig, "y", labels)
+    return fig
+
+
+def head_change_heatmap(change: np.ndarray, *, title: str, what: str = "change") -> go.Figure:
+    """A [L, H] grid of a per-head change (B − A), centred on 0."""
+    z = np.asarray(change, dtype=np.float64)
+    r = diverging_range(z)
+    L, H = z.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[f"head {h}" for h in range(H)],
+            y=[f"layer {l}" for l in range(L)],
+            zmin=-r,
+            zmax=r,
+            colorscale="RdBu_r",
+            text=np.round(z, 2),
+            texttemplate="%{text:+.2f}",
+            colorbar=dict(title=dict(text=f"{what}<br>{-r:.2g} … {r:.2g}")),
+            hovertemplate="%{y}, %{x}<br>" + what + " %{z:+.4f}<extra></extra>",
+        )
+    )
+    style(fig, title, height=max(240, 90 + 60 * L), subtitle="red: higher in B · blue: higher in A")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def kl_bars(kl: Sequence[float], labels: Sequence[str], *, title: str) -> go.Figure:
+    """KL(A ‖ B) of the next-token distributions at each position, in nats."""
+    fig = go.Figure(
+        go.Bar(
+            x=list(labels),
+            y=list(kl),
+            marker_color=BLUE,
+            hovertemplate="after %{x}<br>KL %{y:.4f} nats<extra></extra>",
+        )
+    )
+    style(fig, title, height=360, subtitle="0 where the two models expect the same next token distribution")
+    fig.update_yaxes(title_text="KL(A ‖ B), nats", rangemode="tozero")
+    fig.update_xaxes(title_text="position (the prediction made after it)")
+    category_axis(fig, "x", labels)
+    return fig
+
+
+def loss_pair(df: pd.DataFrame, labels: Sequence[str], *, title: str, names: tuple[str, str] = ("A", "B")) -> go.Figure:
+    """Per-token loss of both Traces (df from compare.loss_comparison; labels name its positions)."""
+    fig = go.Figure()
+    for col, name, colour in (("loss_a", names[0], BLUE), ("loss_b", names[1], ORANGE)):
+        fig.add_trace(
+            go.Bar(
+                x=list(labels),
+                y=df[col].to_numpy(),
+                name=name,
+                marker_color=colour,
+                hovertemplate=name + ": %{x}<br>loss %{y:.3f} nats<extra></extra>",
+            )
+        )
+    style(fig, title, height=380, subtitle="loss of each token given the ones before it", barmode="group")
+    fig.update_yaxes(title_text="loss (nats)", rangemode="tozero")
+    fig.update_xaxes(title_text="predicted token")
+    category_axis(fig, "x", labels)
+    return fig
+
+
+def timeline_losses(steps: pd.DataFrame, *, title: str, marked: int | None = None) -> go.Figure:
+    """Train, validation (from the cards) and the prompt's loss against the training step."""
+    fig = go.Figure()
+    for col, name, colour, dash in (
+        ("train_loss", "train (card)", BLUE, "dot"),
+        ("val_loss", "validation (card)", BLUE, "solid"),
+        ("prompt_loss", "this prompt", ORANGE, "solid"),
+    ):
+        y = steps[col].to_numpy(dtype=np.float64)
+        if np.isfinite(y).any():
+            fig.add_trace(
+                go.Scatter(
+                    x=steps["step"],
+                    y=y,
+                    name=name,
+                    mode="lines+markers",
+                    line=dict(color=colour, dash=dash),
+                    hovertemplate=name + "<br>step %{x}<br>loss %{y:.4f}<extra></extra>",
+                )
+            )
+    if marked is not None:
+        fig.add_vline(x=marked, line=dict(color=INK, dash="dash", width=1))
+    style(fig, title, height=380, subtitle="nats per token; the dashed line is the step on view")
+    fig.update_xaxes(title_text="training step")
+    fig.update_yaxes(title_text="loss (nats)")
+    return fig
+
+
+def head_score_curves(
+    heads: pd.DataFrame, score: str, *, title: str, marked: int | None = None, chosen: tuple[int, int] | None = None
+) -> go.Figure:
+    """One line per (layer, head): its `score` against the training step (heads from timeline)."""
+    fig = go.Figure()
+    for (layer, head), g in heads.groupby(["layer", "head"], sort=True):
+        is_chosen = chosen == (layer, head)
+        fig.add_trace(
+            go.Scatter(
+                x=g["step"],
+                y=g[score],
+                name=f"L{layer} H{head}",
+                mode="lines+markers",
+                line=dict(width=4 if is_chosen else 1.8),
+                hovertemplate=f"layer {layer} head {head}<br>step %{{x}}<br>{score} %{{y:.3f}}<extra></extra>",
+            )
+        )
+    if marked is not None:
+        fig.add_vline(x=marked, line=dict(color=INK, dash="dash", width=1))
+    fig.add_hline(y=0.4, line=dict(color="#999999", dash="dot", width=1))
+    style(fig, title, height=400, subtitle="dotted: 0.4, where a head is labelled with this kind")
+    fig.update_xaxes(title_text="training step")
+    fig.update_yaxes(title_text=score.replace("_", " ") + " score")
+    return fig

@@ -1,0 +1,176 @@
+"""The Compare and Timeline pages through AppTest: numbers on screen against gptviz.analysis.compare
+and gptviz.timeline, a centred difference scale, and clear messages for what cannot be compared."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+import torch
+from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
+from streamlit.testing.v1 import AppTest
+
+import gptviz
+from gptviz.analysis import compare as cmp
+from gptviz.dashboard import sources
+from gptviz.timeline import timeline
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+PROMPT = "To be, or not to be"
+PROMPT_B = "To be, or not to go"  # same length, differs at position 17
+
+
+@pytest.fixture(scope="module")
+def ckpt_root(tmp_path_factory) -> Path:
+    root = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+    # a second checkpoint of the same shape, and a run folder of three steps of that shape
+    torch.manual_seed(99)
+    tok = gptviz.CharTokenizer(CHARS)
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), root / "tiny-char-2", tok, card={"note": "other weights"})
+    for i, step in enumerate((0, 50, 100)):
+        torch.manual_seed(200 + i)
+        card = {"steps": step, "train_loss": 4.0 - i, "val_loss": 4.2 - i}
+        gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), root / "tiny-run" / f"step-{step:06d}", tok, card=card)
+    other = dict(CONFIG, n_layer=3)
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**other)), root / "tiny-deep", tok, card={})
+    return root
+
+
+@pytest.fixture
+def at(ckpt_root, monkeypatch) -> AppTest:
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
+    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update(prompt=PROMPT, layer="1", head="2")
+    at.run()
+    return at
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def figure(at: AppTest, key: str) -> dict:
+    return json.loads(at.get_by_key(key).proto.spec)
+
+
+def array(v) -> np.ndarray:
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
+    return np.asarray(v, dtype=np.float64)
+
+
+def traces(root: Path, name_a: str, name_b: str, prompt_b: str):
+    a_b, b_b = gptviz.load(root / name_a), gptviz.load(root / name_b)
+    ids_a = gptviz.encode_prompt(a_b.tokenizer, PROMPT, 64)
+    ids_b = gptviz.encode_prompt(b_b.tokenizer, prompt_b, 64)
+    return gptviz.trace(a_b.model, ids_a, a_b.tokenizer), gptviz.trace(b_b.model, ids_b, b_b.tokenizer)
+
+
+def test_two_prompts_on_one_checkpoint(at, ckpt_root):
+    at = ok(at.switch_page("views/compare.py").run())
+    at.text_input(key="cmp_prompt_b").set_value(PROMPT_B)
+    at = ok(at.run())
+    a, b = traces(ckpt_root, NAME, NAME, PROMPT_B)
+    diff = figure(at, "cmp_att_diff")["data"][0]
+    want = cmp.attention_difference(a, b, 1)[2]
+    z = array(diff["z"])
+    causal = np.tril(np.ones_like(want, dtype=bool))
+    assert np.allclose(z[causal], want[causal], atol=1e-6)
+    assert np.isnan(z[~causal]).all()  # masked cells are not drawn
+    assert diff["zmin"] == pytest.approx(-diff["zmax"]) and diff["zmax"] > 0  # centred on 0
+    assert diff["zmax"] == pytest.approx(np.abs(want[causal]).max(), rel=1e-6)
+    kl = array(figure(at, "cmp_kl")["data"][0]["y"])
+    assert np.allclose(kl, cmp.next_token_divergence(a, b)["kl_ab"], atol=1e-9)
+    assert np.allclose(kl[:17], 0, atol=1e-9) and (kl[17:] > 0).all()
+    assert "position 17" in [m.value for m in at.metric]
+    loss = figure(at, "cmp_loss")["data"]
+    ref = cmp.loss_comparison(a, b)
+    assert np.allclose(array(loss[0]["y"]), ref["loss_a"]) and np.allclose(array(loss[1]["y"]), ref["loss_b"])
+
+
+def test_the_same_prompt_is_zero_difference_and_says_so(at):
+    at = ok(at.switch_page("views/compare.py").run())
+    at.text_input(key="cmp_prompt_b").set_value(PROMPT)
+    at = ok(at.run())
+    assert np.nansum(np.abs(array(figure(at, "cmp_att_diff")["data"][0]["z"]))) == 0
+    assert np.all(array(figure(at, "cmp_kl")["data"][0]["y"]) == 0)
+    assert any("the same" in i.value for i in at.info)
+
+
+def test_one_prompt_on_two_checkpoints_and_head_score_change(at, ckpt_root):
+    at = ok(at.switch_page("views/compare.py").run())
+    at.radio(key="cmp_mode").set_value("one prompt, two checkpoints")
+    at = at.run()  # the first in the list is the fixtures' broken folder: its message, then the choice
+    assert not at.exception
+    at.selectbox(key="cmp_ckpt_b").set_value("tiny-char-2")
+    at = ok(at.run())
+    a, b = traces(ckpt_root, NAME, "tiny-char-2", PROMPT)
+    grid = array(figure(at, "cmp_heads")["data"][0]["z"])
+    ref = cmp.head_score_change(a, b)["induction_change"].to_numpy().reshape(CONFIG["n_layer"], CONFIG["n_head"])
+    assert np.allclose(grid, ref, atol=1e-9)
+    heat = figure(at, "cmp_heads")["data"][0]
+    assert heat["zmin"] == pytest.approx(-heat["zmax"])
+
+
+def test_a_checkpoint_of_another_shape_is_a_sentence_not_a_traceback(at):
+    at = ok(at.switch_page("views/compare.py").run())
+    at.radio(key="cmp_mode").set_value("one prompt, two checkpoints")
+    at = at.run()
+    at.selectbox(key="cmp_ckpt_b").set_value("tiny-deep")
+    at = at.run()
+    assert not at.exception
+    assert any("layers" in e.value and "same shape" in e.value for e in at.error)
+
+
+def test_a_prompt_of_another_length_is_refused(at):
+    at = ok(at.switch_page("views/compare.py").run())
+    at.text_input(key="cmp_prompt_b").set_value("To be")
+    at = at.run()
+    assert not at.exception
+    assert any("same length" in e.value for e in at.error)
+
+
+def test_timeline_of_a_run_folder(at, ckpt_root):
+    at = ok(at.switch_page("views/timeline.py").run())
+    assert at.selectbox(key="tl_run").options[0] == "tiny-run"  # run folders only, not plain checkpoints
+    prompt = at.text_input(key="tl_prompt").value
+    half = len(prompt) // 2
+    assert prompt[:half] == prompt[half:] and half >= 8  # the default: a random sequence said twice
+    bundle = gptviz.load(ckpt_root / "tiny-run" / "step-000000")
+    ids = gptviz.encode_prompt(bundle.tokenizer, prompt, 64)
+    tl = timeline(ckpt_root / "tiny-run", ids)
+    loss = figure(at, "tl_loss")["data"]
+    assert [d["name"] for d in loss] == ["train (card)", "validation (card)", "this prompt"]
+    assert list(array(loss[0]["x"])) == [0, 50, 100] and list(array(loss[0]["y"])) == [4.0, 3.0, 2.0]
+    assert np.allclose(array(loss[2]["y"]), tl.steps["prompt_loss"])
+    curves = figure(at, "tl_heads")["data"]
+    assert len(curves) == CONFIG["n_layer"] * CONFIG["n_head"]
+    l1h2 = tl.heads[(tl.heads["layer"] == 1) & (tl.heads["head"] == 2)]["induction"]
+    assert np.allclose(array(curves[4 + 2]["y"]), l1h2)
+    assert curves[6]["line"]["width"] > curves[0]["line"]["width"]  # the sidebar's head stands out
+    # the slider shows each step's own attention
+    at.select_slider(key="tl_step").set_value(50)
+    at = ok(at.run())
+    z = array(figure(at, "tl_attention")["data"][0]["z"])
+    t = gptviz.trace(gptviz.load(ckpt_root / "tiny-run" / "step-000050").model, ids)
+    assert np.allclose(np.nan_to_num(z), np.nan_to_num(t["blocks.1.attn.weights"][2]), atol=1e-6)
+
+
+def test_timeline_of_a_folder_that_is_no_run(at, ckpt_root, tmp_path):
+    at = ok(at.switch_page("views/timeline.py").run())
+    at.selectbox(key="tl_run").set_value("a local path…")
+    at = at.run()
+    at.text_input(key="tl_path").set_value(str(ckpt_root / NAME))
+    at = at.run()
+    assert not at.exception
+    assert any("found 0 checkpoint" in e.value for e in at.error)

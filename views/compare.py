@@ -1,0 +1,141 @@
+"""Compare: two prompts of the same length on one checkpoint, or one prompt on two checkpoints of the
+same shape. A is the sidebar's run; B is chosen here. Every difference is A − B."""
+
+import numpy as np
+import streamlit as st
+
+from gptviz import analysis, figures
+from gptviz.analysis import compare as cmp
+from gptviz.analysis.attention import attention_mask
+from gptviz.analysis.heads import SCORES
+from gptviz.dashboard import caches, overtime, widgets
+from gptviz.dashboard.sources import checkpoints_dir, shipped, version
+from gptviz.errors import GptvizError
+from gptviz.figures import compare as cfig
+from gptviz.tokenizers import encode_prompt, parse_ids
+
+v = widgets.require_trace() or st.stop()
+st.title("Compare")
+a = v.trace
+model = v.bundle.model
+tok = v.bundle.tokenizer
+PROMPTS, CHECKPOINTS = "two prompts, one checkpoint", "one prompt, two checkpoints"
+mode = st.radio("Compare", (PROMPTS, CHECKPOINTS), key="cmp_mode", horizontal=True)
+
+if mode == PROMPTS:
+    default = v.prompt.replace("further", "farther") if tok is not None else v.prompt
+    text_b = st.text_input(
+        "Prompt B (the same number of tokens as A)",
+        value=default,
+        key="cmp_prompt_b",
+        help="A is the sidebar's prompt. Change a word and see where the model's reading changes.",
+    )
+    try:
+        if tok is None:
+            ids_b = parse_ids(text_b, model.config.vocab_size)
+        else:
+            ids_b = encode_prompt(tok, text_b, model.config.block_size)
+    except GptvizError as e:
+        st.error(f"Prompt B cannot be run: {widgets.plain(e)}")
+        st.stop()
+    key_b = caches.RunKey(v.key.model, tuple(int(i) for i in ids_b))
+    name_a, name_b = "A (sidebar prompt)", "B (prompt B)"
+else:
+    run_steps = []
+    for run in overtime.run_folders():  # every snapshot of a shipped run, e.g. two steps of its training
+        steps = overtime.steps_of(str(checkpoints_dir() / run), overtime.folder_stamp(checkpoints_dir() / run))
+        run_steps += [] if isinstance(steps, str) else [(f"{run} · step {s.step}", str(s.path)) for s in steps]
+    options = [*shipped(), *[p for _, p in run_steps], "a local path…"]
+    names = {p: n for n, p in run_steps}
+    pick = st.selectbox(
+        "Checkpoint B (the same shape as A)",
+        options,
+        key="cmp_ckpt_b",
+        format_func=lambda o: names.get(o, o),
+        help="A is the sidebar's checkpoint; B runs the same prompt.",
+    )
+    source_b = st.text_input("Path of checkpoint B", key="cmp_path_b") if pick == "a local path…" else pick
+    if not source_b:
+        st.info("Type the path of a checkpoint folder or file.")
+        st.stop()
+    key_b = caches.RunKey(caches.ModelKey(source_b, v.device, version(source_b)), v.key.ids)
+    name_a, name_b = "A (sidebar checkpoint)", "B (" + names.get(source_b, source_b)[-40:] + ")"
+
+try:
+    b = caches.run_trace(key_b)
+    cmp.check_comparable(a, b)
+except GptvizError as e:
+    st.error(f"Not compared: {widgets.plain(e)}")
+    st.stop()
+
+div = cmp.next_token_divergence(a, b, tok)
+loss = cmp.loss_comparison(a, b)
+first = cmp.first_difference(a, b)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Tokens", a.n_tokens)
+m2.metric("First differing token", "none" if first is None else f"position {first}")
+m3.metric("Mean KL(A ‖ B)", f"{div['kl_ab'].mean():.4f} nats")
+m4.metric("Mean loss A → B", f"{loss['loss_a'].mean():.3f} → {loss['loss_b'].mean():.3f}")
+if first is None and mode == PROMPTS:
+    st.info("The two prompts are the same: every difference below is 0. Change a word in prompt B.")
+
+labels_a = figures.token_labels(v.display(a.token_ids))
+labels_b = figures.token_labels(v.display(b.token_ids))
+layer, head = v.layer, v.head
+st.subheader(f"Attention: layer {layer}, head {head}")
+st.caption("Choose the layer and head in the sidebar. The difference's colour scale is centred on 0.")
+mask = attention_mask(a, layer)
+left, right = st.columns(2)
+with left:
+    widgets.chart(
+        figures.attention_heatmap(
+            analysis.layer_weights(a, layer)[head], labels_a, title=name_a, mask=mask, height=520
+        ),
+        key="cmp_att_a",
+    )
+with right:
+    widgets.chart(
+        figures.attention_heatmap(
+            analysis.layer_weights(b, layer)[head], labels_b, title=name_b, mask=attention_mask(b, layer), height=520
+        ),
+        key="cmp_att_b",
+    )
+diff = cmp.attention_difference(a, b, layer)[head]
+widgets.chart(
+    cfig.attention_difference_heatmap(diff, labels_a, title="A − B", mask=mask),
+    key="cmp_att_diff",
+)
+change = cmp.attention_change(a, b)
+widgets.download("attention change per head (CSV)", lambda: change, "attention_change.csv", key="cmp_dl_att")
+
+st.subheader("Head scores and their change")
+score = st.selectbox("Score", SCORES, index=SCORES.index("induction"), key="cmp_score")
+heads = cmp.head_score_change(a, b)
+L, H = model.config.n_layer, model.config.n_head
+grid = heads[f"{score}_change"].to_numpy().reshape(L, H)
+widgets.chart(
+    cfig.head_change_heatmap(grid, title=f"{score.replace('_', ' ')} score: B − A", what="B − A"),
+    key="cmp_heads",
+)
+widgets.download("head scores of A and B (CSV)", lambda: heads, "head_score_change.csv", key="cmp_dl_heads")
+
+st.subheader("Next-token distributions")
+widgets.chart(cfig.kl_bars(div["kl_ab"].to_numpy(), labels_a, title="KL(A ‖ B) at each position"), key="cmp_kl")
+st.dataframe(
+    div.assign(
+        p_top_a=lambda d: d["p_top_a"].map("{:.1%}".format),
+        p_top_b=lambda d: d["p_top_b"].map("{:.1%}".format),
+    ),
+    hide_index=True,
+    width="stretch",
+)
+widgets.download("next-token divergence (CSV)", lambda: div, "next_token_kl.csv", key="cmp_dl_kl")
+
+st.subheader("Per-token loss")
+loss_labels = [labels_a[p] for p in loss["position"]]
+widgets.chart(
+    cfig.loss_pair(loss, loss_labels, title="Loss of each token, A and B", names=(name_a, name_b)),
+    key="cmp_loss",
+)
+widgets.download("per-token loss of A and B (CSV)", lambda: loss, "loss_comparison.csv", key="cmp_dl_loss")
+st.caption(f"Largest change of loss: {np.abs(loss['change']).max():.3f} nats.")
