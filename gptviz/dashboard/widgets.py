@@ -76,7 +76,9 @@ def select_head_on_click(chart_key: str) -> Callable[[], None]:
 
     def open_clicked() -> None:
         points = st.session_state[chart_key].selection.get("points") or []
-        if points and "x" in points[0] and "y" in points[0]:
+        if points and len(points[0].get("customdata") or []) >= 2:  # the tile's marker names it: any tile size
+            st.session_state["layer"], st.session_state["head"] = (int(c) for c in points[0]["customdata"][:2])
+        elif points and "x" in points[0] and "y" in points[0]:
             layer, head = figures.overview_cell(points[0]["x"], points[0]["y"])
             st.session_state["layer"], st.session_state["head"] = layer, head
 

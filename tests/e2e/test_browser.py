@@ -54,8 +54,8 @@ def test_click_the_layer_head_grid_opens_that_head(page: Page):
     # The pixel of the centre of layer 1, head 3's tile, from Plotly's own axis mapping.
     x, y = grid.evaluate(
         """(el) => { const L = el._fullLayout, pitch = L.meta.tile_pitch, r = el.getBoundingClientRect();
-                     return [r.left + L._size.l + L.xaxis.d2p(3 * pitch + pitch / 2 - 1),
-                             r.top + L._size.t + L.yaxis.d2p(1 * pitch + pitch / 2 - 1)]; }"""
+                     return [r.left + L.xaxis._offset + L.xaxis.d2p(3 * pitch + pitch / 2 - 1),
+                             r.top + L.yaxis._offset + L.yaxis.d2p(1 * pitch + pitch / 2 - 1)]; }"""
     )
     page.mouse.click(x, y)
     wait_for_app_run(page)
