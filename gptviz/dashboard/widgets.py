@@ -76,8 +76,11 @@ def select_head_on_click(chart_key: str) -> Callable[[], None]:
 
     def open_clicked() -> None:
         points = st.session_state[chart_key].selection.get("points") or []
-        if points and len(points[0].get("customdata") or []) >= 2:  # the tile's marker names it: any tile size
-            st.session_state["layer"], st.session_state["head"] = (int(c) for c in points[0]["customdata"][:2])
+        data = points[0].get("customdata") if points else None
+        if isinstance(data, dict):  # Streamlit hands a marker's [layer, head] over as {"0": l, "1": h}
+            data = [data.get(k) for k in ("0", "1")]
+        if data is not None and len(data) >= 2 and None not in data[:2]:  # the tile's marker names it
+            st.session_state["layer"], st.session_state["head"] = int(data[0]), int(data[1])
         elif points and "x" in points[0] and "y" in points[0]:
             layer, head = figures.overview_cell(points[0]["x"], points[0]["y"])
             st.session_state["layer"], st.session_state["head"] = layer, head
