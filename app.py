@@ -16,30 +16,47 @@ from gptviz.dashboard.widgets import guard
 
 st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
 
-PAGES = [
-    st.Page("views/overview.py", title="Overview", icon=":material/home:", default=True),
-    st.Page("views/attention.py", title="Attention", icon=":material/grid_on:"),
-    st.Page("views/qkv.py", title="Q / K / V", icon=":material/calculate:", url_path="qkv"),
-    st.Page("views/shapes.py", title="Shapes", icon=":material/straighten:"),
-    st.Page("views/residual.py", title="Residual stream", icon=":material/timeline:", url_path="residual"),
-    st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
-    st.Page("views/generate.py", title="Generate", icon=":material/edit_note:", url_path="generate"),
-    st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
-    st.Page("views/timeline.py", title="Timeline", icon=":material/show_chart:", url_path="timeline"),
-    st.Page("views/interventions.py", title="Interventions", icon=":material/content_cut:", url_path="interventions"),
-    st.Page("views/patching.py", title="Patching", icon=":material/swap_horiz:", url_path="patching"),
-    st.Page("views/heads.py", title="Heads", icon=":material/psychology:", url_path="heads"),
-    st.Page("views/logit_lens.py", title="Logit lens", icon=":material/layers:", url_path="logit-lens"),
-    st.Page("views/attribution.py", title="Logit attribution", icon=":material/call_split:", url_path="attribution"),
-    st.Page("views/health.py", title="Health", icon=":material/health_and_safety:", url_path="health"),
-    st.Page("views/worked_examples.py", title="Worked examples", icon=":material/school:", url_path="worked-examples"),
-    st.Page("views/forward_pass.py", title="Forward pass", icon=":material/stairs:", url_path="forward-pass"),
-    st.Page("views/mask_leak.py", title="Mask leak", icon=":material/visibility_off:", url_path="mask-leak"),
-]
+# Grouped by the question a page answers; every page is listed (expanded), none folded away.
+PAGES = {
+    "What the model computed": [
+        st.Page("views/overview.py", title="Overview", icon=":material/home:", default=True),
+        st.Page("views/attention.py", title="Attention", icon=":material/grid_on:"),
+        st.Page("views/qkv.py", title="Q / K / V", icon=":material/calculate:", url_path="qkv"),
+        st.Page("views/shapes.py", title="Shapes", icon=":material/straighten:"),
+        st.Page("views/residual.py", title="Residual stream", icon=":material/timeline:", url_path="residual"),
+        st.Page("views/next_token.py", title="Next token", icon=":material/bar_chart:", url_path="next-token"),
+    ],
+    "Why": [
+        st.Page("views/heads.py", title="Heads", icon=":material/psychology:", url_path="heads"),
+        st.Page("views/logit_lens.py", title="Logit lens", icon=":material/layers:", url_path="logit-lens"),
+        st.Page(
+            "views/attribution.py", title="Logit attribution", icon=":material/call_split:", url_path="attribution"
+        ),
+        st.Page("views/health.py", title="Health", icon=":material/health_and_safety:", url_path="health"),
+    ],
+    "What if": [
+        st.Page(
+            "views/interventions.py", title="Interventions", icon=":material/content_cut:", url_path="interventions"
+        ),
+        st.Page("views/patching.py", title="Patching", icon=":material/swap_horiz:", url_path="patching"),
+    ],
+    "Over time": [
+        st.Page("views/generate.py", title="Generate", icon=":material/edit_note:", url_path="generate"),
+        st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page("views/timeline.py", title="Timeline", icon=":material/show_chart:", url_path="timeline"),
+    ],
+    "Classroom": [
+        st.Page(
+            "views/worked_examples.py", title="Worked examples", icon=":material/school:", url_path="worked-examples"
+        ),
+        st.Page("views/forward_pass.py", title="Forward pass", icon=":material/stairs:", url_path="forward-pass"),
+        st.Page("views/mask_leak.py", title="Mask leak", icon=":material/visibility_off:", url_path="mask-leak"),
+    ],
+}
 
 
 def main() -> None:
-    page = st.navigation(PAGES)
+    page = st.navigation(PAGES, expanded=True)
     try:
         read_step_url()  # before the sidebar rewrites the URL
         sidebar()
