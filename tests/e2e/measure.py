@@ -130,7 +130,7 @@ def measure(url: str, runs: int, screenshot: Path | None, base_prompt: str) -> d
         for i in range(runs + 1):  # the first round warms the caches and the chart code
             old = heatmap_href(page)
             box.fill(f"{base_prompt} {WORDS[i % len(WORDS)]} {i}")
-            box.press("Enter")
+            box.press("Control+Enter")  # Enter alone is a new line in the prompt box
             drawn = page.wait_for_function(NEW_IMAGE, arg=old, polling="raf", timeout=60_000).json_value()
             t_enter = last(page, "enter")
             over = page.wait_for_function(RUN_OVER, arg=t_enter, polling=20, timeout=60_000).json_value()
