@@ -53,7 +53,7 @@ def attention_difference_heatmap(
         height=height,
         subtitle="red: A attends more · blue: B attends more · grey: masked",
         plot_bgcolor=MASKED if mask is not None else "white",
-        margin=dict(t=90),
+        margin=dict(t=110),
     )
     fig.update_xaxes(title_text="key position and token", showgrid=False, constrain="domain")
     fig.update_yaxes(
@@ -77,13 +77,14 @@ def head_change_heatmap(change: np.ndarray, *, title: str, what: str = "change")
             zmin=-r,
             zmax=r,
             colorscale="RdBu_r",
-            text=np.round(z, 2),
-            texttemplate="%{text:+.2f}",
+            texttemplate="%{z:+.3f}",
             colorbar=dict(title=dict(text=f"{what}<br>{-r:.2g} … {r:.2g}")),
             hovertemplate="%{y}, %{x}<br>" + what + " %{z:+.4f}<extra></extra>",
         )
     )
-    style(fig, title, height=max(240, 90 + 60 * L), subtitle="red: higher in B · blue: higher in A")
+    style(
+        fig, title, height=max(260, 120 + 60 * L), subtitle="red: higher in B · blue: higher in A", margin=dict(t=100)
+    )
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -98,7 +99,9 @@ def kl_bars(kl: Sequence[float], labels: Sequence[str], *, title: str) -> go.Fig
             hovertemplate="after %{x}<br>KL %{y:.4f} nats<extra></extra>",
         )
     )
-    style(fig, title, height=360, subtitle="0 where the two models expect the same next token distribution")
+    style(
+        fig, title, height=380, subtitle="0 where A and B expect the same next-token distribution", margin=dict(t=100)
+    )
     fig.update_yaxes(title_text="KL(A ‖ B), nats", rangemode="tozero")
     fig.update_xaxes(title_text="position (the prediction made after it)")
     category_axis(fig, "x", labels)
@@ -118,7 +121,15 @@ def loss_pair(df: pd.DataFrame, labels: Sequence[str], *, title: str, names: tup
                 hovertemplate=name + ": %{x}<br>loss %{y:.3f} nats<extra></extra>",
             )
         )
-    style(fig, title, height=380, subtitle="loss of each token given the ones before it", barmode="group")
+    style(
+        fig,
+        title,
+        height=400,
+        subtitle="loss of each token given the ones before it",
+        barmode="group",
+        margin=dict(t=100),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"),
+    )
     fig.update_yaxes(title_text="loss (nats)", rangemode="tozero")
     fig.update_xaxes(title_text="predicted token")
     category_axis(fig, "x", labels)
@@ -147,7 +158,14 @@ def timeline_losses(steps: pd.DataFrame, *, title: str, marked: int | None = Non
             )
     if marked is not None:
         fig.add_vline(x=marked, line=dict(color=INK, dash="dash", width=1))
-    style(fig, title, height=380, subtitle="nats per token; the dashed line is the step on view")
+    style(
+        fig,
+        title,
+        height=420,
+        subtitle="nats per token; dashed: the step on view",
+        margin=dict(t=110),
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
+    )
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text="loss (nats)")
     return fig
@@ -173,7 +191,7 @@ def head_score_curves(
     if marked is not None:
         fig.add_vline(x=marked, line=dict(color=INK, dash="dash", width=1))
     fig.add_hline(y=0.4, line=dict(color="#999999", dash="dot", width=1))
-    style(fig, title, height=400, subtitle="dotted: 0.4, where a head is labelled with this kind")
+    style(fig, title, height=420, subtitle="dotted: 0.4, where a head is labelled with this kind", margin=dict(t=110))
     fig.update_xaxes(title_text="training step")
     fig.update_yaxes(title_text=score.replace("_", " ") + " score")
     return fig
