@@ -465,3 +465,14 @@ def test_presentation_wraps_titles_and_turns_colourbar_titles(trace, labels):
     heat = figures.presentation(figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels))
     assert heat.data[0].colorbar.title.side == "right"
     assert wrap("a <b>bold</b> word", 8) == "a <b>bold</b><br>word"
+
+
+def test_token_text_never_becomes_plotly_markup():
+    # Plotly reads <a href>, <br>, <b> in ticks and titles: a token from a hostile tokenizer stays text
+    tokens = ['<a href="https://example.invalid">x</a>', "<br>", "a<b>c"]
+    labels = figures.token_labels(tokens)
+    assert all("<" not in label and ">" not in label for label in labels)
+    assert labels[0] == '0 &lt;a href="https://example.invalid"&gt;x&lt;/a&gt;'
+    top = analysis.top_k(np.array([3.0, 2.0, 1.0]), 3, display=lambda ids: [tokens[i] for i in ids])
+    bars = figures.topk_bars(top, position_label=labels[0])
+    assert not any("<a" in y or "<br>" in y for y in bars.data[0].y)

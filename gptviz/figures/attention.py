@@ -11,7 +11,18 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.blocks import block_labels, block_reduce
-from .style import BLUE, MASKED, NAN, ORANGE, category_axis, cell_notes, diverging_range, nan_overlay, style
+from .style import (
+    BLUE,
+    MASKED,
+    NAN,
+    ORANGE,
+    category_axis,
+    cell_notes,
+    diverging_range,
+    nan_overlay,
+    plotly_text,
+    style,
+)
 
 MAX_CELLS = 256  # a heatmap side longer than this is averaged into blocks
 GRID_TILE = 32  # side of one head's tile in the layer × head grid
@@ -26,8 +37,8 @@ COLORBAR_TITLE = {
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
     """Axis labels 'position token' for display strings: unique even when tokens repeat, so a
-    categorical axis never merges two positions."""
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
+    categorical axis never merges two positions. Tags in a token stay text (plotly_text)."""
+    return [f"{i} {plotly_text(t)}" for i, t in enumerate(tokens)]
 
 
 def _range(z: np.ndarray, kind: str, skip_first_key: bool) -> tuple[float, float, str]:

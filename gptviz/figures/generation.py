@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import BLUE, ORANGE, category_axis, style
+from .style import BLUE, ORANGE, category_axis, plotly_text, style
 
 GREY = "#9aa5b1"  # prompt tokens, set apart from the generated ones
 
@@ -16,7 +16,7 @@ GREY = "#9aa5b1"  # prompt tokens, set apart from the generated ones
 def step_alternatives(tokens: Sequence[str], probs: Sequence[float], chosen: int, *, title: str) -> go.Figure:
     """Horizontal bars of the most likely next tokens at one step (probability before temperature),
     best on top; the bar at index `chosen` (the token that was picked) in orange, -1 if none is."""
-    names = [f"#{i + 1} {t}" for i, t in enumerate(tokens)]
+    names = [f"#{i + 1} {plotly_text(t)}" for i, t in enumerate(tokens)]
     p = np.asarray(probs, dtype=np.float64)
     colours = [ORANGE if i == chosen else BLUE for i in range(len(p))]
     fig = go.Figure(

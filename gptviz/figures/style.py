@@ -22,6 +22,12 @@ MASKED_NOTE = "grey = masked (a key after its query: not read)"
 NAN_NOTE = "red = NaN computed by the model"
 
 
+def plotly_text(s: str) -> str:
+    """Token text as Plotly shows it, never as markup: Plotly reads tags such as <a href> and <br> in
+    titles, ticks and hover text, and turns &lt; / &gt; back into < / >."""
+    return s.replace("<", "&lt;").replace(">", "&gt;")
+
+
 def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **layout) -> go.Figure:
     """Apply the common layout: title (and a smaller subtitle line), font, margins, white paper.
     Returns the same figure."""

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import BLUE, category_axis, style
+from .style import BLUE, category_axis, plotly_text, style
 
 _CHIP = (
     '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
@@ -49,7 +49,7 @@ def token_chips_html(
 def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.0) -> go.Figure:
     """Horizontal bars of a top-k table (analysis.top_k): probability on x (0–1 shown as %),
     the logit in the text and hover. The most likely token is on top."""
-    names = [f"#{r} {t}" for r, t in zip(top["rank"], top["token"])]
+    names = [f"#{r} {plotly_text(t)}" for r, t in zip(top["rank"], top["token"])]
     fig = go.Figure(
         go.Bar(
             x=top["probability"].to_numpy(),
