@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import VARIANTS, tiny_model, variant_id
+from hf_helpers import hf_random
 
 import gptviz
 
 transformers = pytest.importorskip("transformers")
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 IDS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
@@ -58,22 +58,6 @@ def test_explicit_path_captures_z_from_its_own_weights(model):
         for handle in (h, w, v):
             handle.remove()
     torch.testing.assert_close(seen["z"], seen["w"] @ seen["v"], atol=0, rtol=0)
-
-
-def hf_random(**overrides) -> GPT2LMHeadModel:
-    """A random GPT2LMHeadModel with random norm gains and biases, larger weights than HF's init."""
-    torch.manual_seed(0)
-    cfg = dict(vocab_size=37, n_positions=32, n_layer=3, n_head=4, n_embd=48, bos_token_id=0, eos_token_id=0)
-    hf = GPT2LMHeadModel(GPT2Config(**{**cfg, **overrides})).eval()
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if name.endswith("bias"):
-                p.copy_(torch.randn_like(p) * 0.1)
-            elif ".ln_" in name or "ln_f" in name:
-                p.copy_(1.0 + torch.randn_like(p) * 0.1)
-            else:
-                p.copy_(torch.randn_like(p) * 0.2)
-    return hf
 
 
 @pytest.mark.parametrize("overrides", [{}, dict(activation_function="relu", tie_word_embeddings=False)])

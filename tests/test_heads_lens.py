@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 from conftest import tiny_model
+from hf_helpers import hf_random
 
 import gptviz
 from gptviz.analysis.heads import COLUMNS, LABEL_THRESHOLDS, detection_patterns, label
 
 transformers = pytest.importorskip("transformers")
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 SHAKESPEARE = Path(__file__).resolve().parent.parent / "checkpoints" / "shakespeare-char"
@@ -161,24 +161,11 @@ def test_one_layer_of_maps_at_a_time():
 
 
 # --- the logit lens ---------------------------------------------------------------------------
-def hf_random(**overrides) -> GPT2LMHeadModel:
-    torch.manual_seed(1)
-    cfg = dict(vocab_size=41, n_positions=32, n_layer=3, n_head=4, n_embd=48, bos_token_id=0, eos_token_id=0)
-    hf = GPT2LMHeadModel(GPT2Config(**{**cfg, **overrides})).eval()
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if name.endswith("bias"):
-                p.copy_(torch.randn_like(p) * 0.1)
-            elif ".ln_" in name or "ln_f" in name:
-                p.copy_(1.0 + torch.randn_like(p) * 0.1)
-            else:
-                p.copy_(torch.randn_like(p) * 0.2)
-    return hf
 
 
 @pytest.mark.parametrize("overrides", [{}, dict(tie_word_embeddings=False, n_layer=2)])
 def test_lens_equals_hf_norm_and_head_on_hf_residuals_at_every_site(tmp_path, overrides):
-    hf = hf_random(**overrides)
+    hf = hf_random(seed=1, **{"vocab_size": 41, **overrides})
     hf.save_pretrained(tmp_path / "hf")
     model = gptviz.load(tmp_path / "hf").model
     L = hf.config.n_layer

@@ -9,34 +9,18 @@ import numpy as np
 import pytest
 import torch
 from conftest import tiny_model
+from hf_helpers import hf_random
 
 import gptviz
 from gptviz.interventions import InterventionError
 
 transformers = pytest.importorskip("transformers")
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 CLEAN = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
 CORRUPT = [3, 1, 4, 1, 7, 9, 2, 6, 5, 3, 5]  # one token changed, at position 4
 P = gptviz.point
 CLOSE = dict(atol=1e-4, rtol=1e-4)
-
-
-def hf_random(**overrides) -> GPT2LMHeadModel:
-    """A random GPT2LMHeadModel with random norm gains and biases, larger weights than HF's init."""
-    torch.manual_seed(0)
-    cfg = dict(vocab_size=37, n_positions=32, n_layer=3, n_head=4, n_embd=48, bos_token_id=0, eos_token_id=0)
-    hf = GPT2LMHeadModel(GPT2Config(**{**cfg, **overrides})).eval()
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if name.endswith("bias"):
-                p.copy_(torch.randn_like(p) * 0.1)
-            elif ".ln_" in name or "ln_f" in name:
-                p.copy_(1.0 + torch.randn_like(p) * 0.1)
-            else:
-                p.copy_(torch.randn_like(p) * 0.2)
-    return hf
 
 
 @pytest.fixture(scope="module")
