@@ -3,12 +3,10 @@ caching, URL state and every bad input. Runs on a fixture checkpoint built in a 
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import gc
 import html
 import io
-import json
 import os
 import re
 import weakref
@@ -19,6 +17,7 @@ import pandas as pd
 import pytest
 import streamlit as st
 import torch
+from apptest_helpers import APP, array, figure, ok
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
@@ -28,7 +27,6 @@ from gptviz import analysis
 from gptviz.dashboard import caches, sources, state, uploads
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 PAGES = {
     "views/overview.py": "Overview",
     "views/attention.py": "Attention",
@@ -69,28 +67,9 @@ def at(env) -> AppTest:
     return ok(new_app())
 
 
-def ok(at: AppTest) -> AppTest:
-    """No exception and no error message on the page."""
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
 def run_prompt(at: AppTest, prompt: str) -> AppTest:
     at.text_area(key="prompt").input(prompt)
     return at.button(key="run_btn").click().run()
-
-
-def figure(at: AppTest, key: str) -> dict:
-    return json.loads(at.get_by_key(key).proto.spec)
-
-
-def array(v) -> np.ndarray:
-    """Plotly >= 6 writes NumPy data as base64 `bdata`; lists stay lists."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
-    return np.asarray(v)
 
 
 def reference_trace(root: Path, prompt: str) -> gptviz.Trace:

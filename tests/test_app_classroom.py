@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 import streamlit as st
+from apptest_helpers import APP, ok
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -19,7 +20,6 @@ from gptviz.analysis import walkthrough, worked
 from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 WORKED, FORWARD = "views/worked_examples.py", "views/forward_pass.py"
 
 
@@ -34,12 +34,6 @@ def env(ckpt_root, monkeypatch):
     monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
     st.cache_resource.clear()
     return ckpt_root
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
 
 
 def open_page(page: str, **query) -> AppTest:

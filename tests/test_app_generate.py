@@ -3,13 +3,12 @@ row against a Trace, scrubbing, block_size, "use as prompt" and the plain-list s
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import streamlit as st
+from apptest_helpers import APP, array, figure, ok
 from dashboard_fixtures import CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -17,7 +16,6 @@ import gptviz
 from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 PROMPT = "To be, or not to be"
 
 
@@ -35,23 +33,6 @@ def at(ckpt_root, monkeypatch) -> AppTest:
     at.query_params.update(prompt=PROMPT)
     at.run()
     return ok(at.switch_page("views/generate.py").run())
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def figure(at: AppTest, key: str) -> dict:
-    return json.loads(at.get_by_key(key).proto.spec)
-
-
-def array(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
-    return np.asarray(v)
 
 
 def reference(root: Path, n: int, **kw) -> tuple[gptviz.Bundle, list[int], gptviz.Generation]:

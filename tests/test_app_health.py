@@ -4,7 +4,6 @@ shows its failure. Runs on fixture checkpoints built in a temp folder."""
 
 from __future__ import annotations
 
-import base64
 import json
 import shlex
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 import streamlit as st
 import torch
+from apptest_helpers import APP, array, figure, ok
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -21,7 +21,6 @@ from gptviz import analysis
 from gptviz.cli import main
 from gptviz.dashboard import sources
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PROMPT = "To be, or not to be: that is the question."
 NAN_NAME = "nan-char"
 ATTRIBUTION, HEALTH = "views/attribution.py", "views/health.py"
@@ -46,23 +45,6 @@ def at(root, monkeypatch) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params.update(prompt=PROMPT)
     return ok(at.run())
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def figure(at: AppTest, key: str) -> dict:
-    return json.loads(at.get_by_key(key).proto.spec)
-
-
-def array(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
-    return np.asarray(v)
 
 
 def reference(root: Path, name: str = NAME):

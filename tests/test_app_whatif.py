@@ -4,14 +4,13 @@ shipped shakespeare-char checkpoint measured."""
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import streamlit as st
+from apptest_helpers import APP, array, figure, ok
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -21,7 +20,6 @@ from gptviz.dashboard import sources, whatif
 from gptviz.dashboard.state import PRESET_PROMPT
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 SHIPPED = ROOT / "checkpoints"
 CLEAN, CORRUPT = "To be, or not to be", "To be, or not to bo"
 
@@ -37,23 +35,6 @@ def open_page(monkeypatch, root: Path, default: str, page: str) -> AppTest:
     st.cache_resource.clear()
     at = AppTest.from_file(APP, default_timeout=120).run()
     return ok(at.switch_page(page).run())
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def figure(at: AppTest, key: str) -> dict:
-    return json.loads(at.get_by_key(key).proto.spec)
-
-
-def array(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
-    return np.asarray(v)
 
 
 def test_interventions_page_shows_the_edited_run(monkeypatch, ckpt_root):

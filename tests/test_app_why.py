@@ -3,14 +3,13 @@ library run outside Streamlit, opening a head in Attention, and bad target token
 
 from __future__ import annotations
 
-import base64
 import html
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import streamlit as st
+from apptest_helpers import APP, array, figure, ok
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -18,7 +17,6 @@ import gptviz
 from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 PROMPT = "To be, or not to be: that is the question. To be, or not."
 
 
@@ -35,28 +33,11 @@ def env(ckpt_root, monkeypatch):
     return ckpt_root
 
 
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
 @pytest.fixture
 def at(env) -> AppTest:
     at = ok(AppTest.from_file(APP, default_timeout=60).run())
     at.text_area(key="prompt").input(PROMPT)
     return ok(at.button(key="run_btn").click().run())
-
-
-def figure(at: AppTest, key: str) -> dict:
-    return json.loads(at.get_by_key(key).proto.spec)
-
-
-def array(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
-    return np.asarray(v)
 
 
 def reference(root: Path) -> tuple[gptviz.Bundle, gptviz.Trace]:
