@@ -12,6 +12,7 @@ from gptviz.dashboard.caches import ModelKey, RunKey
 from gptviz.errors import GptvizError
 from gptviz.figures.whatif import loss_before_after
 from gptviz.generation import generate
+from gptviz.tokenizers import display_token
 
 LEAKY = "shakespeare-char-leaky"
 # A few lines of Romeo and Juliet (public domain): the leaky model's losses are measured on them.
@@ -110,8 +111,10 @@ start = v.position if v.position < T - 1 else max(0, T - 2)
 pos = c1.slider("Position", 0, max(T - 1, 1), start, key="leak_pos") if T > 1 else 0
 k = c2.slider("How many tokens (k)", 1, min(20, cfg.vocab_size), min(5, cfg.vocab_size), key="leak_k")
 top = lk.top_k(pos, k, v.bundle.tokenizer)
-nxt = f", the token that really comes next is {widgets.plain(lk.tokens[pos + 1])}" if pos + 1 < T else ""
-st.markdown(f"Next token after position {pos} ({widgets.plain(labels[pos])}){nxt}.")
+nxt = (
+    f"; the token that really comes next is “{widgets.plain(display_token(lk.tokens[pos + 1]))}”" if pos + 1 < T else ""
+)
+st.markdown(f"Next token after position {pos} (“{widgets.plain(display_token(lk.tokens[pos]))}”){nxt}.")
 st.dataframe(
     top, column_config={c: st.column_config.NumberColumn(c, format="%.4f") for c in top.columns if c.endswith(": p")}
 )
@@ -126,10 +129,15 @@ if T > 1:
         f"{lk.unmasked.mean_loss - lk.masked.mean_loss:+.3f}",
         delta_color="inverse",
     )
-    widgets.chart(loss_before_after(before, after, labels), key="leak_loss")
+    fig = loss_before_after(before, after, labels)
+    fig.data[0].name = fig.data[0].name.replace("before", "with the mask")
+    fig.data[1].name = fig.data[1].name.replace("after the edit", "without the mask")
+    fig.update_layout(title_text="Loss of each prompt token, with and without the mask", showlegend=False)
+    widgets.chart(fig, key="leak_loss")
     st.caption(
-        "Grey: with the mask (before); red: without it (after the edit). A model trained with the mask "
-        "has never seen the future, so reading it mostly confuses it; the model below learned to use it."
+        f"Grey: with the mask (mean {before['loss_bits'].mean():.3f} bits); red: without it (mean "
+        f"{after['loss_bits'].mean():.3f} bits). A model trained with the mask has never seen the future, so "
+        "reading it mostly confuses it; the model below learned to use it."
     )
 
 st.subheader("A model trained with the mask off, by mistake")
