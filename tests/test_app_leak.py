@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from apptest_helpers import APP, ok
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -18,7 +19,6 @@ from gptviz.analysis import leak
 from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 PAGE = "views/mask_leak.py"
 LEAKY = "shakespeare-char-leaky"
 MASS = "Future attention mass, layer 0 head 0"
@@ -37,12 +37,6 @@ def env(ckpt_root, monkeypatch):
     monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
     st.cache_resource.clear()
     return ckpt_root
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
 
 
 def open_page() -> AppTest:
