@@ -1,5 +1,5 @@
 """gptviz.timeline: a folder of checkpoints of one run, loaded in step order, scored on one prompt;
-`python -m gptviz train --save-every N` writes such a folder; and the shipped induction run."""
+`python -m gptviz train --save-every N` writes such a folder."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import gptviz
 from gptviz.cli import main
 from gptviz.timeline import TimelineError, first_step_above, is_run_folder, run_steps, timeline
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "induction-2l"
 TINY = "--n-layer 1 --n-head 2 --n-embd 16 --block-size 16 --batch-size 4 --eval-interval 5 --eval-batches 2"
 TINY += " --warmup-steps 2 --threads 1 --lr 3e-3"
 
@@ -67,6 +66,13 @@ def test_the_timeline_lists_the_steps_in_order_with_their_losses(saved_run):
     again = gptviz.head_scores(gptviz.trace(gptviz.load(steps[2].path).model, ids))
     last = tl.heads[tl.heads["step"] == 20].reset_index(drop=True)
     assert np.allclose(last["previous_token"], again["previous_token"])
+    # the first step at which some head reaches a score, worked out from the table by hand
+    best = tl.heads.groupby("step")["self"].max()
+    threshold = float(best.iloc[1:].max())
+    want = int(best[best >= threshold].index.min())
+    assert first_step_above(tl, "self", threshold) == want
+    assert first_step_above(tl, "self", 1.01) is None
+    assert first_step_above(tl, "self", 0.0, layer=0) == 0
 
 
 def test_a_nanogpt_out_folder_saved_at_intervals(tmp_path):
@@ -114,24 +120,3 @@ def test_folders_that_are_no_timeline_say_so(tmp_path, saved_run):
     with pytest.raises(TimelineError, match="two tokens"):
         timeline(saved_run, [1])
     assert not is_run_folder(tmp_path / "empty") and not is_run_folder(tmp_path / "missing")
-
-
-SHIPPED_PROMPT = "\nk3x9qbz07mwe5uyhd\nk3x9qbz07mwe5uyhd"  # placeholder until the shipped run is chosen
-JUMP_STEP = 0
-
-
-@pytest.mark.skipif(not SHIPPED.is_dir(), reason="checkpoints/induction-2l is not in this checkout")
-def test_the_shipped_run_forms_an_induction_head():
-    steps = run_steps(SHIPPED)
-    bundle = gptviz.load(steps[0].path)
-    ids = bundle.tokenizer.encode(SHIPPED_PROMPT)
-    tl = timeline(SHIPPED, ids)
-    ind = tl.heads[tl.heads["layer"] == 1].groupby("step")["induction"].max()
-    assert ind.iloc[0] < 0.2  # no head does it at the start
-    assert (ind[ind.index >= JUMP_STEP] > 0.4).all()  # and one does from the stated step on
-    assert ind[ind.index < JUMP_STEP].max() < 0.4
-    prev = tl.heads[tl.heads["layer"] == 0].groupby("step")["previous_token"].max()
-    assert prev[prev.index >= JUMP_STEP].min() > 0.4  # with a previous-token head in layer 0
-    loss = tl.steps.set_index("step")["val_loss"]
-    assert loss[loss.index >= JUMP_STEP].max() < loss.iloc[0] - 0.5  # and the loss has dropped
-    assert first_step_above(tl, "induction", 0.4, layer=1) == JUMP_STEP
