@@ -120,3 +120,24 @@ def test_folders_that_are_no_timeline_say_so(tmp_path, saved_run):
     with pytest.raises(TimelineError, match="two tokens"):
         timeline(saved_run, [1])
     assert not is_run_folder(tmp_path / "empty") and not is_run_folder(tmp_path / "missing")
+
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "induction-2l"
+SHIPPED_PROMPT = "k3x9qbz07mwe5uyhdq8tr" * 2  # 21 random symbols said twice
+JUMP = (2500, 2750)  # the saved steps either side of the loss drop (checkpoints/README.md)
+
+
+def test_the_shipped_run_forms_an_induction_head_as_its_loss_drops():
+    steps = run_steps(SHIPPED)
+    assert [s.step for s in steps] == list(range(0, 5001, 250))
+    ids = gptviz.load(steps[0].path).tokenizer.encode(SHIPPED_PROMPT)
+    tl = timeline(SHIPPED, ids)
+    ind = tl.heads[tl.heads["layer"] == 1].groupby("step")["induction"].max()
+    val = tl.steps.set_index("step")["val_loss"]
+    before, after = JUMP
+    assert ind[ind.index <= before].max() < 0.1  # no layer-1 head does it before the jump
+    assert ind[after] - ind[before] > 0.15  # it jumps across the same interval as the loss
+    assert val[before] - val[after] > 0.35 and val.loc[:before].diff().min() > -0.2  # the sharpest loss drop
+    assert (ind[ind.index >= 3750] > 0.4).all()  # and one head stays above 0.4 from step 3750 on
+    assert first_step_above(tl, "induction", 0.4, layer=1) == 3750
+    assert first_step_above(tl, "induction", 0.4, layer=0) is None  # layer 0 has none: it is layer 1's
