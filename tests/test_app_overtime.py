@@ -3,14 +3,13 @@ and gptviz.timeline, a centred difference scale, and clear messages for what can
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import streamlit as st
 import torch
+from apptest_helpers import APP, array, figure, ok
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -20,7 +19,6 @@ from gptviz.dashboard import sources
 from gptviz.timeline import timeline
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = str(ROOT / "app.py")
 PROMPT = "To be, or not to be"
 PROMPT_B = "To be, or not to go"  # same length, differs at position 17
 
@@ -50,23 +48,6 @@ def at(ckpt_root, monkeypatch) -> AppTest:
     at.query_params.update(prompt=PROMPT, layer="1", head="2")
     at.run()
     return at
-
-
-def ok(at: AppTest) -> AppTest:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
-
-
-def figure(at: AppTest, key: str) -> dict:
-    return json.loads(at.get_by_key(key).proto.spec)
-
-
-def array(v) -> np.ndarray:
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-        return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
-    return np.asarray(v, dtype=np.float64)
 
 
 def traces(root: Path, name_a: str, name_b: str, prompt_b: str):
