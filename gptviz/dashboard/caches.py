@@ -30,7 +30,10 @@ from ..formats import Bundle, load
 from ..formats.demo import demo_bundle
 from ..record import Trace
 from . import uploads
+from .memory import fix_mmap_threshold
 from .sources import DEMO, checkpoint_path
+
+fix_mmap_threshold()  # before the first Trace: evicted ones must leave the process
 
 log = logging.getLogger("gptviz.dashboard")
 
