@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import CheckpointError
+from ..formats.safe import read_json
 from .uploads import UPLOAD_PREFIX, is_upload, upload_root
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
@@ -107,6 +108,19 @@ def version(source: str) -> str:
     except OSError:  # unreadable: the loader will say so
         return ""
     return ",".join(stamps)
+
+
+def preset_prompt(source: str) -> str | None:
+    """The prompt a shipped checkpoint opens on when its model card names one (`preset_prompt`):
+    a model trained on other text than Shakespeare needs a prompt in its own vocabulary."""
+    if source not in shipped():
+        return None
+    try:
+        card = read_json(checkpoints_dir() / source / "config.json").get("card")
+    except CheckpointError:  # the loader will say what is wrong with the file
+        return None
+    prompt = card.get("preset_prompt") if isinstance(card, dict) else None
+    return prompt if isinstance(prompt, str) and prompt else None
 
 
 def upload_limit_mb() -> int:

@@ -21,7 +21,7 @@ from ..devices import DEVICES
 from ..formats import Bundle
 from ..record import Trace
 from .caches import RunKey
-from .sources import DEMO, default_checkpoint, shipped
+from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
 URL_KEYS = ("checkpoint", "upload", "device", "prompt", "keep_last", "drop_unknown", "layer", "head", "position")
@@ -99,7 +99,8 @@ def read_url() -> None:
     else:
         st.session_state["ckpt_choice"], st.session_state["ckpt_path"] = Pick.PATH, source
     st.session_state["device"] = q.get("device", "cpu") if q.get("device", "cpu") in DEVICES else "cpu"
-    st.session_state["prompt"] = q.get("prompt", PRESET_PROMPT)  # newlines arrive %0A-encoded and are kept
+    # newlines arrive %0A-encoded and are kept; a shipped checkpoint may name its own preset
+    st.session_state["prompt"] = q.get("prompt", preset_prompt(source) or PRESET_PROMPT)
     if q.get("keep_last") == "1":
         st.session_state["fix_long"] = st.session_state["prompt"]
     if q.get("drop_unknown") == "1":
