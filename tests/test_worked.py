@@ -253,7 +253,7 @@ def test_lesson_urls_carry_the_sidebar_choices():
 @pytest.mark.skipif(not (ROOT / "checkpoints/shakespeare-char").exists(), reason="shipped checkpoint not present")
 def test_lesson_heads_show_what_they_promise():
     bundle = gptviz.load(ROOT / "checkpoints/shakespeare-char")
-    prev, newline = worked.LESSONS
+    prev, newline = worked.LESSONS[:2]
     ids = bundle.tokenizer.encode(prev["prompt"])
     t = gptviz.trace(bundle.model, ids)
     T = len(ids)
@@ -266,3 +266,12 @@ def test_lesson_heads_show_what_they_promise():
     first = int(np.argmax(is_nl))
     assert w[first:, is_nl].sum(1).mean() > 0.6  # share of attention on line breaks, after the first one
     assert is_nl.mean() < 0.1  # not because line breaks are most of the prompt
+
+
+@pytest.mark.skipif(not (ROOT / "checkpoints/induction-2l").exists(), reason="shipped induction run not present")
+def test_the_induction_lesson_head_is_an_induction_head():
+    lesson = worked.LESSONS[2]
+    bundle = gptviz.load(ROOT / "checkpoints" / lesson["checkpoint"])
+    scores = gptviz.head_scores(gptviz.trace(bundle.model, bundle.tokenizer.encode(lesson["prompt"])))
+    row = scores[(scores.layer == lesson["layer"]) & (scores["head"] == lesson["head"])].iloc[0]
+    assert row["label"] == "induction" and row["induction"] > 0.4

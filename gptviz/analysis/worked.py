@@ -202,6 +202,7 @@ LESSON_PROMPT = (
     "First Citizen:\nBefore we proceed any further,\nhear me speak.\n\nAll:\nSpeak, speak.\n\n"
     "First Citizen:\nYou are all resolved"
 )
+INDUCTION_PROMPT = "k3x9qbz07mwe5uyhdq8tr" * 2  # 21 random symbols said twice
 LESSONS = [
     dict(
         title="A previous-token head",
@@ -221,6 +222,16 @@ LESSONS = [
         layer=1,
         head=4,
         what="layer 1, head 4 of shakespeare-char: tokens look back at the last line breaks (the columns of '\\n')",
+    ),
+    dict(
+        title="An induction head",
+        page="attention",
+        checkpoint="induction-2l",
+        prompt=INDUCTION_PROMPT,
+        layer=1,
+        head=1,
+        what="layer 1, head 1 of the shipped induction run: in the second half, each token looks at the "
+        "token after its own earlier copy (a stripe one right of the first half's diagonal)",
     ),
 ]
 
