@@ -59,9 +59,12 @@ def detection_patterns(token_ids: np.ndarray, device: torch.device | str = "cpu"
 def layer_head_scores(weights: Tensor, patterns: dict[str, Tensor]) -> dict[str, Tensor]:
     """Every score of one layer's heads from its attention weights [H, T, T]: name -> [H]."""
     w = weights.float()
+    H, T = w.size(0), w.size(-1)
     total = w.sum(dim=(-2, -1))  # [H]; T when rows sum to 1, as detect_head divides by it
-    out = {name: (w * pat).sum(dim=(-2, -1)) / total for name, pat in patterns.items()}
-    T = w.size(-1)
+    # every pattern's share in one pass over the maps: [H, T²] @ [T², patterns], no [H, T, T] temporaries
+    stacked = torch.stack([pat.reshape(-1) for pat in patterns.values()], dim=1).to(w.dtype)
+    hits = w.reshape(H, T * T) @ stacked  # [H, patterns]
+    out = {name: hits[:, i] / total for i, name in enumerate(patterns)}
     out["sink"] = w[:, 1:, 0].mean(-1) if T > 1 else torch.full_like(total, float("nan"))
     out["self"] = w.diagonal(dim1=-2, dim2=-1).mean(-1)
     out["entropy"] = torch.special.entr(w).sum(-1).mean(-1)  # entr(0) = 0: masked keys add nothing
