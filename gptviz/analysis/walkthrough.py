@@ -9,6 +9,7 @@ against the captured value downstream of it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,15 +36,15 @@ class Step:
     point: str | None = None  # the Trace name this step equals, where there is one
 
 
-def _captured(trace: Trace, site: str, layer: int | None = None, skip: bool = False) -> torch.Tensor | None:
-    """A Trace value if this Trace holds that point (the second-round points may be absent)."""
-    if skip:
-        return None
-    try:
-        name = point(site, layer)
-    except KeyError:
-        return None
-    return trace.tensor(name) if name in trace.names else None
+def _captured_or(
+    trace: Trace, site: str, layer: int, skip: bool, how: str, rebuild: Callable[[], torch.Tensor]
+) -> tuple[torch.Tensor, str]:
+    """(value, where it came from): the Trace's value where it holds that point (the second-round
+    points may be absent, and skip forces the recomputation), else rebuild() described by `how`."""
+    name = point(site, layer)
+    if not skip and name in trace.names:
+        return trace.tensor(name), f"captured: {name}"
+    return rebuild(), f"recomputed: {how}"
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -171,9 +172,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         name,
     )
     v = trace.tensor(point("attn.v", l))
-    z = _captured(trace, "attn.z", l, recompute)
-    z_src = f"captured: {point('attn.z', l)}" if z is not None else "recomputed: weights @ v"
-    z = z if z is not None else weights.to(v.dtype) @ v  # (H, T, D)
+    z, z_src = _captured_or(trace, "attn.z", l, recompute, "weights @ v", lambda: weights.to(v.dtype) @ v)  # (H, T, D)
     add(
         "z",
         f"Block {l}: weighted sum of v",
@@ -191,9 +190,9 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         "recomputed: z, heads side by side",
         f"the {H} heads' D = {D} numbers put side by side: H × D = C",
     )
-    out = _captured(trace, "attn.out", l, recompute)
-    out_src = f"captured: {point('attn.out', l)}" if out is not None else f"recomputed: h.{l}.attn.c_proj on merged"
-    out = out if out is not None else blk.attn.c_proj(_batch(merged, dev))[0]
+    out, out_src = _captured_or(
+        trace, "attn.out", l, recompute, f"h.{l}.attn.c_proj on merged", lambda: blk.attn.c_proj(_batch(merged, dev))[0]
+    )
     add(
         "attn_out",
         f"Block {l}: output projection",
@@ -221,9 +220,9 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         f"recomputed: h.{l}.ln_2 on resid_mid",
         "normalised again before the MLP",
     )
-    hidden = _captured(trace, "mlp.hidden", l, recompute)
-    h_src = f"captured: {point('mlp.hidden', l)}" if hidden is not None else f"recomputed: h.{l}.mlp.act(c_fc(ln_2))"
-    hidden = hidden if hidden is not None else blk.mlp.act(blk.mlp.c_fc(ln2))[0]
+    hidden, h_src = _captured_or(
+        trace, "mlp.hidden", l, recompute, f"h.{l}.mlp.act(c_fc(ln_2))", lambda: blk.mlp.act(blk.mlp.c_fc(ln2))[0]
+    )
     add(
         "mlp_hidden",
         f"Block {l}: MLP widens",
@@ -232,9 +231,9 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         h_src,
         f"c_fc to 4C = {4 * C}, then {model.config.activation}: the MLP's neurons",
     )
-    mlp_out = _captured(trace, "mlp.out", l, recompute)
-    m_src = f"captured: {point('mlp.out', l)}" if mlp_out is not None else f"recomputed: h.{l}.mlp.c_proj on hidden"
-    mlp_out = mlp_out if mlp_out is not None else blk.mlp.c_proj(_batch(hidden, dev))[0]
+    mlp_out, m_src = _captured_or(
+        trace, "mlp.out", l, recompute, f"h.{l}.mlp.c_proj on hidden", lambda: blk.mlp.c_proj(_batch(hidden, dev))[0]
+    )
     add(
         "mlp_out",
         f"Block {l}: MLP back to C",
