@@ -16,13 +16,14 @@ import pickle
 import pytest
 import torch
 from bpe_helpers import TEXT, tiny_bpe
+from hf_helpers import hf_random
 from safetensors.torch import save_file
 
 import gptviz
 from gptviz.tokenizers.bpe import BPETokenizer
 
 transformers = pytest.importorskip("transformers")
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast  # noqa: E402
+from transformers import GPT2LMHeadModel, GPT2TokenizerFast  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 ATOL, RTOL = 1e-5, 1e-5
@@ -36,20 +37,8 @@ CONFIGS = {
 
 
 def hf_model(seed: int = 0, **overrides) -> GPT2LMHeadModel:
-    """A random GPT2LMHeadModel whose norm gains and biases are random too (not 1 and 0)."""
-    torch.manual_seed(seed)
-    tok = tiny_bpe()
-    cfg = dict(vocab_size=tok.vocab_size, n_positions=64, bos_token_id=0, eos_token_id=0)
-    model = GPT2LMHeadModel(GPT2Config(**{**cfg, **overrides})).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.copy_(torch.randn_like(p) * 0.1)
-            elif ".ln_" in name or "ln_f" in name:
-                p.copy_(1.0 + torch.randn_like(p) * 0.1)
-            else:
-                p.copy_(torch.randn_like(p) * 0.2)  # larger than HF's init, so activations are not all tiny
-    return model
+    """A random GPT2LMHeadModel (norm gains and biases random too) over the tiny BPE's vocabulary."""
+    return hf_random(seed, vocab_size=tiny_bpe().vocab_size, n_positions=64, **overrides)
 
 
 def save_hf(model: GPT2LMHeadModel, path, weights: str = "safetensors", tokenizer: str = "tokenizer.json"):
