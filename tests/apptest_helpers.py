@@ -8,9 +8,20 @@ import json
 from pathlib import Path
 
 import numpy as np
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from gptviz.dashboard import sources
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def serve(monkeypatch, root: Path, default: str) -> None:
+    """Point the dashboard at a folder of checkpoints, opening on `default`, with cold caches:
+    st.cache_resource is process-wide, shared by every AppTest in the run."""
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(root))
+    monkeypatch.setenv(sources.DEFAULT_ENV, default)
+    st.cache_resource.clear()
 
 
 def ok(at: AppTest) -> AppTest:

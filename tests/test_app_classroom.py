@@ -10,14 +10,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
-import streamlit as st
-from apptest_helpers import APP, ok
+from apptest_helpers import APP, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.analysis import walkthrough, worked
-from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKED, FORWARD = "views/worked_examples.py", "views/forward_pass.py"
@@ -30,9 +28,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def env(ckpt_root, monkeypatch):
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
-    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
-    st.cache_resource.clear()
+    serve(monkeypatch, ckpt_root, NAME)
     return ckpt_root
 
 

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
-from apptest_helpers import APP, array, figure, ok
+from apptest_helpers import APP, array, figure, ok, serve
 from dashboard_fixtures import CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
-from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "To be, or not to be"
@@ -26,9 +24,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def at(ckpt_root, monkeypatch) -> AppTest:
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
-    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
-    st.cache_resource.clear()
+    serve(monkeypatch, ckpt_root, NAME)
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params.update(prompt=PROMPT)
     at.run()

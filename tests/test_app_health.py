@@ -10,16 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
 import torch
-from apptest_helpers import APP, array, figure, ok
+from apptest_helpers import APP, array, figure, ok, serve
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz import analysis
 from gptviz.cli import main
-from gptviz.dashboard import sources
 
 PROMPT = "To be, or not to be: that is the question."
 NAN_NAME = "nan-char"
@@ -39,9 +37,7 @@ def root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def at(root, monkeypatch) -> AppTest:
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(root))
-    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
-    st.cache_resource.clear()
+    serve(monkeypatch, root, NAME)
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params.update(prompt=PROMPT)
     return ok(at.run())

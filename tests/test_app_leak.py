@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import streamlit as st
-from apptest_helpers import APP, ok
+from apptest_helpers import APP, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -33,9 +32,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def env(ckpt_root, monkeypatch):
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
-    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
-    st.cache_resource.clear()
+    serve(monkeypatch, ckpt_root, NAME)
     return ckpt_root
 
 

@@ -9,14 +9,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import streamlit as st
-from apptest_helpers import APP, array, figure, ok
+from apptest_helpers import APP, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz import analysis
-from gptviz.dashboard import sources, whatif
+from gptviz.dashboard import whatif
 from gptviz.dashboard.state import PRESET_PROMPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,9 +29,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 
 def open_page(monkeypatch, root: Path, default: str, page: str) -> AppTest:
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(root))
-    monkeypatch.setenv(sources.DEFAULT_ENV, default)
-    st.cache_resource.clear()
+    serve(monkeypatch, root, default)
     at = AppTest.from_file(APP, default_timeout=120).run()
     return ok(at.switch_page(page).run())
 

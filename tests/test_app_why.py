@@ -8,13 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
-from apptest_helpers import APP, array, figure, ok
+from apptest_helpers import APP, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
-from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "To be, or not to be: that is the question. To be, or not."
@@ -27,9 +25,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def env(ckpt_root, monkeypatch):
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
-    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
-    st.cache_resource.clear()  # process-wide: every test starts with a cold cache
+    serve(monkeypatch, ckpt_root, NAME)
     return ckpt_root
 
 
