@@ -42,6 +42,9 @@ def test_generate_scrub_and_use_as_prompt(page: Page, streamlit_url, shot):
 
     before = page.get_by_role("textbox", name="Prompt").input_value()
     page.get_by_role("button", name="Use as prompt").click()
+    # the rerun that sets the prompt may start after a fixed wait has passed on busy cores: wait
+    # for the value itself to change
+    expect(page.get_by_role("textbox", name="Prompt")).not_to_have_value(before, timeout=SLOW)
     wait_for_app_run(page, timeout=SLOW)
     after = page.get_by_role("textbox", name="Prompt").input_value()
     assert after.startswith(before) and len(after) == len(before) + 21
