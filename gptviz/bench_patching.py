@@ -2,7 +2,7 @@
 cell) and, when it is installed, TransformerLens's patching.get_act_patch_resid_pre, on one
 random-weight model of any shape.
 
-    python -m gptviz.bench_patching --T 16 32 64 --device cpu [--peers]
+    python -m gptviz.bench_patching --T 16 64 128 --device cpu [--peers] [--naive-layers 2] [--tl-layers 4]
 
 Prints one JSON line per T. The values of the sweep and the naive loop are compared too.
 """
@@ -10,6 +10,8 @@ Prints one JSON line per T. The values of the sweep and the naive loop are compa
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import time
 
@@ -17,13 +19,12 @@ import numpy as np
 import torch
 
 from .analysis.patching import patching_sweep
+from .bench import GPT2_SMALL, to_hf_gpt2, to_transformer_lens
 from .capture import trace
 from .config import GPTConfig
 from .interventions import patch
 from .model import GPT
 from .names import point
-
-GPT2_SMALL = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, block_size=1024)
 
 
 def naive_sweep(
@@ -60,34 +61,48 @@ def _time(fn, device: str, repeats: int) -> tuple[float, object]:
     return best, result
 
 
-def _transformer_lens(model: GPT, clean, corrupt, answer: int, wrong: int):
-    """A timed function running TransformerLens's resid_pre patching on the same weights, or None."""
+def _transformer_lens(model: GPT, clean, corrupt, answer: int, wrong: int, layers: int):
+    """A function running TransformerLens's resid_pre patching on the same weights (converted by
+    its own GPT-2 converter), returning its [layers, T] normalised like patching_sweep; or why not.
+    layers < L: only those layers' cells, through the same function's index_df."""
     try:
-        from transformer_lens import HookedTransformer, patching
-
-        from .bench import to_hf_gpt2
+        import pandas as pd
+        from transformer_lens import patching
     except ImportError:
-        return None
-    hf = to_hf_gpt2(model, "eager")
-    tl = HookedTransformer.from_pretrained_no_processing(
-        "gpt2", hf_model=hf, tokenizer=None, device=str(model.device), n_layers=model.config.n_layer
-    )
+        return "not installed (pip install transformer-lens, outside the project's requirements)"
+    tl = to_transformer_lens(to_hf_gpt2(model, "eager"))
+    if isinstance(tl, str):
+        return tl
     c, r = torch.tensor([clean], device=model.device), torch.tensor([corrupt], device=model.device)
+    d = lambda logits: logits[0, -1, answer] - logits[0, -1, wrong]  # noqa: E731
     _, cache = tl.run_with_cache(c)
+    d_clean, d_corrupt = float(d(tl(c))), float(d(tl(r)))
 
-    def metric(logits):
-        return logits[0, -1, answer] - logits[0, -1, wrong]
+    def metric(logits):  # the same normalisation as patching_sweep: 0 = corrupt, 1 = clean
+        return (d(logits) - d_corrupt) / (d_clean - d_corrupt)
 
-    return lambda: patching.get_act_patch_resid_pre(tl, r, cache, metric)
+    T = len(clean)
+    if layers >= model.config.n_layer:
+        return lambda: patching.get_act_patch_resid_pre(tl, r, cache, metric)
+    cells = pd.DataFrame([(l, p) for l in range(layers) for p in range(T)], columns=["layer", "pos"])
+    return lambda: patching.get_act_patch_resid_pre(
+        tl, r, cache, metric, index_axis_names=None, index_df=cells
+    ).reshape(layers, T)
 
 
 def measure(
-    T: int = 64, device: str = "cpu", repeats: int = 2, peers: bool = False, naive_layers: int | None = None, **shape
+    T: int = 64,
+    device: str = "cpu",
+    repeats: int = 2,
+    peers: bool = False,
+    naive_layers: int | None = None,
+    tl_layers: int | None = None,
+    **shape,
 ) -> dict:
     """Seconds for the sweep and the naive loop (best of `repeats`), their ratio and largest difference.
     naive_layers: run the naive loop on the cells of that many layers only and scale its time by
     L / naive_layers (every naive run is one full forward pass, whatever its layer); values are
-    compared on those cells."""
+    compared on those cells. tl_layers: the same for TransformerLens's sweep."""
     cfg = {**GPT2_SMALL, **shape}
     torch.manual_seed(0)
     model = GPT(GPTConfig(**cfg)).to(device).eval()
@@ -111,12 +126,20 @@ def measure(
         naive_timed_layers=k,
         max_abs_diff=float(np.abs(fast[:k] - slow).max()),
     )
-    tl = _transformer_lens(model, clean, corrupt, answer, wrong) if peers else None
-    if tl is not None:
-        tl_s, _ = _time(tl, device, repeats)
-        out.update(transformer_lens_s=round(tl_s, 4), sweep_over_transformer_lens=round(sweep_s / tl_s, 3))
+    j = min(tl_layers or cfg["n_layer"], cfg["n_layer"])
+    tl = _transformer_lens(model, clean, corrupt, answer, wrong, j) if peers else None
+    if callable(tl):
+        with contextlib.redirect_stderr(io.StringIO()):  # its progress bar would fill the output
+            tl_s, theirs = _time(tl, device, repeats)
+        tl_s *= cfg["n_layer"] / j
+        out.update(
+            transformer_lens_s=round(tl_s, 4),
+            sweep_over_transformer_lens=round(sweep_s / tl_s, 3),
+            transformer_lens_timed_layers=j,
+            max_abs_diff_transformer_lens=float(np.abs(fast[:j] - theirs.float().cpu().numpy()).max()),
+        )
     elif peers:
-        out["transformer_lens"] = "not installed (pip install transformer-lens)"
+        out["transformer_lens"] = tl
     return out
 
 
@@ -127,10 +150,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--peers", action="store_true", help="also time TransformerLens when it is installed")
     p.add_argument("--naive-layers", type=int, help="time the naive loop on this many layers' cells, scaled to L")
+    p.add_argument("--tl-layers", type=int, help="the same for TransformerLens's sweep (its index_df)")
     a = p.parse_args(argv)
     with torch.no_grad():
         for T in a.T:
-            print(json.dumps(measure(T, a.device, a.repeats, a.peers, a.naive_layers)), flush=True)
+            print(json.dumps(measure(T, a.device, a.repeats, a.peers, a.naive_layers, a.tl_layers)), flush=True)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def test_sweep_equals_the_naive_loop(site):
 
 def test_sweep_in_small_batches_and_on_other_variants_equals_the_naive_loop():
     model = lively(seed=3, norm="rmsnorm", pos_encoding="sinusoidal", bias=False, activation="relu")
-    for site in ("resid_pre", "attn.z"):
+    for site in ("resid_pre", "attn.z", "mlp.out"):  # batches of positions from 3, 6 and 9 read a KV cache
         fast = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site=site, batch_size=3)
         np.testing.assert_allclose(fast, naive_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site=site), atol=1e-4)
 

@@ -10,7 +10,10 @@ Fast the honest way, computing exactly what the one-run-per-cell loop computes:
 - a patch at layer l changes nothing before layer l, so every patched run starts from the corrupt
   run's cached residual stream there and runs only the blocks from l on (mlp.out: from l + 1,
   since an MLP reads one position and resid_post = resid_mid + mlp.out);
-- the T (or H) patched runs of one layer go through the model as one batch;
+- a patch at position p changes nothing before p either (a position reads only earlier ones), so a
+  batch of positions from p0 on runs only positions p0..T-1, reading the corrupt run's cached keys
+  and values of the positions before p0 (a KV cache, as in generation): about half the work;
+- the patched runs of one layer go through the model in batches;
 - only the last position's logits are computed (the final norm and LM head act per position).
 """
 
@@ -26,7 +29,7 @@ from torch import Tensor
 from ..capture import as_ids, edited, trace
 from ..errors import PromptError
 from ..interventions import patch
-from ..model import GPT
+from ..model import GPT, KVCache
 from ..names import point
 from ..record import Trace
 
@@ -55,17 +58,40 @@ def _check(model: GPT, clean: Tensor, corrupt: Tensor, answer: int, wrong: int, 
         raise PromptError("the answer and the wrong token are the same: the difference would be 0")
 
 
-def _last_diff(model: GPT, x: Tensor, start: int, answer: int, wrong: int) -> Tensor:
-    """Run the blocks from `start` on residuals x [N, T, C]; logit(answer) − logit(wrong) at the last
-    position, [N] float64. The same modules, in the same order, as GPT.forward after the embedding."""
-    for block in model.transformer.h[start:]:
-        x = block(x)
-    logits = model.lm_head(model.transformer.ln_f(x[:, -1]))  # [N, V]: the last position only
+def _last_diff(model: GPT, x: Tensor, start: int, answer: int, wrong: int, cache: KVCache | None = None) -> Tensor:
+    """Run the blocks from `start` on residuals x [N, T', C]; logit(answer) − logit(wrong) at the last
+    position, [N] float64. The same modules, in the same order, as GPT.forward after the embedding.
+    cache: the keys and values of the positions before x's (x then holds the last T' positions)."""
+    for l, block in enumerate(model.transformer.h[start:], start):
+        x = block(x) if cache is None else block(x, cache.layers[l])
+    h = model.transformer.ln_f(x[:, -1])  # [N, C]: the last position only
+    # every column, as the full run computes them: a GEMM of two columns may round differently, and a
+    # difference of 1e-6 can be a visible share of a small clean − corrupt gap
+    logits = model.lm_head(h)  # [N, V]
     return logits[:, answer].double() - logits[:, wrong].double()
 
 
-def _chunks(n: int, T: int, batch_size: int | None) -> list[range]:
-    rows = batch_size or max(1, TOKENS_PER_BATCH // T)
+def _corrupt_past(model: GPT, rt: Trace, p0: int, N: int) -> KVCache | None:
+    """The corrupt run's keys and values of positions 0..p0-1 in every layer, for N runs: a patch at
+    position p >= p0 leaves them as they were (a position reads only those before it)."""
+    if p0 == 0:
+        return None
+    cache = KVCache(model.config.n_layer)
+    for l, layer in enumerate(cache.layers):
+        layer.k = rt.tensor(point("attn.k", l))[None, :, :p0].expand(N, -1, -1, -1)  # (N, H, p0, D)
+        layer.v = rt.tensor(point("attn.v", l))[None, :, :p0].expand(N, -1, -1, -1)
+    return cache
+
+
+def _chunks(n: int, T: int, batch_size: int | None, site: str) -> list[range]:
+    """The cells of one layer, in batches. A batch of positions starts at its first position, so
+    small batches skip more of the prompt; T / 8 wastes little of that and keeps matmuls large."""
+    if batch_size:
+        rows = batch_size
+    elif site == "attn.z":
+        rows = max(1, TOKENS_PER_BATCH // T)
+    else:
+        rows = max(1, min(TOKENS_PER_BATCH // T, max(T // 8, 256 // T)))
     return [range(i, min(n, i + rows)) for i in range(0, n, rows)]
 
 
@@ -99,7 +125,7 @@ def patching_sweep(
     n = model.config.n_head if site == "attn.z" else T
     raw = np.empty((L, n), dtype=np.float64)
     for l in range(L):
-        for rows in _chunks(n, T, batch_size):
+        for rows in _chunks(n, T, batch_size, site):
             raw[l, rows.start : rows.stop] = _patched(model, ct, rt, site, l, rows, answer, wrong).cpu().numpy()
     return (raw - d_corrupt) / (d_clean - d_corrupt) + 0.0  # + 0.0: no -0.0 in a table
 
@@ -108,14 +134,16 @@ def _patched(model: GPT, ct: Trace, rt: Trace, site: str, l: int, rows: range, a
     """logit differences of the patched runs `rows` (positions, or heads for attn.z) of layer l."""
     cells = torch.arange(rows.start, rows.stop, device=model.device)
     N, i = len(rows), torch.arange(len(rows), device=model.device)
-    if site == "resid_pre":
-        x = rt.tensor(point("resid_pre", l)).expand(N, -1, -1).clone()
-        x[i, cells] = ct.tensor(point("resid_pre", l))[cells]
-        return _last_diff(model, x, l, answer, wrong)
-    if site == "mlp.out":
-        x = rt.tensor(point("resid_post", l)).expand(N, -1, -1).clone()
-        x[i, cells] = rt.tensor(point("resid_mid", l))[cells] + ct.tensor(point("mlp.out", l))[cells]
-        return _last_diff(model, x, l + 1, answer, wrong)
+    if site in ("resid_pre", "mlp.out"):  # positions before the batch's first are the corrupt run's
+        p0 = rows.start
+        past = _corrupt_past(model, rt, p0, N)
+        if site == "resid_pre":
+            x = rt.tensor(point("resid_pre", l))[p0:].expand(N, -1, -1).clone()  # (N, T - p0, C)
+            x[i, cells - p0] = ct.tensor(point("resid_pre", l))[cells]
+            return _last_diff(model, x, l, answer, wrong, past)
+        x = rt.tensor(point("resid_post", l))[p0:].expand(N, -1, -1).clone()
+        x[i, cells - p0] = rt.tensor(point("resid_mid", l))[cells] + ct.tensor(point("mlp.out", l))[cells]
+        return _last_diff(model, x, l + 1, answer, wrong, past)
     z_clean = ct.tensor(point("attn.z", l))  # [H, T, D]
 
     def swap_heads(z: Tensor) -> Tensor:  # z [N, H, T, D]: row r takes head cells[r] from the clean run
