@@ -80,6 +80,11 @@ class Trace(Mapping):
             return self._lazy[name]()
         raise KeyError(f"{name!r} is not in this Trace; names look like {self._names[:3]} ...")
 
+    def held(self, name: str) -> bool:
+        """Whether the Trace holds name's value (False: it rebuilds it when asked, as the attention
+        maps from q and k, or does not know the name)."""
+        return name in self._tensors
+
     def part(self, name: str, index: int | slice | tuple[int | slice, ...]) -> np.ndarray:
         """trace[name][index], with only that part leaving the model's device: one position's
         logits are V floats, all of them T × V."""

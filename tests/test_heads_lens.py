@@ -65,6 +65,21 @@ def test_scores_equal_the_definitions_worked_by_hand_on_the_captured_weights(mod
                 assert row[name] == pytest.approx(value, abs=1e-6), (l, h, name)
 
 
+def test_scores_built_from_q_and_k_in_blocks_of_rows_equal_the_definitions():
+    # 300 tokens: three blocks of query rows (128, 128, 44), scored from q and k without the maps
+    model = tiny_model(2, n_layer=2, n_head=2, block_size=320)
+    ids = [int(i) for i in np.random.default_rng(0).integers(0, 10, 150)] * 2
+    tr = gptviz.trace(model, ids)
+    assert not tr.held(gptviz.point("attn.weights", 0))  # the Trace rebuilds its maps: the q, k path
+    df = gptviz.head_scores(tr)
+    for l in range(2):
+        w = tr[gptviz.point("attn.weights", l)].astype(np.float64)
+        for h in range(2):
+            row = df[(df["layer"] == l) & (df["head"] == h)].iloc[0]
+            for name, value in scores_by_hand(w[h], ids).items():
+                assert row[name] == pytest.approx(value, abs=1e-6), (l, h, name)
+
+
 def test_detection_patterns_are_transformer_lens_patterns_for_a_small_prompt():
     # tokens a b a b: TransformerLens's patterns written out cell by cell (rows = queries)
     p = {k: v.int().tolist() for k, v in detection_patterns(np.array([7, 8, 7, 8])).items()}

@@ -13,8 +13,10 @@ own tokens:
 sink is the mean weight on key 0 over queries 1..T-1 (query 0 can read nothing else), self the
 mean weight on the diagonal, entropy the mean over queries of the row's entropy in nats.
 
-The maps grow as L·H·T² (1.2 GB for GPT-2 small at T = 1,024), so one layer's [H, T, T] weights
-are rebuilt, scored and dropped before the next.
+The maps grow as L·H·T² (1.2 GB for GPT-2 small at T = 1,024), and a Trace does not hold them:
+when it rebuilds them from q and k, the scores are computed from q and k directly, a block of query
+rows at a time, each block reading only the keys its rows may see (about half of the whole map, and
+no [H, T, T] tensor at all). Maps a Trace does hold (an edited run's) are scored one layer at a time.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from ..model import attention_scores, attention_weights, causal_mask
 from ..names import point
 
 COLUMNS = ("layer", "head", "previous_token", "duplicate_token", "induction", "sink", "self", "entropy", "label")
@@ -71,6 +74,42 @@ def layer_head_scores(weights: Tensor, patterns: dict[str, Tensor]) -> dict[str,
     return out
 
 
+ROWS = 128  # query rows per block when scoring from q and k: [H, 128, T] floats at a time
+
+
+def pattern_blocks(patterns: dict[str, Tensor], rows: int = ROWS) -> list[Tensor]:
+    """The patterns' cells that query rows a..b-1 may see (keys 0..b-1), one [(b-a)·b, patterns]
+    float matrix per block of rows: the same for every layer."""
+    T = next(iter(patterns.values())).size(0)
+    return [
+        torch.stack([pat[a : a + rows, : min(T, a + rows)].reshape(-1) for pat in patterns.values()], dim=1).float()
+        for a in range(0, T, rows)
+    ]
+
+
+def layer_head_scores_from_qk(q: Tensor, k: Tensor, blocks: list[Tensor], rows: int = ROWS) -> dict[str, Tensor]:
+    """layer_head_scores of the causal maps softmax(q kᵀ / √D) of one layer, from its q and k [H, T, D],
+    built by the model's own functions for a block of query rows at a time. blocks: pattern_blocks
+    of detection_patterns for the same rows."""
+    H, T = q.size(0), q.size(1)
+    names = ("previous_token", "duplicate_token", "induction")  # detection_patterns' order
+    hits = torch.zeros(H, len(names), device=q.device)
+    total, entropy, diagonal, sink = (torch.zeros(H, device=q.device) for _ in range(4))
+    for a, pattern in zip(range(0, T, rows), blocks, strict=True):
+        b = min(T, a + rows)
+        w = attention_weights(attention_scores(q[:, a:b], k[:, :b]), causal_mask(b - a, q.device, a)).float()
+        total += w.sum(dim=(-2, -1))
+        hits += w.reshape(H, -1) @ pattern
+        entropy += torch.special.entr(w).sum(dim=(-2, -1))
+        diagonal += w.diagonal(offset=a, dim1=-2, dim2=-1).sum(-1)
+        sink += w[:, max(1, a) - a :, 0].sum(-1)
+    out = {name: hits[:, i] / total for i, name in enumerate(names)}
+    out["sink"] = sink / (T - 1) if T > 1 else torch.full_like(total, float("nan"))
+    out["self"] = diagonal / T
+    out["entropy"] = entropy / T
+    return out
+
+
 def label(scores: dict[str, float], thresholds: dict[str, float] = LABEL_THRESHOLDS) -> str:
     """The kind whose score passes its threshold (the highest when several do), else ''."""
     passed = [(scores[k], k) for k, limit in thresholds.items() if scores[k] >= limit]  # NaN never passes
@@ -84,14 +123,21 @@ def head_scores(trace) -> pd.DataFrame:
     trace: a Trace (or anything with token_ids, n_layer and tensor()/[name] for attn.weights)."""
     ids = np.asarray(trace.token_ids)
     rows = []
-    patterns = None
+    patterns = blocks = None
     for layer in range(trace.n_layer):
         name = point("attn.weights", layer)
-        w = trace.tensor(name) if hasattr(trace, "tensor") else torch.as_tensor(np.asarray(trace[name]))
-        if patterns is None:
-            patterns = detection_patterns(ids, w.device)
-        scores = {k: v.double().cpu().numpy() for k, v in layer_head_scores(w, patterns).items()}
-        del w  # the next layer's maps replace this one's, never join them
+        if hasattr(trace, "held") and not trace.held(name):  # rebuilt from q and k: score from them
+            q, k = trace.tensor(point("attn.q", layer)), trace.tensor(point("attn.k", layer))
+            if blocks is None:
+                blocks = pattern_blocks(detection_patterns(ids, q.device))
+            scores = layer_head_scores_from_qk(q, k, blocks)
+        else:
+            w = trace.tensor(name) if hasattr(trace, "tensor") else torch.as_tensor(np.asarray(trace[name]))
+            if patterns is None:
+                patterns = detection_patterns(ids, w.device)
+            scores = layer_head_scores(w, patterns)
+            del w  # the next layer's maps replace this one's, never join them
+        scores = {k: v.double().cpu().numpy() for k, v in scores.items()}
         for head in range(len(scores["self"])):
             row = {k: float(scores[k][head]) for k in SCORES}
             rows.append({"layer": layer, "head": head, **row, "label": label(row)})
