@@ -9,6 +9,9 @@ too, when installed). A benchmark prints numbers; it asserts nothing about them.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import functools
 import json
 import os
 import platform
@@ -48,8 +51,11 @@ class PeakRSS:
     """Peak resident memory above the start of a `with` block, sampled every millisecond.
     (Large tensors are mmap'd and given back when freed, so RSS follows the tensors.)"""
 
+    def _now(self) -> int:
+        return rss_bytes()
+
     def __enter__(self) -> PeakRSS:
-        self.start = self.peak = rss_bytes()
+        self.start = self.peak = self._now()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -57,13 +63,50 @@ class PeakRSS:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.001):
-            self.peak = max(self.peak, rss_bytes())
+            self.peak = max(self.peak, self._now())
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, rss_bytes())
+        self.peak = max(self.peak, self._now())
         self.bytes = self.peak - self.start
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+@functools.cache
+def _mallinfo2() -> Callable[[], _MallInfo2] | None:
+    try:
+        f = ctypes.CDLL(ctypes.util.find_library("c")).mallinfo2
+    except (OSError, AttributeError, TypeError):  # not glibc 2.33+
+        return None
+    f.restype = _MallInfo2
+    return f
+
+
+def allocated_bytes() -> int | None:
+    """Bytes malloc has handed out and not taken back (glibc's mallinfo2: heap blocks in use plus
+    mmap'd blocks), or None where it is missing. Unlike RSS, it does not count freed memory the
+    allocator keeps for later, which makes a peak depend on what ran before."""
+    f = _mallinfo2()
+    if f is None:
+        return None
+    info = f()
+    return info.uordblks + info.hblkhd
+
+
+class PeakAllocated(PeakRSS):
+    """Peak allocated bytes above the start (allocated_bytes), sampled every millisecond; RSS where
+    the C library cannot tell."""
+
+    def _now(self) -> int:
+        n = allocated_bytes()
+        return rss_bytes() if n is None else n
 
 
 def to_hf_gpt2(model: GPT, attn_implementation: str) -> GPT2LMHeadModel:

@@ -25,7 +25,7 @@ import torch
 
 from .analysis.heads import head_scores
 from .analysis.lens import lens_sites, logit_lens
-from .bench import GPT2_SMALL, TINY, PeakRSS, synchronize, to_hf_gpt2, to_transformer_lens
+from .bench import GPT2_SMALL, TINY, PeakAllocated, synchronize, to_hf_gpt2, to_transformer_lens
 from .capture import trace
 from .config import GPTConfig
 from .devices import resolve_device
@@ -85,9 +85,9 @@ def _peak(f: Callable[[], object], dev: torch.device) -> int:
         f()
         synchronize(dev)
         return torch.cuda.max_memory_allocated(dev) - start
-    with PeakRSS() as rss:
+    with PeakAllocated() as peak:
         f()
-    return rss.bytes
+    return peak.bytes
 
 
 @torch.no_grad()
@@ -169,7 +169,7 @@ def format_why(r: dict) -> str:
     lines += [f"  {k:<42} {v:>9}x" for k, v in r["ratios"].items()]
     lines += [f"  {k:<42} {v:>9}" for k, v in r["memory"].items()]
     lines += [f"  {k:<42} {v:>9}" for k, v in r["trace"].items()]
-    peak = "allocated GPU memory" if r["device"].startswith("cuda") else "host RSS"
+    peak = "allocated GPU memory" if r["device"].startswith("cuda") else "bytes malloc has handed out (mallinfo2)"
     lines.append(f"peak: {peak} above the start while it runs")
     return "\n".join(lines)
 

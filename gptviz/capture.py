@@ -89,6 +89,8 @@ class _Recorder:
 
     def _keep(self, name: str) -> bool:
         layer, site = parse(name)
+        if site in REBUILT:  # an edited value is not what a rebuild from its inputs would give
+            return name in self.edits
         return site not in (*ATTENTION_MAPS, "attn.mask") or layer in self.kept_maps
 
 
@@ -159,6 +161,65 @@ def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
     return maps
 
 
+# What each sub-layer adds, and the MLP's neurons: rebuilt from the recorded z and resid_mid with the
+# layer's own modules when asked for (a matmul each), instead of 7·T·C floats held per layer.
+REBUILT = ("attn.out", "mlp.hidden", "mlp.out")
+
+
+def _unchanged(module: nn.Module) -> Callable[[], None]:
+    """A check that the module's parameters are still the ones a Trace was recorded with."""
+    params = list(module.parameters())
+    versions = [p._version for p in params]  # bumped by every in-place change (a training step, a load)
+
+    def check() -> None:
+        if any(p._version != v for p, v in zip(params, versions, strict=True)):
+            raise RuntimeError(
+                "the model's weights changed after this Trace was recorded, so its sub-layer outputs "
+                "cannot be rebuilt from them: trace the prompt again"
+            )
+
+    return check
+
+
+@torch.no_grad()
+def _attn_out(block: nn.Module, z: Tensor, check: Callable[[], None]) -> Tensor:
+    check()
+    H, T, D = z.shape
+    return block.attn.c_proj(z[None].transpose(1, 2).contiguous().view(1, T, H * D))[0]  # as the forward merges
+
+
+@torch.no_grad()
+def _mlp_hidden(block: nn.Module, resid_mid: Tensor, check: Callable[[], None]) -> Tensor:
+    check()
+    return block.mlp.act(block.mlp.c_fc(block.ln_2(resid_mid[None])))[0]
+
+
+@torch.no_grad()
+def _mlp_out(block: nn.Module, hidden: Callable[[], Tensor], check: Callable[[], None]) -> Tensor:
+    check()
+    return block.mlp.c_proj(hidden()[None])[0]
+
+
+def sublayer_outputs(rec: _Recorder, model: GPT) -> dict:
+    """Per layer: attn.out, mlp.hidden and mlp.out as recipes that rebuild them from the recorded z
+    and resid_mid with the layer's own modules, on the same (1, T, ·) shapes as the forward pass,
+    so they are bit-identical to what it computed (eval mode: dropout is the identity). A value an
+    intervention edited is kept as recorded instead; a rebuild refuses once the weights changed."""
+    recipes = {}
+    for l, block in enumerate(model.transformer.h):
+        check = _unchanged(block)
+        z, mid = rec.tensors[point("attn.z", l)], rec.tensors[point("resid_mid", l)]
+        out, hidden, mlp_out = (point(site, l) for site in REBUILT)
+        if out not in rec.tensors:
+            recipes[out] = partial(_attn_out, block, z, check)
+        if hidden not in rec.tensors:
+            recipes[hidden] = partial(_mlp_hidden, block, mid, check)
+        get_hidden = recipes[hidden] if hidden in recipes else partial(lambda t: t, rec.tensors[hidden])
+        if mlp_out not in rec.tensors:
+            recipes[mlp_out] = partial(_mlp_out, block, get_hidden, check)
+    return recipes
+
+
 @torch.no_grad()
 def trace(
     model: GPT,
@@ -202,7 +263,7 @@ def trace(
     missed = [n for n in rec.edits if n not in rec.applied]
     if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie
         raise InterventionError(f"the forward pass has no {missed[0]}: nothing was edited there")
-    lazy = attention_maps(rec, model, idx.size(1))
+    lazy = {**attention_maps(rec, model, idx.size(1)), **sublayer_outputs(rec, model)}
     id_list = idx[0].tolist()
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
     out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy)

@@ -109,18 +109,38 @@ def test_rebuilt_attention_maps_equal_the_explicit_forward(model):
             np.testing.assert_allclose(tr[name], value.numpy(), atol=1e-6, err_msg=name)
 
 
-def test_attention_maps_are_not_held(model):
+def test_attention_maps_and_sublayer_outputs_are_not_held(model):
     tr = gptviz.trace(model, IDS)
     held = tr.nbytes
-    tr["blocks.0.attn.weights"], tr["blocks.1.attn.scores"]
+    tr["blocks.0.attn.weights"], tr["blocks.1.attn.scores"], tr["blocks.0.mlp.hidden"], tr["blocks.1.attn.out"]
     assert tr.nbytes == held
     T, C, V, L = len(IDS), 16, 11, 2
     # what is kept: c_attn output (q, k, v) per layer, embed = resid_pre 0, resid_mid and resid_post
     # per layer (resid_post l is resid_pre l+1), ln_f, logits, and one T x T mask that every layer shares
     old = 4 * (L * T * 3 * C + T * C + L * 2 * T * C + T * C + T * V) + T * T
-    # the second round's points are new memory: attn.z and attn.out (T x C each), mlp.hidden (T x 4C)
-    # and mlp.out (T x C) per layer, 7 T x C in all; still no T x T map per head
-    assert held == old + 4 * L * 7 * T * C
+    # of the second round's points only attn.z (T x C per layer) is new memory: attn.out, mlp.hidden and
+    # mlp.out are rebuilt from z and resid_mid when asked for; still no T x T map per head
+    assert held == old + 4 * L * T * C
+
+
+def test_rebuilt_sublayer_outputs_equal_the_forward_passs_own_bit_for_bit(model):
+    # an identity edit keeps a point as the forward pass computed it: the rebuild must equal it exactly
+    plain = gptviz.trace(model, IDS)
+    for name in (gptviz.point(site, l) for l in range(2) for site in ("attn.out", "mlp.hidden", "mlp.out")):
+        assert not plain.held(name)
+        kept = gptviz.trace(model, IDS, interventions=[gptviz.intervene(name, lambda x: x)])
+        assert kept.held(name)
+        np.testing.assert_array_equal(plain[name], kept[name], err_msg=name)
+
+
+def test_a_rebuild_refuses_once_the_weights_changed():
+    model = tiny_model()  # its own: this test changes the weights
+    tr = gptviz.trace(model, IDS)
+    with torch.no_grad():
+        model.transformer.h[1].mlp.c_fc.weight.mul_(2.0)  # as a training step would, in place
+    tr["blocks.0.mlp.hidden"]  # layer 0 is untouched
+    with pytest.raises(RuntimeError, match="weights changed after this Trace was recorded"):
+        tr["blocks.1.mlp.out"]
 
 
 def test_hand_worked_attention_one_layer_one_head():

@@ -125,13 +125,16 @@ def patching_sweep(
     n = model.config.n_head if site == "attn.z" else T
     raw = np.empty((L, n), dtype=np.float64)
     for l in range(L):
+        # the clean value at this layer, fetched once for all its batches (mlp.out is rebuilt on request)
+        source = ct.tensor(point(site, l))
         for rows in _chunks(n, T, batch_size, site):
-            raw[l, rows.start : rows.stop] = _patched(model, ct, rt, site, l, rows, answer, wrong).cpu().numpy()
+            raw[l, rows.start : rows.stop] = _patched(model, source, rt, site, l, rows, answer, wrong).cpu().numpy()
     return (raw - d_corrupt) / (d_clean - d_corrupt) + 0.0  # + 0.0: no -0.0 in a table
 
 
-def _patched(model: GPT, ct: Trace, rt: Trace, site: str, l: int, rows: range, answer: int, wrong: int) -> Tensor:
-    """logit differences of the patched runs `rows` (positions, or heads for attn.z) of layer l."""
+def _patched(model: GPT, source: Tensor, rt: Trace, site: str, l: int, rows: range, answer: int, wrong: int) -> Tensor:
+    """logit differences of the patched runs `rows` (positions, or heads for attn.z) of layer l, each
+    taking its cell from `source` (the clean run's value of `site` at layer l)."""
     cells = torch.arange(rows.start, rows.stop, device=model.device)
     N, i = len(rows), torch.arange(len(rows), device=model.device)
     if site in ("resid_pre", "mlp.out"):  # positions before the batch's first are the corrupt run's
@@ -139,12 +142,12 @@ def _patched(model: GPT, ct: Trace, rt: Trace, site: str, l: int, rows: range, a
         past = _corrupt_past(model, rt, p0, N)
         if site == "resid_pre":
             x = rt.tensor(point("resid_pre", l))[p0:].expand(N, -1, -1).clone()  # (N, T - p0, C)
-            x[i, cells - p0] = ct.tensor(point("resid_pre", l))[cells]
+            x[i, cells - p0] = source[cells]
             return _last_diff(model, x, l, answer, wrong, past)
         x = rt.tensor(point("resid_post", l))[p0:].expand(N, -1, -1).clone()
-        x[i, cells - p0] = rt.tensor(point("resid_mid", l))[cells] + ct.tensor(point("mlp.out", l))[cells]
+        x[i, cells - p0] = rt.tensor(point("resid_mid", l))[cells] + source[cells]
         return _last_diff(model, x, l + 1, answer, wrong, past)
-    z_clean = ct.tensor(point("attn.z", l))  # [H, T, D]
+    z_clean = source  # [H, T, D]
 
     def swap_heads(z: Tensor) -> Tensor:  # z [N, H, T, D]: row r takes head cells[r] from the clean run
         z = z.clone()
