@@ -27,6 +27,22 @@ def make_checkpoints(root: Path) -> Path:
     return root
 
 
+def make_overtime_checkpoints(root: Path) -> Path:
+    """make_checkpoints, plus what Compare and Timeline need: root/tiny-char-2 (other weights of the
+    same shape), root/tiny-run (a run folder: steps 0, 50 and 100 with their losses on the cards)
+    and root/tiny-deep (three layers: another shape)."""
+    make_checkpoints(root)
+    torch.manual_seed(99)
+    tok = gptviz.CharTokenizer(CHARS)
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), root / "tiny-char-2", tok, card={"note": "other weights"})
+    for i, step in enumerate((0, 50, 100)):
+        torch.manual_seed(200 + i)
+        card = {"steps": step, "train_loss": 4.0 - i, "val_loss": 4.2 - i}
+        gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), root / "tiny-run" / f"step-{step:06d}", tok, card=card)
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**dict(CONFIG, n_layer=3))), root / "tiny-deep", tok, card={})
+    return root
+
+
 GPT2_SMALL_NAME = "gpt2-small-char"
 # Printable ASCII first (the prompt's characters), then CJK ideographs and Hangul syllables to fill
 # GPT-2's 50,257 ids, so every id the model can predict has a printable token.

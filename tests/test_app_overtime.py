@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from apptest_helpers import APP, array, figure, ok, serve
-from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
+from dashboard_fixtures import CONFIG, NAME, make_overtime_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
@@ -23,18 +22,7 @@ PROMPT_B = "To be, or not to go"  # same length, differs at position 17
 
 @pytest.fixture(scope="module")
 def ckpt_root(tmp_path_factory) -> Path:
-    root = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
-    # a second checkpoint of the same shape, and a run folder of three steps of that shape
-    torch.manual_seed(99)
-    tok = gptviz.CharTokenizer(CHARS)
-    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), root / "tiny-char-2", tok, card={"note": "other weights"})
-    for i, step in enumerate((0, 50, 100)):
-        torch.manual_seed(200 + i)
-        card = {"steps": step, "train_loss": 4.0 - i, "val_loss": 4.2 - i}
-        gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), root / "tiny-run" / f"step-{step:06d}", tok, card=card)
-    other = dict(CONFIG, n_layer=3)
-    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**other)), root / "tiny-deep", tok, card={})
-    return root
+    return make_overtime_checkpoints(tmp_path_factory.mktemp("checkpoints"))
 
 
 @pytest.fixture
