@@ -163,7 +163,7 @@ def generate(
         )
     if n == 0:
         return out
-    cache = KVCache(model.config.n_layer)
+    cache = KVCache(model.config.n_layer, capacity=P + n)
     with _attention_rows(model) as rows:
         logits = model(idx, cache=cache)[0, -1]  # (V,): the prompt runs once, fused
         rows.clear()

@@ -71,29 +71,49 @@ def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
 
 
 class LayerCache:
-    """One layer's keys and values of the tokens run so far, (B, H, t, D) each."""
+    """One layer's keys and values of the tokens run so far, (B, H, t, D) each, in buffers that grow
+    by doubling (or hold `capacity` tokens from the start): a step writes only its own token's k and v,
+    where concatenating would copy every earlier one again."""
 
-    def __init__(self) -> None:
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
+    def __init__(self, capacity: int = 0) -> None:
+        self._k: Tensor | None = None
+        self._v: Tensor | None = None
+        self._n = 0
+        self._capacity = capacity
 
     def __len__(self) -> int:
-        return 0 if self.k is None else self.k.size(2)
+        return self._n
+
+    @property
+    def k(self) -> Tensor | None:
+        return None if self._k is None else self._k[:, :, : self._n]
+
+    @property
+    def v(self) -> Tensor | None:
+        return None if self._v is None else self._v[:, :, : self._n]
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add the new tokens' keys and values; return every key and value so far."""
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)  # (B, H, t, D)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)  # (B, H, t, D)
+        """Add the new tokens' keys and values (B, H, T, D); return every key and value so far."""
+        n, T = self._n, k.size(2)
+        if self._k is None or n + T > self._k.size(2):
+            size = max(self._capacity, 2 * (n + T))
+            grown_k, grown_v = k.new_empty(*k.shape[:2], size, k.size(3)), v.new_empty(*v.shape[:2], size, v.size(3))
+            if n:
+                grown_k[:, :, :n], grown_v[:, :, :n] = self._k[:, :, :n], self._v[:, :, :n]
+            self._k, self._v = grown_k, grown_v
+        self._k[:, :, n : n + T], self._v[:, :, n : n + T] = k, v
+        self._n = n + T
         return self.k, self.v
 
 
 class KVCache:
     """The keys and values of every layer for the tokens already run: an input of the forward pass
     (`model(idx, cache=cache)`), which appends the new tokens' k, v and attends over all of them,
-    so a step of generation runs only the new token. One cache per sequence (and per thread)."""
+    so a step of generation runs only the new token. One cache per sequence (and per thread).
+    capacity: the tokens it will hold at most, when known (its buffers are then allocated once)."""
 
-    def __init__(self, n_layer: int) -> None:
-        self.layers = [LayerCache() for _ in range(n_layer)]
+    def __init__(self, n_layer: int, capacity: int = 0) -> None:
+        self.layers = [LayerCache(capacity) for _ in range(n_layer)]
 
     def __len__(self) -> int:
         """Tokens held: the position the next token will take."""

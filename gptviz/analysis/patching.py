@@ -76,10 +76,10 @@ def _corrupt_past(model: GPT, rt: Trace, p0: int, N: int) -> KVCache | None:
     position p >= p0 leaves them as they were (a position reads only those before it)."""
     if p0 == 0:
         return None
-    cache = KVCache(model.config.n_layer)
+    cache = KVCache(model.config.n_layer, capacity=rt.n_tokens)
     for l, layer in enumerate(cache.layers):
-        layer.k = rt.tensor(point("attn.k", l))[None, :, :p0].expand(N, -1, -1, -1)  # (N, H, p0, D)
-        layer.v = rt.tensor(point("attn.v", l))[None, :, :p0].expand(N, -1, -1, -1)
+        k, v = rt.tensor(point("attn.k", l))[None, :, :p0], rt.tensor(point("attn.v", l))[None, :, :p0]
+        layer.append(k.expand(N, -1, -1, -1), v.expand(N, -1, -1, -1))  # (N, H, p0, D)
     return cache
 
 
