@@ -106,6 +106,14 @@ def nav(page: Page, title: str, timeout: int = 60_000) -> float:
     return time.perf_counter() - t0
 
 
+def open_page(page: Page, title: str, timeout: int = 60_000) -> float:
+    """nav(), after unfolding the sidebar's list when the page is among those it folds away."""
+    more = page.get_by_test_id("stSidebarNavViewButton")
+    if more.count() and "more" in more.inner_text().lower():
+        more.click()
+    return nav(page, title, timeout)
+
+
 def enter_prompt(page: Page, text: str, timeout: int = 60_000) -> float:
     """Type a prompt and press Enter; seconds until the Overview's charts show the new run."""
     t0 = time.perf_counter()

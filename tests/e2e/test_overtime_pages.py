@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import pytest
 from dashboard_fixtures import NAME, make_overtime_checkpoints
-from e2e_server import ARTIFACTS, nav, no_errors, streamlit_server, wait_for_app_run, wait_until_drawn
+from e2e_server import ARTIFACTS, no_errors, open_page, streamlit_server, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
 
 PROMPT = "To be, or not to be"
@@ -31,19 +31,16 @@ def titles(page: Page) -> list[str]:
     return page.locator("[data-testid=stPlotlyChart] .gtitle").all_text_contents()
 
 
-def open_page(page: Page, title: str) -> None:
-    """nav(), after unfolding the sidebar's list when the page is among those it folds away."""
-    more = page.get_by_test_id("stSidebarNavViewButton")
-    if more.count() and "more" in more.inner_text().lower():
-        more.click()
-    nav(page, title, timeout=SLOW)
-
-
-def test_compare_two_prompts_then_two_checkpoints(page: Page, url, shot):
+def start_on(page: Page, url: str, title: str) -> None:
+    """Open the dashboard on PROMPT at 1440 wide, then the page `title`."""
     page.set_viewport_size({"width": 1440, "height": 1300})
     page.goto(f"{url}/?{urlencode({'prompt': PROMPT})}")
     wait_until_drawn(page, SLOW)
-    open_page(page, "Compare")
+    open_page(page, title, timeout=SLOW)
+
+
+def test_compare_two_prompts_then_two_checkpoints(page: Page, url, shot):
+    start_on(page, url, "Compare")
     expect(page.get_by_text("The two prompts are the same")).to_be_visible()
     expect(metric(page, "First differing token")).to_have_text("none")
 
@@ -77,10 +74,7 @@ def test_compare_two_prompts_then_two_checkpoints(page: Page, url, shot):
 
 
 def test_timeline_step_slider(page: Page, url, shot):
-    page.set_viewport_size({"width": 1440, "height": 1300})
-    page.goto(f"{url}/?{urlencode({'prompt': PROMPT})}")
-    wait_until_drawn(page, SLOW)
-    open_page(page, "Timeline")
+    start_on(page, url, "Timeline")
     expect(page.get_by_text("3 checkpoints, steps 0 … 100")).to_be_visible()
     expect(page.locator(".gtitle", has_text="Step 100: layer 0, head 0")).to_be_visible()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlencode, urlparse
 
-from e2e_server import nav, no_errors, wait_for_app_run, wait_until_drawn
+from e2e_server import no_errors, open_page, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
 
 PROMPT = "To be, or not to be: that is the question. To be, or not."
@@ -18,14 +18,6 @@ def chart(page: Page, title: str):
         .filter(has=page.locator(".gtitle", has_text=title))
         .locator(".js-plotly-plot")
     )
-
-
-def open_page(page: Page, title: str) -> None:
-    """nav(), after unfolding the sidebar's list when the page is among those it folds away."""
-    more = page.get_by_test_id("stSidebarNavViewButton")
-    if more.count() and "more" in more.inner_text().lower():
-        more.click()
-    nav(page, title)
 
 
 def test_logit_lens_then_heads_then_attention(page: Page, shot):
