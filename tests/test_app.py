@@ -369,6 +369,18 @@ def test_an_upload_is_deleted_when_its_session_ends(env):
     assert not folder.exists()
 
 
+def test_uploads_of_one_session_id_made_twice_keep_their_own_folders(tmp_path, monkeypatch):
+    # AppTest gives every app the same session id, and the first object may be collected late
+    monkeypatch.setattr(uploads, "upload_root", lambda: tmp_path)
+    first, second = uploads.SessionUploads("same"), uploads.SessionUploads("same")
+    first.folder.mkdir()
+    second.folder.mkdir()
+    assert first.folder != second.folder
+    del first
+    gc.collect()
+    assert second.folder.is_dir()
+
+
 def test_sweep_deletes_uploads_of_ended_sessions_and_dead_servers(tmp_path, monkeypatch):
     monkeypatch.setattr(uploads, "upload_root", lambda: tmp_path)
     live, ended = uploads.SessionUploads("live"), uploads.SessionUploads("ended")

@@ -1,7 +1,7 @@
 """Uploaded checkpoints: each belongs to one browser session.
 
 An upload is written once, into a folder private to its session
-(<tempdir>/gptviz-uploads/<server pid>-<session id>/<content hash>/), and is named in the page by
+(<tempdir>/gptviz-uploads/<server pid>-<session id>-<random>/<content hash>/), and is named in the page by
 its file names, never by that path. Its cache key is its content hash, so a rerun (a head click)
 neither rewrites it nor reloads the model. The session's folder is deleted when the session ends:
 a weakref finalizer on the SessionUploads object kept in st.session_state (it runs when Streamlit
@@ -93,7 +93,9 @@ class SessionUploads:
     def __init__(self, session_id: str | None = None):
         sid = re.sub(r"[^\w-]", "", session_id or "") or uuid.uuid4().hex
         self.session_id = sid
-        self.folder = upload_root() / f"{os.getpid()}-{sid}"
+        # a suffix of its own: an object of the same session made later (or AppTest's one session id
+        # for every app) must not share a folder that this one's finalizer will delete
+        self.folder = upload_root() / f"{os.getpid()}-{sid}-{uuid.uuid4().hex[:12]}"
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
         self._last: tuple[tuple, Upload] | None = None  # (the files' identity, what they were saved as)
         _LIVE[self.folder.name] = self
@@ -171,7 +173,7 @@ def sweep(is_active: Callable[[str], bool] | None = None, now: float | None = No
     except OSError:
         return gone
     for folder in entries:
-        pid, _, sid = folder.name.partition("-")
+        pid = folder.name.partition("-")[0]
         try:
             old = now - folder.stat().st_mtime > STALE_SECONDS
         except OSError:
@@ -182,7 +184,7 @@ def sweep(is_active: Callable[[str], bool] | None = None, now: float | None = No
             dead = old or not _pid_alive(int(pid))
         else:
             owner = _LIVE.get(folder.name)
-            dead = owner is None or (is_active is not None and not is_active(sid))
+            dead = owner is None or (is_active is not None and not is_active(owner.session_id))
         if dead:
             shutil.rmtree(folder, ignore_errors=True)
             gone.append(folder)
