@@ -41,7 +41,9 @@ def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **l
             yref="paper",
             y=1,
             yanchor="bottom",
-            pad=dict(b=12),
+            # the title sits on the plot's top edge and its subtitle is drawn below it, into the plot:
+            # the pad lifts both by the subtitle's line
+            pad=dict(b=12 + (2 * FONT if subtitle else 0)),
             font=dict(size=FONT + 3),
             subtitle=dict(text=subtitle, font=dict(size=FONT - 1)),
         ),
