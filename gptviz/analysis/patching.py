@@ -71,13 +71,14 @@ def _last_diff(model: GPT, x: Tensor, start: int, answer: int, wrong: int, cache
     return logits[:, answer].double() - logits[:, wrong].double()
 
 
-def _corrupt_past(model: GPT, rt: Trace, p0: int, N: int) -> KVCache | None:
-    """The corrupt run's keys and values of positions 0..p0-1 in every layer, for N runs: a patch at
-    position p >= p0 leaves them as they were (a position reads only those before it)."""
+def _corrupt_past(model: GPT, rt: Trace, p0: int, N: int, start: int) -> KVCache | None:
+    """The corrupt run's keys and values of positions 0..p0-1 in the layers from `start` on (the only
+    ones the patched runs pass through), for N runs: a patch at position p >= p0 leaves them as they
+    were (a position reads only those before it)."""
     if p0 == 0:
         return None
     cache = KVCache(model.config.n_layer, capacity=rt.n_tokens)
-    for l, layer in enumerate(cache.layers):
+    for l, layer in enumerate(cache.layers[start:], start):
         k, v = rt.tensor(point("attn.k", l))[None, :, :p0], rt.tensor(point("attn.v", l))[None, :, :p0]
         layer.append(k.expand(N, -1, -1, -1), v.expand(N, -1, -1, -1))  # (N, H, p0, D)
     return cache
@@ -139,19 +140,17 @@ def _patched(model: GPT, source: Tensor, rt: Trace, site: str, l: int, rows: ran
     N, i = len(rows), torch.arange(len(rows), device=model.device)
     if site in ("resid_pre", "mlp.out"):  # positions before the batch's first are the corrupt run's
         p0 = rows.start
-        past = _corrupt_past(model, rt, p0, N)
         if site == "resid_pre":
-            x = rt.tensor(point("resid_pre", l))[p0:].expand(N, -1, -1).clone()  # (N, T - p0, C)
+            start, x = l, rt.tensor(point("resid_pre", l))[p0:].expand(N, -1, -1).clone()  # (N, T - p0, C)
             x[i, cells - p0] = source[cells]
-            return _last_diff(model, x, l, answer, wrong, past)
-        x = rt.tensor(point("resid_post", l))[p0:].expand(N, -1, -1).clone()
-        x[i, cells - p0] = rt.tensor(point("resid_mid", l))[cells] + source[cells]
-        return _last_diff(model, x, l + 1, answer, wrong, past)
-    z_clean = source  # [H, T, D]
+        else:
+            start, x = l + 1, rt.tensor(point("resid_post", l))[p0:].expand(N, -1, -1).clone()
+            x[i, cells - p0] = rt.tensor(point("resid_mid", l))[cells] + source[cells]
+        return _last_diff(model, x, start, answer, wrong, _corrupt_past(model, rt, p0, N, start))
 
     def swap_heads(z: Tensor) -> Tensor:  # z [N, H, T, D]: row r takes head cells[r] from the clean run
         z = z.clone()
-        z[i, cells] = z_clean[cells]
+        z[i, cells] = source[cells]  # source: the clean run's z [H, T, D]
         return z
 
     x = rt.tensor(point("resid_pre", l)).expand(N, -1, -1)
