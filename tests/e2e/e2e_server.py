@@ -106,11 +106,16 @@ def nav(page: Page, title: str, timeout: int = 60_000) -> float:
     return time.perf_counter() - t0
 
 
-def open_page(page: Page, title: str, timeout: int = 60_000) -> float:
-    """nav(), after unfolding the sidebar's list when the page is among those it folds away."""
+def unfold(page: Page) -> None:
+    """Unfold the sidebar's page list when it folds some pages away."""
     more = page.get_by_test_id("stSidebarNavViewButton")
     if more.count() and "more" in more.inner_text().lower():
         more.click()
+
+
+def open_page(page: Page, title: str, timeout: int = 60_000) -> float:
+    """nav(), after unfolding the sidebar's list when the page is among those it folds away."""
+    unfold(page)
     return nav(page, title, timeout)
 
 
@@ -164,6 +169,15 @@ def record_frames(page: Page) -> list[int]:
     sizes: list[int] = []
     page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: sizes.append(len(payload))))
     return sizes
+
+
+def chart(page: Page, title: str):
+    """The Plotly chart whose title contains `title`."""
+    return (
+        page.locator("[data-testid=stPlotlyChart]")
+        .filter(has=page.locator(".gtitle", has_text=title))
+        .locator(".js-plotly-plot")
+    )
 
 
 def charts(page: Page):

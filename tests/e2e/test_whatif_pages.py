@@ -7,25 +7,10 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from e2e_server import nav, no_errors, wait_for_app_run, wait_until_drawn
+from e2e_server import chart, no_errors, open_page, unfold, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
 
 PROMPT = "To be, or not to be: that is the question."
-
-
-def chart(page: Page, title: str):
-    return (
-        page.locator("[data-testid=stPlotlyChart]")
-        .filter(has=page.locator(".gtitle", has_text=title))
-        .locator(".js-plotly-plot")
-    )
-
-
-def unfold(page: Page) -> None:
-    """Unfold the sidebar's page list when it folds some pages away."""
-    more = page.get_by_test_id("stSidebarNavViewButton")
-    if more.count() and "more" in more.inner_text().lower():
-        more.click()
 
 
 def test_ablate_a_head_then_sweep_a_corrupt_prompt(page: Page, shot):
@@ -33,8 +18,7 @@ def test_ablate_a_head_then_sweep_a_corrupt_prompt(page: Page, shot):
     page.goto("/?" + urlencode({"prompt": PROMPT}))
     wait_until_drawn(page, timeout=90_000)
 
-    unfold(page)
-    nav(page, "Interventions")
+    open_page(page, "Interventions")
     expect(page.get_by_text("Choose heads or MLPs to ablate")).to_be_visible()
     box = page.get_by_role("combobox", name="Heads to ablate")
     box.click()

@@ -6,18 +6,10 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlencode, urlparse
 
-from e2e_server import no_errors, open_page, wait_for_app_run, wait_until_drawn
+from e2e_server import chart, no_errors, open_page, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
 
 PROMPT = "To be, or not to be: that is the question. To be, or not."
-
-
-def chart(page: Page, title: str):
-    return (
-        page.locator("[data-testid=stPlotlyChart]")
-        .filter(has=page.locator(".gtitle", has_text=title))
-        .locator(".js-plotly-plot")
-    )
 
 
 def test_logit_lens_then_heads_then_attention(page: Page, shot):
