@@ -45,9 +45,8 @@ class MemoryPath:
         return MemoryPath(self._files, "", self._label)
 
     def __truediv__(self, name: str) -> MemoryPath:
-        if self._name:
-            raise NotADirectoryError(f"{self}: not a folder")
-        return MemoryPath(self._files, str(name), self._label)
+        # below a file, as for a Path, a name that exists nowhere ("ckpt.pt/config.json")
+        return MemoryPath(self._files, f"{self._name}/{name}" if self._name else str(name), self._label)
 
     def __str__(self) -> str:
         return self._name or self._label

@@ -31,7 +31,8 @@ from ..limits import (
 LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 ZIP_MAGIC = b"PK\x03\x04"
 # what torch's weights_only unpickler says when a pickle asks for a callable or class it refuses
-REFUSED = ("Unsupported global", "Trying to call reduce", "Unsupported class")
+# (a module torch blocks outright, os or posix, reads "unsupported GLOBAL posix.system whose module ...")
+REFUSED = ("Unsupported global", "unsupported GLOBAL", "Trying to call reduce", "Unsupported class")
 
 
 def user_path(path: str | Path) -> Path:
@@ -184,7 +185,7 @@ def torch_load(path: Path) -> object:
         if not any(r in text for r in REFUSED):
             raise CheckpointError(f"{corrupt} ({_first_line(text)})") from None
         # weights_only refuses a pickle that names anything but tensors and plain containers
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", text)
         what = f"it names {found.group(1)}" if found else "it holds objects other than tensors and plain data"
         raise CheckpointError(
             f"{path}: refused to load: {what}, which could run code; "
