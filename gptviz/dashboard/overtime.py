@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import GptvizError
 from ..formats import Bundle
+from ..formats.safe import user_path
 from ..timeline import RunStep, Timeline, is_run_folder, load_run_step, run_steps, timeline
 from ..tokenizers import Tokenizer
 from .caches import ModelKey, RunKey, cached
@@ -27,8 +28,9 @@ def run_folders() -> list[str]:
 
 
 def folder_path(choice: str) -> Path:
-    """A shipped run's name -> its folder; anything else is a path as typed."""
-    return checkpoints_dir() / choice if choice in shipped() else Path(choice).expanduser()
+    """A shipped run's name -> its folder; anything else is a path as typed, or CheckpointError in
+    one line for one no folder can have (a NUL byte)."""
+    return checkpoints_dir() / choice if choice in shipped() else user_path(choice)
 
 
 def folder_stamp(folder: Path) -> str:
