@@ -11,13 +11,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import streamlit as st
-
 from ..errors import GptvizError
 from ..formats import Bundle
+from ..formats.safe import user_path
 from ..timeline import RunStep, Timeline, is_run_folder, load_run_step, run_steps, timeline
 from ..tokenizers import Tokenizer
-from .caches import ModelKey, RunKey
+from .caches import ModelKey, RunKey, cached
 from .sources import checkpoints_dir, shipped, version
 
 TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
@@ -29,8 +28,9 @@ def run_folders() -> list[str]:
 
 
 def folder_path(choice: str) -> Path:
-    """A shipped run's name -> its folder; anything else is a path as typed."""
-    return checkpoints_dir() / choice if choice in shipped() else Path(choice).expanduser()
+    """A shipped run's name -> its folder; anything else is a path as typed, or CheckpointError in
+    one line for one no folder can have (a NUL byte)."""
+    return checkpoints_dir() / choice if choice in shipped() else user_path(choice)
 
 
 def folder_stamp(folder: Path) -> str:
@@ -41,7 +41,7 @@ def folder_stamp(folder: Path) -> str:
         return ""
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
+@cached(max_entries=8, show_spinner=False)
 def steps_of(folder: str, stamp: str) -> list[RunStep] | str:
     """The run's steps, or the one-line reason it is no run (remembered, like a failed load)."""
     try:
@@ -50,7 +50,7 @@ def steps_of(folder: str, stamp: str) -> list[RunStep] | str:
         return str(e)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the run's first checkpoint…")
+@cached(max_entries=4, show_spinner="Loading the run's first checkpoint…")
 def first_bundle(folder: str, stamp: str) -> Bundle | str:
     """The first step's checkpoint: its tokenizer encodes the timeline's prompt."""
     steps = steps_of(folder, stamp)
@@ -62,7 +62,7 @@ def first_bundle(folder: str, stamp: str) -> Bundle | str:
         return str(e)
 
 
-@st.cache_resource(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
+@cached(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
 def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str) -> Timeline | str:
     """The timeline of one run on one prompt, or the one-line reason there is none."""
     try:
