@@ -21,6 +21,7 @@ from .sources import (
     checkpoints_dir,
     default_checkpoint,
     shipped,
+    shipped_note,
     upload_limit_mb,
     version,
 )
@@ -58,6 +59,8 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         key="ckpt_choice",
         format_func=lambda o: o.value if isinstance(o, Pick) else f"{o} (shipped)",
     )
+    if shipped_note():  # the checkpoints folder holds more entries than one listing reads
+        st.sidebar.warning(plain(shipped_note()))
     if not names:
         st.sidebar.warning(
             f"No shipped checkpoint in {checkpoints_dir()}: train one "

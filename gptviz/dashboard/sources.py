@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.safe import read_json
+from ..listing import list_folder
 from .uploads import UPLOAD_PREFIX, is_upload, upload_root
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
@@ -46,12 +47,45 @@ def checkpoints_dir() -> Path:
     return checkout if checkout.is_dir() else Path.cwd() / "checkpoints"
 
 
-def shipped() -> list[str]:
-    """Names of the checkpoints shipped in checkpoints_dir(), one folder each."""
+# (folder, its stat) -> (names, note): shipped() is asked many times per rerun, the folder rarely changes
+_SHIPPED: dict[tuple[str, int, int], tuple[list[str], str]] = {}
+
+
+def _shipped_listing() -> tuple[list[str], str]:
     root = checkpoints_dir()
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and any(p.iterdir()))
+    try:
+        st = root.stat()
+    except (OSError, ValueError):
+        return [], ""
+    key = (str(root), st.st_mtime_ns, st.st_ino)
+    if key not in _SHIPPED:
+        try:
+            listing = list_folder(root)
+        except (OSError, ValueError):  # not a folder, or unreadable: nothing shipped
+            return [], ""
+        names = []
+        for e in listing.entries:
+            if e.is_dir and not e.name.startswith("."):
+                try:
+                    with os.scandir(e.path) as inside:
+                        if next(inside, None) is not None:  # an empty folder is no checkpoint
+                            names.append(e.name)
+                except OSError:
+                    continue
+        _SHIPPED.clear()  # one checkpoints folder per process: keep only its latest state
+        _SHIPPED[key] = (sorted(names), listing.note)
+    return _SHIPPED[key]
+
+
+def shipped() -> list[str]:
+    """Names of the checkpoints shipped in checkpoints_dir(), one folder each (a bounded listing,
+    read again only when the folder changes)."""
+    return list(_shipped_listing()[0])
+
+
+def shipped_note() -> str:
+    """The note to show when the listing of checkpoints_dir() stopped early, else ""."""
+    return _shipped_listing()[1]
 
 
 def default_checkpoint() -> str:
@@ -93,6 +127,11 @@ def version(source: str) -> str:
         path = checkpoint_path(source)
     except CheckpointError:
         return ""
+    return path_version(path)
+
+
+def path_version(path: Path) -> str:
+    """version() of a checkpoint by its path: the folder's own time and the files a loader reads."""
     stamps = []
     try:
         if path.is_dir():
