@@ -20,6 +20,7 @@ from .sources import (
     checkpoints_dir,
     default_checkpoint,
     listing,
+    shipped_note,
     upload_limit_mb,
     version,
 )
@@ -55,6 +56,8 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             f"{' …' if len(unreadable) > 3 else ''} in {plain(shown_name(str(checkpoints_dir())))} "
             "(a folder name that is not valid UTF-8 text); rename it to pick it."
         )
+    if shipped_note():  # the checkpoints folder holds more entries than one listing reads
+        st.sidebar.warning(plain(shipped_note()))
     if not names:
         st.sidebar.warning(
             f"No shipped checkpoint in {plain(shown_name(str(checkpoints_dir())))}: train one "
