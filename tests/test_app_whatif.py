@@ -59,7 +59,7 @@ def test_interventions_page_shows_the_edited_run(monkeypatch, ckpt_root):
     np.testing.assert_allclose(change["after"], analysis.softmax(edited["logits"][pos])[change["id"]], rtol=1e-6)
     np.testing.assert_allclose(change["change"], change["after"] - change["before"], atol=1e-12)
     loss = figure(at, "iv_loss")["data"]
-    want = analysis.per_token_loss(edited["logits"], ids)["loss_bits"].to_numpy()
+    want = analysis.per_token_loss(edited["logits"], ids)["loss_nats"].to_numpy()
     np.testing.assert_allclose(array(loss[1]["y"]), want, rtol=1e-6)
     assert "ablate blocks.1.attn.z heads 2 (zero)" in at.caption[1].value.replace("\\", "")
     at.segmented_control(key="iv_how").set_value("mean")
