@@ -13,7 +13,19 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .attention import token_labels
-from .style import BLUE, INK, LOSS_AXIS, LOSS_UNIT, MASKED, ORANGE, category_axis, diverging_range, plotly_text, style
+from .style import (
+    BLUE,
+    INK,
+    LOSS_AXIS,
+    LOSS_UNIT,
+    MASKED,
+    ORANGE,
+    category_axis,
+    colorbar_title,
+    diverging_range,
+    plotly_text,
+    style,
+)
 
 __all__ = [
     "attention_difference_heatmap",
@@ -43,7 +55,7 @@ def attention_difference_heatmap(
             zmax=r,
             colorscale="RdBu_r",
             hoverongaps=False,
-            colorbar=dict(title=dict(text=f"A − B<br>{-r:.3g} … {r:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title("A − B", -r, r))),
             hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:+.4f}<extra></extra>",
         )
     )
@@ -78,7 +90,7 @@ def head_change_heatmap(change: np.ndarray, *, title: str, what: str = "change")
             zmax=r,
             colorscale="RdBu_r",
             texttemplate="%{z:+.3f}",
-            colorbar=dict(title=dict(text=f"{what}<br>{-r:.2g} … {r:.2g}")),
+            colorbar=dict(title=dict(text=colorbar_title(what, -r, r, ".2g"))),
             hovertemplate="%{y}, %{x}<br>" + what + " %{z:+.4f}<extra></extra>",
         )
     )

@@ -165,6 +165,14 @@ def wrap(text: str, width: int) -> str:
     return "<br>".join(lines)
 
 
+def colorbar_title(name: str, lo: float | None = None, hi: float | None = None, spec: str = ".3g") -> str:
+    """A colour bar's title on one line: the quantity and, when given, the range its colours span
+    ("score q·k/√D, −4.1 … 5.2"). One line, because the title runs along the bar
+    (_colorbar_compact), where a second line reads as a stray second scale beside the first."""
+    text = re.sub(r"\s*<br\s*/?>\s*", " ", name)
+    return text if lo is None else f"{text}, {number(lo, spec)} … {number(hi, spec)}"
+
+
 def wrap_name(text: str, width: int = 44) -> str:
     """A checkpoint's name or path for a title, as Plotly text, never cut: a path has no spaces for
     wrap() to break at, so a long one is broken after a "/" (or every `width` characters)."""
@@ -193,11 +201,12 @@ def _colorbar_compact(fig: go.Figure, font: int) -> None:
     )
     for tr in fig.data:
         if hasattr(tr, "colorbar") and getattr(tr, "showscale", None) is not False:
-            tr.update(colorbar=bar)
+            tr.update(colorbar=dict(bar, title_text=colorbar_title(tr.colorbar.title.text or "")))
         elif getattr(getattr(tr, "marker", None), "colorbar", None) is not None and tr.marker.colorbar.title.text:
-            tr.update(marker_colorbar=bar)
+            tr.update(marker_colorbar=dict(bar, title_text=colorbar_title(tr.marker.colorbar.title.text)))
     if fig.layout.coloraxis and fig.layout.coloraxis.colorbar:
-        fig.update_layout(coloraxis_colorbar=bar)
+        title = colorbar_title(fig.layout.coloraxis.colorbar.title.text or "")
+        fig.update_layout(coloraxis_colorbar=dict(bar, title_text=title))
 
 
 def presentation(fig: go.Figure, on: bool = True) -> go.Figure:
