@@ -374,7 +374,7 @@ def weight_map(config: GPTConfig, kind: str, keys: set[str]) -> dict[str, Part]:
             linear(f"{o}.mlp.c_fc", f"{t}.mlp.dense_h_to_4h")
             linear(f"{o}.mlp.c_proj", f"{t}.mlp.dense_4h_to_h")
         norm("transformer.ln_f", "gpt_neox.final_layer_norm")
-        add("lm_head.weight", "embed_out.weight")
+        add("lm_head.weight", "embed_out.weight" if "embed_out.weight" in keys else "lm_head.weight")  # v5 renames it
         return parts
     add("transformer.wte.weight", "model.embed_tokens.weight")
     for i in range(L):
