@@ -21,6 +21,8 @@ CHOICES = {
     "qk_norm": ("none", "head", "all"),
 }
 SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
+# GPT-2's own fields (DESIGN.md, "The model family"): a model card always shows them
+CLASSIC = (*SIZES, "dropout", "bias", "pos_encoding", "norm", "activation", "tie_weights", "norm_eps")
 # sizes where 0 means "derived": n_kv_head = n_head, head_size = C / H, n_inner = 4C
 DERIVED = ("n_kv_head", "head_size", "n_inner", "sliding_window", "rope_original_max")
 FLAGS = (
@@ -234,6 +236,49 @@ class GPTConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def card_dict(self) -> dict:
+        """The fields a model card shows: GPT-2's own, and of the others only those this model sets."""
+        base = GPTConfig.__dataclass_fields__
+        return {k: v for k, v in self.to_dict().items() if k in CLASSIC or v != base[k].default}
+
+    def special(self) -> list[str]:
+        """What sets this model apart from GPT-2, one phrase each, for the model card."""
+        out = []
+        D, H, Hkv = self.head_dim, self.n_head, self.kv_heads
+        if self.pos_encoding == "rotary":
+            part = f" on {self.rotary_dim} of D = {D}" if self.rotary_dim != D else ""
+            scaled = f", {self.rope_scaling} scaling x{self.rope_factor:g}" if self.rope_scaling != "none" else ""
+            out.append(f"rotary positions (theta {self.rope_theta:g}{part}{scaled})")
+        if Hkv != H:
+            out.append(f"grouped-query attention: {H} query heads share {Hkv} key/value heads")
+        if self.head_size and self.head_size * H != self.n_embd:
+            out.append(f"head size D = {D}, not C / H")
+        if self.mlp_gated:
+            act = {"silu": "SwiGLU", "gelu_tanh": "GeGLU", "gelu": "GeGLU"}.get(self.activation, "gated")
+            out.append(f"{act} MLP of width F = {self.mlp_dim}")
+        if self.norm == "rmsnorm":
+            out.append("RMSNorm" + (" scaled by 1 + w" if self.norm_plus_one else ""))
+        if not self.norm_affine:
+            out.append("norms without a learned scale")
+        if self.post_norm:
+            out.append("norms after the sub-layers" + ("" if self.pre_norm else " only"))
+        if self.qk_norm != "none":
+            out.append(f"q/k norms ({'per head' if self.qk_norm == 'head' else 'over all heads'})")
+        if self.parallel:
+            out.append("attention and MLP in parallel (both read resid_pre)")
+        if self.sliding_window:
+            local = self.layer_types.count("l") if self.layer_types else self.n_layer
+            out.append(f"sliding window of {self.sliding_window} keys in {local} of {self.n_layer} layers")
+        if self.attn_scale:
+            out.append("no attention scale" if self.attn_scale == 1.0 else f"attention scale {self.attn_scale:.4g}")
+        if self.attn_softcap or self.final_softcap:
+            out.append(f"soft-caps: scores {self.attn_softcap:g}, logits {self.final_softcap:g} (0 = none)")
+        if self.embed_scale != 1.0:
+            out.append(f"embeddings scaled by {self.embed_scale:.4g}")
+        if self.qkv_clip:
+            out.append(f"q, k, v clipped to +-{self.qkv_clip:g}")
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> GPTConfig:

@@ -1,6 +1,5 @@
 """Q / K / V: the head's matrices, and one query's attention computed step by step."""
 
-import numpy as np
 import streamlit as st
 
 import gptviz
@@ -34,11 +33,15 @@ st.subheader(f"How query {widgets.plain(v.labels[q])} attends")
 work = analysis.query_computation(t, L, H, q)
 D = work["head_dim"]
 st.markdown(
-    f"1. **q·k** for every key · 2. **÷ √D** = ÷ √{D} = ÷ {np.sqrt(D):.4f} "
-    "· 3. **mask**: keys after the query are set to −∞ · "
+    f"1. **q·k** for every key (query head {H} reads key/value head {work['kv_head']}) · "
+    f"2. **{analysis.scale_step(work['scale'], work['softcap'], D)}** "
+    "· 3. **mask**: keys the query may not read are set to −∞ · "
     "4. **softmax** over the keys · 5. **Σ weight · v** = the head's output for this query."
 )
-widgets.chart(figures.query_scores(work["keys"], v.labels, query_label=v.labels[q], head_dim=D), key="qkv_scores")
+widgets.chart(
+    figures.query_scores(work["keys"], v.labels, query_label=v.labels[q], head_dim=D, rule=work["rule"]),
+    key="qkv_scores",
+)
 st.caption(
     f"The bars are the Trace's own scores and weights. Recomputed here from q and k in float64, they differ "
     f"by at most {work['max_diff']['scores']:.1e} (scores) and "

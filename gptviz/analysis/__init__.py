@@ -4,7 +4,7 @@ Everything here takes a Trace (or plain arrays) and returns arrays or DataFrames
 imports Streamlit or Plotly, and nothing re-runs the model unless its name says so.
 """
 
-from .attention import ATTENTION_KINDS, attention_matrix, layer_weights, query_computation
+from .attention import ATTENTION_KINDS, attention_matrix, layer_weights, query_computation, scale_step, score_rule
 from .attribution import component_labels, head_matrix, logit_attribution
 from .blocks import block_labels, block_mean, block_reduce
 from .heads import LABEL_THRESHOLDS, head_scores
@@ -50,6 +50,8 @@ __all__ = [
     "patching_sweep",
     "per_token_loss",
     "query_computation",
+    "scale_step",
+    "score_rule",
     "residual_flags",
     "residual_growth",
     "residual_sites",
