@@ -388,3 +388,68 @@ def test_sentencepiece_byte_fallback_shows_the_bytes(tmp_path):
     shown = tok.display(ids)
     assert shown[:2] == ["<s>", "␣hello"] and "<0xC3>" in shown and "␣" in shown
     assert tok.token_strings(tok.encode("hello\n"))[-1] == "\n"
+
+
+# --- what the pages read, on every family --------------------------------------------------------
+@pytest.mark.parametrize("kind", ["mistral", "gemma2", "gpt_neox", "qwen3", "olmo2"])
+def test_walkthrough_rebuilds_equal_the_captured_values(saved, kind):
+    """The classroom walk recomputes z, attn.out, mlp.hidden and mlp.out with the model's own modules:
+    through grouped heads, a head size of its own, post-norms and a parallel block."""
+    from gptviz.analysis.walkthrough import forward_steps
+
+    _, path = saved(kind)
+    model = gptviz.load(path).model
+    t = gptviz.trace(model, prompt()[0])
+    captured = {s.key: s.values for s in forward_steps(model, t, layer=1)}
+    rebuilt = {s.key: s for s in forward_steps(model, t, layer=1, recompute=True)}
+    for key in ("z", "attn_out", "mlp_hidden", "mlp_out"):
+        assert rebuilt[key].source.startswith("recomputed")
+        np.testing.assert_allclose(rebuilt[key].values, captured[key], atol=1e-5, rtol=0)
+    assert rebuilt["mlp_hidden"].values.shape == (PROMPT_LEN, model.config.mlp_dim)
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule"),
+    [("gpt_neo", "q·k (no scale)"), ("gemma2", "2·tanh((q·k × 0.2236) / 2)"), ("mistral", "q·k / √16")],
+)
+def test_query_computation_uses_the_models_own_scale(saved, kind, rule):
+    _, path = saved(kind)
+    model = gptviz.load(path).model
+    t = gptviz.trace(model, prompt()[0])
+    work = gptviz.analysis.query_computation(t, 1, 3, PROMPT_LEN - 1)
+    assert work["rule"] == rule
+    assert work["kv_head"] == 3 // (model.config.n_head // model.config.kv_heads)
+    assert work["max_diff"]["scores"] < 1e-5 and work["max_diff"]["weights"] < 1e-5
+
+
+def test_shapes_name_the_kv_heads_and_the_mlp_width(saved):
+    _, path = saved("mistral")
+    model = gptviz.load(path).model
+    t = gptviz.trace(model, prompt()[0])
+    d = gptviz.analysis.dims(t)
+    assert (d["H"], d["H_kv"], d["D"], d["F"]) == (4, 2, 16, 80)
+    flow = gptviz.analysis.shape_flow(t)
+    shapes = dict(zip(flow["notation"] + " " + flow["module"], flow["shape"]))
+    assert shapes["(B, H_kv, T, D) transformer.h.0.attn.k"] == (1, 2, PROMPT_LEN, 16)
+    assert shapes["(B, T, (H + 2·H_kv)·D) transformer.h.0.attn.c_attn"] == (1, PROMPT_LEN, (4 + 2 * 2) * 16)
+    assert shapes["(B, T, F) transformer.h.0.mlp.c_fc"] == (1, PROMPT_LEN, 80)
+    assert any("grouped-query attention: 4 query heads share 2" in s for s in model.config.special())
+    assert "n_kv_head" in model.config.card_dict() and "qkv_clip" not in model.config.card_dict()
+
+
+@pytest.mark.parametrize("kind", ["gemma2", "gpt_neo", "phi3"])
+def test_head_scores_from_q_and_k_equal_scores_from_the_maps(saved, kind):
+    """head_scores rebuilds each layer's maps from q and k with its scale, soft-cap and window."""
+    from gptviz.analysis.heads import detection_patterns, layer_head_scores
+
+    _, path = saved(kind)
+    model = gptviz.load(path).model
+    t = gptviz.trace(model, prompt()[0])
+    df = gptviz.head_scores(t)
+    patterns = detection_patterns(t.token_ids)
+    for layer in range(model.config.n_layer):
+        direct = layer_head_scores(t.tensor(f"blocks.{layer}.attn.weights"), patterns)
+        rows = df[df["layer"] == layer].sort_values("head")
+        for name in ("previous_token", "induction", "sink", "self", "entropy"):
+            np.testing.assert_allclose(rows[name].to_numpy(), direct[name].double().numpy(), atol=1e-5)
+    assert gptviz.health(model, t)  # findings, not an exception
