@@ -7,6 +7,7 @@ layer's attention weights (1e-5) and every residual (1e-4)."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -453,3 +454,67 @@ def test_head_scores_from_q_and_k_equal_scores_from_the_maps(saved, kind):
         for name in ("previous_token", "induction", "sink", "self", "entropy"):
             np.testing.assert_allclose(rows[name].to_numpy(), direct[name].double().numpy(), atol=1e-5)
     assert gptviz.health(model, t)  # findings, not an exception
+
+
+# --- the config: every family's fields, held to the bounds ---------------------------------------
+FAMILY_CONFIGS = {
+    "gqa+rotary+swiglu": dict(
+        pos_encoding="rotary", n_kv_head=2, mlp_gated=True, n_inner=40, norm="rmsnorm", activation="silu", bias=False
+    ),
+    "gemma-like": dict(
+        pos_encoding="rotary",
+        head_size=6,
+        n_kv_head=1,
+        norm="rmsnorm",
+        norm_plus_one=True,
+        post_norm=True,
+        qk_norm="head",
+        sliding_window=3,
+        layer_types="lgl",
+        attn_softcap=5.0,
+        final_softcap=9.0,
+        embed_scale=3.0,
+    ),
+    "neox-like": dict(pos_encoding="rotary", rotary_fraction=0.5, parallel=True, n_inner=20, tie_weights=False),
+    "neo-like": dict(qkv_bias=False, attn_scale=1.0, sliding_window=2, layer_types="glg"),
+    "olmo-like": dict(
+        pos_encoding="rotary", norm_affine=False, bias=False, qkv_clip=0.5, mlp_gated=True, activation="silu"
+    ),
+    "olmo2-like": dict(pos_encoding="rotary", pre_norm=False, post_norm=True, qk_norm="all", norm="rmsnorm"),
+    "qwen2-like": dict(pos_encoding="rotary", out_bias=False, mlp_bias=False, n_kv_head=2, rotary_interleaved=True),
+}
+
+
+@pytest.mark.parametrize("variant", list(FAMILY_CONFIGS))
+def test_state_shapes_and_num_params_match_every_family(variant):
+    config = gptviz.GPTConfig(vocab_size=13, block_size=9, n_layer=3, n_head=4, n_embd=16, **FAMILY_CONFIGS[variant])
+    model = gptviz.GPT(config)
+    assert config.state_shapes() == {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert config.num_params() == model.num_params()
+    assert gptviz.GPTConfig.from_dict(config.to_dict()) == config
+    ids = torch.randint(0, 13, (1, 9))
+    t = gptviz.trace(model.eval(), ids[0])  # capture runs and gives the plain forward's logits
+    np.testing.assert_array_equal(t["logits"], model(ids)[0].detach().numpy())
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (dict(n_kv_head=3), "n_head=4 is not a multiple of n_kv_head=3"),
+        (dict(n_kv_head=257), "n_kv_head=257 is above gptviz's limit of 256"),
+        (dict(n_inner=70_000), "n_inner=70,000 is above gptviz's limit of 65,536"),
+        (dict(head_size=-1), "head_size=-1: must be a whole number >= 0"),
+        (dict(pos_encoding="rotary", head_size=3), "must be even and at least 2"),
+        (dict(rope_scaling="yarn"), "rope_scaling='yarn': choose one of none, linear, llama3"),
+        (dict(qk_norm="yes"), "qk_norm='yes': choose one of none, head, all"),
+        (dict(layer_types="gl"), "layer_types='gl': one letter per layer (3), g global or l local"),
+        (dict(layer_types="gxg"), "one letter per layer"),
+        (dict(parallel="no"), "parallel='no': must be true or false"),
+        (dict(attn_softcap=-1.0), "attn_softcap=-1.0: must be a number >= 0"),
+        (dict(rotary_fraction=0.0), "rotary_fraction=0.0: must be in (0, 1]"),
+        (dict(rope_scaling="llama3"), "llama3 rope scaling needs rope_original_max > 0"),
+    ],
+)
+def test_bad_family_fields_are_refused_with_a_reason(change, words):
+    with pytest.raises(gptviz.ConfigError, match=re.escape(words)):
+        gptviz.GPTConfig(vocab_size=13, block_size=9, n_layer=3, n_head=4, n_embd=12, **change)
