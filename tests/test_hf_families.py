@@ -518,3 +518,31 @@ def test_state_shapes_and_num_params_match_every_family(variant):
 def test_bad_family_fields_are_refused_with_a_reason(change, words):
     with pytest.raises(gptviz.ConfigError, match=re.escape(words)):
         gptviz.GPTConfig(vocab_size=13, block_size=9, n_layer=3, n_head=4, n_embd=12, **change)
+
+
+def _legacy(config: dict) -> dict:
+    """config.json as transformers 4.x wrote it: rope_theta / rope_scaling (and GPT-NeoX's rotary_pct,
+    Gemma 3's rope_local_base_freq) where v5 writes rope_parameters."""
+    config = dict(config)
+    params = config.pop("rope_parameters")
+    if "full_attention" in params:  # Gemma 3
+        config["rope_local_base_freq"] = params["sliding_attention"]["rope_theta"]
+        params = params["full_attention"]
+    params = dict(params)
+    config["rope_theta"] = params.pop("rope_theta")
+    if config["model_type"] == "gpt_neox":
+        config["rotary_pct"] = params.pop("partial_rotary_factor")
+        config["rotary_emb_base"] = config.pop("rope_theta")
+    elif "partial_rotary_factor" in params:
+        config["partial_rotary_factor"] = params.pop("partial_rotary_factor")
+    config["rope_scaling"] = None if params.get("rope_type") == "default" else params
+    return config
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt_neox", "gemma3_text", "phi3"])
+def test_transformers_4_configs_load_the_same(saved, kind, tmp_path):
+    hf, path = saved(kind)
+    config = json.loads((path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(_legacy(config)))
+    (tmp_path / "model.safetensors").symlink_to(path / "model.safetensors")
+    assert_parity(hf, gptviz.load(tmp_path), prompt())

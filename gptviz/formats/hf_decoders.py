@@ -172,7 +172,11 @@ def _layer_types(hf: dict, kind: str, n_layer: int) -> str:
 def _common(hf: dict, kind: str) -> dict:
     """The fields every Llama-style family spells the same way."""
     C, H = hf.get("hidden_size"), hf.get("num_attention_heads")
-    act = hf.get("hidden_activation") or hf.get("hidden_act", "silu")
+    if kind == "gemma":  # Hugging Face reads hidden_act, and takes its legacy "gelu" as the tanh form
+        act = hf.get("hidden_act", "gelu_pytorch_tanh")
+        act = "gelu_pytorch_tanh" if act == "gelu" else act
+    else:
+        act = hf.get("hidden_activation") or hf.get("hidden_act", "silu")
     if not isinstance(act, str) or act not in ACTIVATIONS:
         raise _Refuse(f"activation {_shown(act)} is not implemented in gptviz ({', '.join(ACTIVATIONS)})")
     head = hf.get("head_dim")
@@ -268,8 +272,6 @@ def _family(hf: dict, kind: str) -> dict:
         out |= dict(norm="layernorm", norm_affine=False, norm_eps=1e-5, qkv_clip=hf.get("clip_qkv") or 0.0)
     elif kind == "olmo2":
         out |= dict(pre_norm=False, post_norm=True, qk_norm="all")
-    elif kind == "phi3" and hf.get("rope_scaling"):
-        raise _Refuse(f"rope scaling {_shown(hf['rope_scaling'].get('type'))} is not implemented in gptviz")
     return out
 
 
