@@ -83,6 +83,8 @@ FAMILIES: dict[str, dict] = {
         max_position_embeddings=64,
         attention_types=[[["global", "local"], 1]],
         window_size=4,
+        bos_token_id=0,
+        eos_token_id=0,
     ),
     "phi3": dict(
         _LLAMA,
