@@ -546,3 +546,22 @@ def test_transformers_4_configs_load_the_same(saved, kind, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(_legacy(config)))
     (tmp_path / "model.safetensors").symlink_to(path / "model.safetensors")
     assert_parity(hf, gptviz.load(tmp_path), prompt())
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt_neox", "qwen3"])
+def test_q_and_k_before_the_rotation(saved, kind):
+    """The Q/K/V page's unrotated q and k equal the projections (after any q/k norm) before rotary."""
+    _, path = saved(kind)
+    model = gptviz.load(path).model
+    t = gptviz.trace(model, prompt()[0])
+    attn, cfg = model.transformer.h[1].attn, model.config
+    H, Hkv, D = cfg.n_head, cfg.kv_heads, cfg.head_dim
+    with torch.no_grad():
+        x = model.transformer.h[1].ln_1(t.tensor("blocks.1.resid_pre")[None])
+        q, k, _ = attn.c_attn(x).split([H * D, Hkv * D, Hkv * D], dim=-1)
+        q, k = q.view(1, -1, H, D).transpose(1, 2), k.view(1, -1, Hkv, D).transpose(1, 2)
+        if cfg.qk_norm == "head":
+            q, k = attn.q_norm(q), attn.k_norm(k)
+    np.testing.assert_allclose(gptviz.analysis.before_rotation(model, t, 1, "q"), q[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(gptviz.analysis.before_rotation(model, t, 1, "k"), k[0].numpy(), atol=1e-5)
+    assert np.abs(t["blocks.1.attn.q"] - q[0].numpy()).max() > 1e-3  # the rotation did turn them

@@ -12,19 +12,40 @@ L, H, q = v.layer, v.head, v.position
 st.title("Q / K / V")
 st.caption(f"Layer {L}, head {H}; query {widgets.plain(v.labels[q])}. Change them in the sidebar.")
 
+model = v.bundle.model
+kv = H // (model.config.n_head // model.config.kv_heads)  # the key/value head this query head reads
+rotary = model.config.pos_encoding == "rotary"
 tabs = st.tabs(["q (queries)", "k (keys)", "v (values)"])
 for tab, name in zip(tabs, "qkv"):
     with tab:
-        m = t[gptviz.point(f"attn.{name}", L)][H]
+        h = H if name == "q" else kv
+        m = t[gptviz.point(f"attn.{name}", L)][h]
+        which = f"head {h}" if name == "q" else f"key/value head {h}"
+        after = ", after the rotary positions (what the scores use)" if rotary and name != "v" else ""
         widgets.chart(
             figures.matrix_heatmap(
-                m, v.labels, title=f"{name} of layer {L}, head {H}: [T, D] = {list(m.shape)}", value_name=name
+                m, v.labels, title=f"{name} of layer {L}, {which}{after}: [T, D] = {list(m.shape)}", value_name=name
             ),
             key=f"qkv_{name}",
         )
+        before = analysis.before_rotation(model, t, L, name) if rotary and name != "v" else None
+        if before is not None:
+            widgets.chart(
+                figures.matrix_heatmap(
+                    before[h],
+                    v.labels,
+                    title=f"{name} before the rotation (turned back by its angles)",
+                    value_name=name,
+                ),
+                key=f"qkv_{name}_unrotated",
+            )
+            st.caption(
+                f"Rotary positions turn {model.config.rotary_dim} of the D = {model.config.head_dim} dimensions "
+                "in pairs by an angle that grows with the position; the rest pass unturned."
+            )
 widgets.download(
     "q, k, v of this head (.npz)",
-    lambda: {n: t[gptviz.point(f"attn.{n}", L)][H] for n in "qkv"} | {"tokens": v.labels},
+    lambda: {n: t[gptviz.point(f"attn.{n}", L)][H if n == "q" else kv] for n in "qkv"} | {"tokens": v.labels},
     f"qkv_L{L}_H{H}.npz",
     key="qkv_dl",
 )

@@ -54,6 +54,20 @@ def score_rule(scale: float, softcap: float, D: int) -> str:
     return f"{softcap:g}·tanh(({rule}) / {softcap:g})" if softcap else rule
 
 
+def before_rotation(model, trace: Trace, layer: int, which: str) -> np.ndarray | None:
+    """q or k of a layer as they were before the rotary positions turned them ([H or H_kv, T, D]),
+    or None in a model without rotary positions. The rotation is orthogonal: turning the captured
+    values back by the same angles (the layer's own cos and sin) gives them to float rounding."""
+    from ..model import rotate
+
+    attn = model.transformer.h[layer].attn
+    if not attn.rotary:
+        return None
+    x = trace.tensor(point(f"attn.{which}", layer)).to(model.device)  # [heads, T, D]
+    cos, sin = attn.rotation(0, x.size(1))
+    return rotate(x[None].float(), cos, -sin, attn.interleaved)[0].cpu().numpy()
+
+
 def scale_step(scale: float, softcap: float, D: int) -> str:
     """The scaling step of the Q/K/V page in words, with this model's real numbers."""
     if math.isclose(scale, 1.0 / math.sqrt(D), rel_tol=1e-12):
