@@ -97,7 +97,8 @@ def cmd_info(args) -> None:
     bundle = load(args.checkpoint, device=args.device)
     cfg = bundle.model.config
     print("== model card")
-    print(table([(k, v) for k, v in cfg.to_dict().items()] + [(k, v) for k, v in bundle.card.items()]))
+    special = [("special", "; ".join(cfg.special()))] if cfg.special() else []
+    print(table([*cfg.card_dict().items(), *special, *bundle.card.items()]))
     print("\n== load report")
     print(table(bundle.report.as_rows()))
     ids = prompt_ids(bundle, args) if (args.prompt or args.token_ids) else [0] * min(8, cfg.block_size)
