@@ -166,6 +166,12 @@ def cmd_dashboard(args) -> int:
         return 0
 
 
+def cmd_scan(args) -> None:
+    from .scanning.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     if args.why:
         from .bench_why import main as bench
@@ -235,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.set_defaults(func=cmd_dashboard)
+
+    p = sub.add_parser("scan", help="run a corpus through the model: loss, head scores, neurons' top contexts")
+    from .scanning.command import add_arguments as scan_arguments
+
+    scan_arguments(p)
+    p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
