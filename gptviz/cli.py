@@ -175,6 +175,8 @@ def cmd_scan(args) -> None:
 def cmd_bench(args) -> None:
     if args.why:
         from .bench_why import main as bench
+    elif args.scan:
+        from .bench_scan import main as bench
     else:
         from .bench import main as bench
 
@@ -257,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
+    p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.set_defaults(func=cmd_bench)
     return parser
 
