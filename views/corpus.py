@@ -193,7 +193,7 @@ with tab_n:
     for r in top.itertuples():
         ctx, at = cp.context(scan, int(r.window), int(r.position))
         prefix = cp.window_ids(scan, int(r.window))[: int(r.position) + 1].tolist()
-        c1, c2, c3 = st.columns([8, 1, 1])
+        c1, c2, c3 = st.columns([6, 1.3, 1.5], vertical_alignment="center")
         c1.html(
             f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · " + cfig.context_html(readable(ctx), at, r.value)
         )
