@@ -226,3 +226,36 @@ def test_a_corpus_too_large_for_the_disk_is_refused_before_anything_runs(tmp_pat
     with pytest.raises(ScanFolderError, match="the scan needs about .* but the disk has 1.0 KB free"):
         gptviz.scan(tiny_model(), docs, window=8, out=tmp_path / "scan")
     assert not ran and not (tmp_path / "scan").exists()
+
+
+def test_the_cli_writes_a_scan_with_progress_and_bad_data_is_one_line(tmp_path, capsys):
+    from gptviz.cli import main
+
+    ckpt = gptviz.save(tiny_model(vocab_size=TOK.vocab_size), tmp_path / "ck", TOK)
+    (tmp_path / "c.txt").write_text("abc def\nghij " * 6)
+    progress = tmp_path / "progress.json"
+    args = ["scan", "--checkpoint", str(ckpt), "--data", str(tmp_path / "c.txt"), "--out", str(tmp_path / "out")]
+    assert main([*args, "--window", "16", "--k", "3", "--progress-file", str(progress)]) == 0
+    s = gptviz.load_scan(tmp_path / "out")
+    assert json.loads(progress.read_text()) == {
+        "done": len(s.windows),
+        "total": len(s.windows),
+        "state": "done",
+        "out": str(tmp_path / "out"),
+    }
+    assert f"{len(s.windows)} windows" in capsys.readouterr().out
+    (tmp_path / "bad.jsonl").write_text('{"text": "abc"}\n{"txt": 1}\n')
+    bad = ["scan", "--checkpoint", str(ckpt), "--data", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "out")]
+    assert main([*bad, "--progress-file", str(progress)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and 'line 2 has no "text" field' in err
+    assert json.loads(progress.read_text())["state"] == "error"
+    pd.testing.assert_frame_equal(gptviz.load_scan(tmp_path / "out").windows, s.windows)  # the old scan is kept
+
+
+def test_a_context_is_text_never_markup():
+    from gptviz.figures.corpus import context_html
+
+    out = context_html(["<script>", "x", "*b*", "<img src=x>"], 1, 0.5)
+    assert "<script>" not in out and "&lt;script&gt;" in out and "&lt;img src=x&gt;" in out
+    assert 'title="activation 0.5000"' in out
