@@ -35,6 +35,9 @@ PAGES = {
         ),
         st.Page("views/health.py", title="Health", icon=":material/health_and_safety:", url_path="health"),
     ],
+    "Across data": [
+        st.Page("views/corpus.py", title="Corpus", icon=":material/library_books:", url_path="corpus"),
+    ],
     "What if": [
         st.Page(
             "views/interventions.py", title="Interventions", icon=":material/content_cut:", url_path="interventions"

@@ -206,9 +206,17 @@ def cmd_dashboard(args) -> int:
         return 0
 
 
+def cmd_scan(args) -> None:
+    from .scanning.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     if args.why:
         from .bench_why import main as bench
+    elif args.scan:
+        from .bench_scan import main as bench
     else:
         from .bench import main as bench
 
@@ -288,6 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_dashboard)
 
+    p = sub.add_parser("scan", help="run a corpus through the model: loss, head scores, neurons' top contexts")
+    from .scanning.command import add_arguments as scan_arguments
+
+    scan_arguments(p)
+    p.set_defaults(func=cmd_scan)
+
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
     p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
@@ -297,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
+    p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.set_defaults(func=cmd_bench)
     return parser
 
