@@ -55,11 +55,15 @@ PAGES = {
 }
 
 
+# Pages that do not read the sidebar's layer, head and position: no controls on them in presentation mode.
+NO_VIEW_CONTROLS = {"worked-examples", "shapes", "health", "patching"}
+
+
 def main() -> None:
     page = st.navigation(PAGES, expanded=True)
     try:
         read_step_url()  # before the sidebar rewrites the URL
-        sidebar()
+        sidebar(view_controls=page.url_path not in NO_VIEW_CONTROLS)
         page.run()
     finally:  # an idle session holds no Trace: only the caches do, within their limits
         set_view(None)

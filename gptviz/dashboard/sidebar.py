@@ -152,8 +152,9 @@ def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
     return ids
 
 
-def _choose_view(v: View) -> None:
-    """Layer, head and position in the sidebar, clamped to this model and prompt."""
+def _choose_view(v: View, on_page: bool = False) -> None:
+    """Layer, head and position, clamped to this model and prompt: in the sidebar, or at the top of
+    the page (on_page: presentation mode folds the sidebar away, and a teacher must not open it)."""
     L, H = v.trace.n_layer, v.bundle.model.config.n_head
     T = v.trace.n_tokens
     for key, n in (("layer", L), ("head", H)):
@@ -166,21 +167,26 @@ def _choose_view(v: View) -> None:
     ):
         st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
         st.session_state["_position_for"] = (v.source, v.prompt)
-    st.sidebar.subheader("View")
-    v.layer = st.sidebar.radio("Layer", list(range(L)), key="layer", horizontal=True)
-    v.head = st.sidebar.radio("Head", list(range(H)), key="head", horizontal=True)
+    if on_page:
+        c_layer, c_head, where = st.columns([2, 3, 5], vertical_alignment="bottom")
+    else:
+        st.sidebar.subheader("View")
+        c_layer = c_head = where = st.sidebar
+    v.layer = c_layer.radio("Layer", list(range(L)), key="layer", horizontal=True)
+    v.head = c_head.radio("Head", list(range(H)), key="head", horizontal=True)
     if T > 1:
         labels = v.labels
-        v.position = st.sidebar.select_slider(
+        v.position = where.select_slider(
             "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i]
         )
     else:
         v.position = 0
 
 
-def sidebar() -> View:
+def sidebar(view_controls: bool = True) -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
-    Every expected failure is shown as a message in the page; the View then has no Trace."""
+    Every expected failure is shown as a message in the page; the View then has no Trace.
+    view_controls: the page reads layer, head and position (in presentation mode they go on it)."""
     read_url()
     uploads.sweep(_session_alive)  # uploads of sessions that have ended
     st.sidebar.header("gptviz")
@@ -223,6 +229,6 @@ def sidebar() -> View:
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
         return v
-    _choose_view(v)
+    _choose_view(v, on_page=presentation and view_controls)
     write_url(v)
     return v
