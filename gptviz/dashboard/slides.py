@@ -61,6 +61,7 @@ SLIDE_CSS = """<style>
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
 .st-key-slide_head h3, .st-key-follow_head h3 { padding: 0; }
 .st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
+[data-testid=stTable] th, [data-testid=stTable] td { padding: 0.2rem 0.35rem; font-size: 0.85rem; }
 </style>"""
 
 
@@ -152,7 +153,12 @@ def close_lesson() -> None:
 
 
 def _move(n: int, delta: int) -> None:
-    st.session_state[SLIDE_KEY] = min(max(st.session_state.get(SLIDE_KEY, 0) + delta, 0), n - 1)
+    """Back / Next. Published to the followers here, in the button's callback, before the rest of the
+    teacher's page runs: the class sees the new slide as soon as it can."""
+    i = st.session_state[SLIDE_KEY] = min(max(st.session_state.get(SLIDE_KEY, 0) + delta, 0), n - 1)
+    lesson, code = st.session_state.get(LESSON_KEY), st.session_state.get(CODE_KEY)
+    if lesson is not None and code:
+        live.publish(code, lesson, i)
 
 
 def class_code() -> str:
@@ -194,7 +200,8 @@ def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
         st.error(f"This slide cannot be shown: {plain(shown)}")
         return
     c = shown.content
-    left, right = st.columns([2, 3])
+    wide = c.table is not None and len(c.table.columns) >= 4  # a 4 × 4 matrix needs more of the width
+    left, right = st.columns([1.15, 1] if wide else [1, 1.3])
     with left:
         st.markdown(f"**{plain(c.table_title)}**")
         if c.table is not None:
@@ -218,7 +225,7 @@ def full_page_link(slide: Slide) -> None:
     st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
 
 
-FOLLOW_POLL_S = 1.0  # how often a follower asks whether the teacher moved: the delay a class sees
+FOLLOW_POLL_S = 0.5  # how often a follower asks whether the teacher moved: the delay a class sees
 
 
 def follower(code: str, presentation: bool) -> None:

@@ -62,7 +62,7 @@ def shown(a: np.ndarray, rows, columns) -> pd.DataFrame:
 def small_heatmap(w: np.ndarray, labels, title: str, mask: np.ndarray | None) -> go.Figure:
     """An attention heatmap with each cell's weight written in it (for matrices a class reads)."""
     fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=mask)
-    fig.update_traces(texttemplate="%{z:.4f}", textfont_size=16, selector=dict(type="heatmap"))
+    fig.update_traces(texttemplate="%{z:.4f}", textfont_size=13, selector=dict(type="heatmap"))
     return fig
 
 
@@ -108,7 +108,7 @@ def _mask(slide: Slide) -> Content:
     return Content(
         fig,
         "scores after the mask (query rows, key columns)" if slide.mask else "scores (nothing hidden)",
-        shown(masked, [f"q {t}" for t in four], [f"k {t}" for t in four]),
+        shown(masked, four, four),
         (("future attention mass", num(m["future_mass"])), ("causal mask", "on" if slide.mask else "off")),
         "A key after its query gets −∞ before the softmax, so its weight is exactly 0.",
     )
