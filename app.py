@@ -17,7 +17,8 @@ from gptviz.dashboard.widgets import guard
 
 st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
 
-# Grouped by the question a page answers; every page is listed (expanded), none folded away.
+# Grouped by the question a page answers. In the top bar each group is one menu, so the sidebar holds
+# only the controls (checkpoint first) and a 900 px high screen shows them without scrolling.
 PAGES = {
     "What the model computed": [
         st.Page("views/overview.py", title="Overview", icon=":material/home:", default=True),
@@ -73,7 +74,7 @@ def follow(code: str) -> None:
 def main() -> None:
     if "follow" in st.query_params:
         return follow(st.query_params["follow"])
-    page = st.navigation(PAGES, expanded=True)
+    page = st.navigation(PAGES, position="top")
     if "lesson" in st.query_params and page.url_path != "lesson" and not st.session_state.get("_url_read"):
         st.switch_page("views/lesson.py", query_params=dict(st.query_params))  # ?lesson= opens it on any page
     try:

@@ -86,7 +86,11 @@ def write_file(path: Path, data) -> None:
 
 
 def table(rows) -> str:
-    return pd.DataFrame(rows, columns=["", ""]).to_string(index=False, header=False)
+    """Two columns, the names padded to the longest and each value as it is: a long value (a load
+    warning) takes its own width on its own line instead of widening every row to it."""
+    rows = [(str(k), str(v)) for k, v in rows]
+    width = max((len(k) for k, _ in rows), default=0)
+    return "\n".join(f"{k:<{width}}  {v}".rstrip() for k, v in rows)
 
 
 def cmd_info(args) -> None:
@@ -108,8 +112,25 @@ def cmd_info(args) -> None:
 CHECK_TEXT = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak."
 
 
+# Which findings `check` treats as failures, for its --help and the README (gptviz.analysis.health
+# decides each finding's status; these lists only name them for a person).
+CHECK_FAILS = (
+    "NaN/Inf weights or activations, attention rows that do not sum to 1, a tokenizer with more ids than the model"
+)
+CHECK_WARNS = (
+    "residual-norm growth, collapsed, uniform or sink heads, an attention logit above 100, "
+    "untrained embedding rows, ids the tokenizer never produces"
+)
+CHECK_EPILOG = (
+    f"Exit status: 1 when a finding fails ({CHECK_FAILS}); a warning ({CHECK_WARNS}) exits 0 "
+    "unless --strict is given, which fails on warnings too. 0 when nothing fails; 2 when the checkpoint "
+    "or prompt cannot be used."
+)
+
+
 def cmd_check(args) -> int:
-    """One line per health finding (or JSON); exit 1 when any finding fails, so a pipeline can gate."""
+    """One line per health finding (or JSON); exit 1 when any finding fails (or, with --strict, warns),
+    so a pipeline can gate."""
     import json
 
     from .analysis.health import health, worst
@@ -127,7 +148,7 @@ def cmd_check(args) -> int:
         print(json.dumps([f.to_dict() for f in findings], indent=2))
     else:
         print("\n".join(str(f) for f in findings))
-    return 1 if worst(findings) == "fail" else 0
+    return 1 if worst(findings) in (("warn", "fail") if args.strict else ("fail",)) else 0
 
 
 def cmd_train(args) -> None:
@@ -153,7 +174,25 @@ def app_file() -> Path:
     return installed if installed.is_file() else here.parent / "app.py"
 
 
+def dashboard_checkpoint(choice: str) -> str:
+    """--checkpoint for the dashboard: a path that exists (made absolute: the server may resolve it
+    elsewhere), a shipped checkpoint's name, or "demo"; anything else is a PromptError now, not a
+    red box in the browser later."""
+    from .dashboard.sources import DEMO, shipped
+
+    path = Path(choice).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    if choice == DEMO or choice in shipped():
+        return choice
+    raise PromptError(f"--checkpoint {choice}: no such file or folder, nor a shipped checkpoint's name")
+
+
 def cmd_dashboard(args) -> int:
+    if args.checkpoint is not None:  # the page opens on it; the sidebar can still switch
+        from .dashboard.sources import DEFAULT_ENV
+
+        os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
     flags = {**STREAMLIT_FLAGS, "server.address": args.address, "server.port": str(args.port)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app_file())]
     cmd += [part for k, v in flags.items() for part in (f"--{k}", v)]
@@ -208,11 +247,18 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--token-ids", help="comma-separated token ids for the shape trace")
     p.set_defaults(func=cmd_info)
 
-    p = with_checkpoint(sub.add_parser("check", help="health checks; exit 1 if any fails, so a pipeline can gate"))
+    p = with_checkpoint(
+        sub.add_parser(
+            "check",
+            help="health checks; exit 1 if any fails (--strict: or warns), so a pipeline can gate",
+            epilog=CHECK_EPILOG,
+        )
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prompt", help="text to run the checks on (default: a fixed line of text)")
     src.add_argument("--token-ids", help="comma-separated token ids to run the checks on")
     p.add_argument("--json", action="store_true", help="print the findings as JSON instead of one line each")
+    p.add_argument("--strict", action="store_true", help="exit 1 on a warning too, not only on a failure")
     p.set_defaults(func=cmd_check)
 
     p = with_checkpoint(sub.add_parser("patch", help="activation patching sweep from a corrupt prompt to a clean one"))
@@ -234,6 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dashboard", help="start the dashboard in Streamlit")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument(
+        "--checkpoint",
+        help="the checkpoint the dashboard opens on: a path, or a shipped name (default: "
+        "$GPTVIZ_DEFAULT_CHECKPOINT, else the shipped shakespeare-char, else a random-weight demo)",
+    )
     p.set_defaults(func=cmd_dashboard)
 
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")

@@ -17,7 +17,8 @@ UPLOAD_LIMIT_ENV = "GPTVIZ_MAX_UPLOAD_MB"
 DEFAULT_NAME = "shakespeare-char"
 DEMO = "demo"  # a random-weight model built in memory: the fallback when nothing is shipped
 CHECKPOINT_HELP = (
-    "gptviz: config.json + model.safetensors (+ tokenizer.json). nanoGPT: ckpt.pt (+ meta.pkl). "
+    "gptviz: config.json + model.safetensors (+ tokenizer.json). nanoGPT: ckpt.pt (+ meta.pkl or "
+    "tokenizer.json; GPT-2's BPE for GPT-2's vocabulary). "
     "Hugging Face GPT-2: config.json + model.safetensors or pytorch_model.bin + vocab.json + merges.txt "
     "(or tokenizer.json). Nothing is unpickled beyond plain tensors."
 )
@@ -98,7 +99,8 @@ def version(source: str) -> str:
             stamps.append(f".:{path.stat().st_mtime_ns}")
             candidates = [path / name for name in LOADER_FILES]
         else:
-            candidates = [path, path.parent / "meta.pkl"]
+            # a nanoGPT file reads its tokenizer from beside it
+            candidates = [path, *(path.parent / n for n in ("meta.pkl", "tokenizer.json", "vocab.json", "merges.txt"))]
         for p in candidates:
             try:
                 st = p.stat()
