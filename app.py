@@ -10,7 +10,7 @@ The sidebar (gptviz.dashboard.sidebar) loads the checkpoint once per process and
 import streamlit as st
 
 from gptviz.dashboard.classroom import read_step_url
-from gptviz.dashboard.sidebar import PRESENTATION_ROOT_PX, sidebar
+from gptviz.dashboard.sidebar import PRESENTATION_ROOT_PX, VIEW_CONTROLS, sidebar
 from gptviz.dashboard.slides import follower, read_lesson_url
 from gptviz.dashboard.state import set_view
 from gptviz.dashboard.widgets import guard
@@ -58,8 +58,16 @@ PAGES = {
 }
 
 
-# Pages that do not read the sidebar's layer, head and position: no controls on them in presentation mode.
-NO_VIEW_CONTROLS = {"worked-examples", "shapes", "health", "patching", "lesson"}
+# What of the sidebar's layer, head and position a page reads, where it is not all three: in presentation
+# mode these controls sit on the page itself (the sidebar is folded away).
+PAGE_CONTROLS = {
+    "worked-examples": (),
+    "shapes": (),
+    "health": (),
+    "patching": (),
+    "lesson": (),
+    "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
+}
 
 
 def follow(code: str) -> None:
@@ -80,7 +88,7 @@ def main() -> None:
     try:
         read_step_url()  # before the sidebar rewrites the URL
         read_lesson_url()
-        sidebar(view_controls=page.url_path not in NO_VIEW_CONTROLS)
+        sidebar(view_controls=PAGE_CONTROLS.get(page.url_path, VIEW_CONTROLS))
         page.run()
     finally:  # an idle session holds no Trace: only the caches do, within their limits
         set_view(None)

@@ -152,9 +152,13 @@ def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
     return ids
 
 
-def _choose_view(v: View, on_page: bool = False) -> None:
-    """Layer, head and position, clamped to this model and prompt: in the sidebar, or at the top of
-    the page (on_page: presentation mode folds the sidebar away, and a teacher must not open it)."""
+VIEW_CONTROLS = ("layer", "head", "position")
+
+
+def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
+    """Layer, head and position, clamped to this model and prompt: in the sidebar, or, when on_page
+    names them, at the top of the page (presentation mode folds the sidebar away, and a teacher must
+    not have to open it); there only the controls the page reads, the others keep their values."""
     L, H = v.trace.n_layer, v.bundle.model.config.n_head
     T = v.trace.n_tokens
     for key, n in (("layer", L), ("head", H)):
@@ -167,26 +171,34 @@ def _choose_view(v: View, on_page: bool = False) -> None:
     ):
         st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
         st.session_state["_position_for"] = (v.source, v.prompt)
-    if on_page:
-        c_layer, c_head, where = st.columns([2, 3, 5], vertical_alignment="bottom")
+    shown = on_page if on_page is not None else VIEW_CONTROLS
+    if on_page is not None:
+        widths = {"layer": 3, "head": 4.5, "position": 3.5}
+        places = dict(zip(shown, st.columns([widths[k] for k in shown], vertical_alignment="bottom"))) if shown else {}
     else:
         st.sidebar.subheader("View")
-        c_layer = c_head = where = st.sidebar
-    v.layer = c_layer.radio("Layer", list(range(L)), key="layer", horizontal=True)
-    v.head = c_head.radio("Head", list(range(H)), key="head", horizontal=True)
-    if T > 1:
+        places = dict.fromkeys(VIEW_CONTROLS, st.sidebar)
+    for key in VIEW_CONTROLS:  # a control not drawn keeps its value (Streamlit drops an undrawn widget's)
+        if key not in shown:
+            st.session_state[key] = st.session_state[key]
+    v.layer, v.head, v.position = (st.session_state[k] for k in VIEW_CONTROLS)
+    if "layer" in shown:
+        v.layer = places["layer"].radio("Layer", list(range(L)), key="layer", horizontal=True)
+    if "head" in shown:
+        v.head = places["head"].radio("Head", list(range(H)), key="head", horizontal=True)
+    if T == 1:
+        v.position = 0
+    elif "position" in shown:
         labels = v.labels
-        v.position = where.select_slider(
+        v.position = places["position"].select_slider(
             "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i]
         )
-    else:
-        v.position = 0
 
 
-def sidebar(view_controls: bool = True) -> View:
+def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
     Every expected failure is shown as a message in the page; the View then has no Trace.
-    view_controls: the page reads layer, head and position (in presentation mode they go on it)."""
+    view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
     read_url()
     uploads.sweep(_session_alive)  # uploads of sessions that have ended
     st.sidebar.header("gptviz")
@@ -229,6 +241,6 @@ def sidebar(view_controls: bool = True) -> View:
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
         return v
-    _choose_view(v, on_page=presentation and view_controls)
+    _choose_view(v, on_page=view_controls if presentation else None)
     write_url(v)
     return v
