@@ -16,7 +16,7 @@ import streamlit as st
 
 from .. import figures
 from ..errors import GptvizError
-from ..lessons import PAGES, Lesson, LessonError, Slide, content, shipped_lesson
+from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
 from . import caches, live, sources
 from .caches import ModelKey, RunKey
@@ -213,6 +213,25 @@ def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
         fig = shown.presented if presentation else shown.figure
         st.plotly_chart(fig, key=f"{key}_figure", width="stretch", config=CHART_CONFIG)
         st.caption(plain(c.caption))
+
+
+def handout_html(lesson: Lesson) -> bytes:
+    """The lesson as one HTML file (lessons.handout), from the same cached slides the class sees."""
+    shown = [slide_content(s, model_key(s)) for s in lesson.slides]
+    return handout.render(lesson, [x if isinstance(x, str) else x.content for x in shown]).encode()
+
+
+def handout_button(lesson: Lesson) -> None:
+    """Download the handout; it is built only when the button is pressed (a few MB with plotly.js)."""
+    st.download_button(
+        "⬇ Handout (HTML)",
+        lambda: handout_html(lesson),
+        file_name=f"{lesson.name or 'lesson'}.html",
+        mime="text/html",
+        key="lesson_handout",
+        on_click="ignore",
+        help="Every slide with its numbers and interactive figures in one file that opens without a server",
+    )
 
 
 def full_page_link(slide: Slide) -> None:
