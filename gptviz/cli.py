@@ -223,6 +223,16 @@ def cmd_bench(args) -> None:
     bench(args)
 
 
+def cmd_handout(args) -> None:
+    from .dashboard.sources import checkpoints_dir
+    from .lessons import handout, read_lesson, shipped_lesson, shipped_lessons
+
+    lesson = shipped_lesson(args.lesson) if args.lesson in shipped_lessons() else read_lesson(args.lesson)
+    root = Path(args.checkpoints) if args.checkpoints else checkpoints_dir()
+    out = handout.write(lesson, handout.local_runs(root), args.out)
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB, {len(lesson.slides)} slides)")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line too, like every other error (status 2)."""
 
@@ -313,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
+    p.add_argument("--lesson", required=True, help="a shipped lesson's name, or the path of a lesson .toml")
+    p.add_argument("--out", required=True, help="where to write the .html (exactly this path)")
+    p.add_argument("--checkpoints", help="folder of the checkpoints its slides name (default: the shipped ones)")
+    p.set_defaults(func=cmd_handout)
     return parser
 
 
