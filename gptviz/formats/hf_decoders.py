@@ -579,7 +579,9 @@ def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
         report.tokenizer = tokenizer.kind
     else:
         report.warnings.append(note)
-    card = {"source": f"Hugging Face {kind} directory", "family": FAMILY_NOTES[kind]}
+    # a card gptviz wrote beside Hugging Face's keys (formats/hf_llama_export.py): how it was made, its prompt
+    written = hf.get("card") if isinstance(hf.get("card"), dict) else {}
+    card = {**written, "source": f"Hugging Face {kind} directory", "family": FAMILY_NOTES[kind]}
     if isinstance(hf.get("_name_or_path"), str) and hf["_name_or_path"]:
         card["name_or_path"] = hf["_name_or_path"][:200]
     if report.unexpected:

@@ -32,7 +32,9 @@ import torch
 import torch.nn.functional as F
 
 from ..config import GPTConfig
+from ..errors import ConfigError
 from ..formats import save
+from ..formats.hf_llama_export import SPECIAL, llama_refusals, save_hf_llama
 from ..model import GPT, _explicit
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .corpus import DEFAULT_CACHE, Corpus, load_corpus
@@ -48,13 +50,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="where the downloaded corpus archive is kept")
     p.add_argument("--tokenizer", default="char", choices=("char", "bpe"))
     p.add_argument("--bpe-vocab", type=int, default=2048, help="vocabulary size of the trained byte-level BPE")
-    for f in MODEL_FIELDS:  # every GPTConfig field is a flag: --n-layer, --pos-encoding, --bias ...
+    p.add_argument(
+        "--family",
+        default="gpt2",
+        choices=tuple(FAMILIES),
+        help="the architecture's defaults: gpt2 (learned positions, LayerNorm, GELU, biases) or llama (rotary, "
+        "RMSNorm, SwiGLU of width ~8C/3, no biases; add --n-kv-head for grouped-query attention); "
+        "any model flag given overrides them",
+    )
+    p.add_argument(
+        "--format",
+        default="gptviz",
+        choices=("gptviz", "hf"),
+        help="what to write: gptviz's own directory, or (for --family llama with --tokenizer bpe) a Hugging Face "
+        "Llama directory that transformers' LlamaForCausalLM.from_pretrained reads",
+    )
+    # every GPTConfig field is a flag: --n-layer, --pos-encoding, --bias ... (None: the family's value)
+    for f in MODEL_FIELDS:
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            p.add_argument(flag, type=_bool, default=f.default, metavar="true|false")
+            p.add_argument(flag, type=_bool, default=None, metavar="true|false")
         else:
             kind = {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
-            p.add_argument(flag, type=kind, default=f.default)
+            p.add_argument(flag, type=kind, default=None, help=f"default: {f.default!r}, or the family's")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     p.add_argument("--min-lr", type=float, default=1e-4, help="learning rate at the end of the cosine decay")
@@ -69,6 +87,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--sample-prompt", default="ROMEO.\n", help="prompt for the sample text stored in the card")
+    p.add_argument("--preset-prompt", help="the prompt the dashboard opens this checkpoint on (stored in the card)")
     p.add_argument(
         "--save-every",
         type=int,
@@ -80,6 +99,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a teaching MISTAKE on purpose: train with every query reading every key, the next token included",
     )
+
+
+# --family: the config fields each architecture sets; a flag given on the command line wins
+FAMILIES: dict[str, dict] = {
+    "gpt2": {},
+    "llama": dict(pos_encoding="rotary", norm="rmsnorm", activation="silu", mlp_gated=True, bias=False),
+}
+
+
+def model_fields(args: argparse.Namespace) -> dict:
+    """The GPTConfig fields of the run: each flag given, else the family's value, else GPTConfig's default.
+    A Llama's MLP width, unless given, is 8C/3 rounded up to a multiple of 32: its three matrices then
+    hold about as many weights as GPT-2's two of width 4C."""
+    family = FAMILIES[getattr(args, "family", "gpt2")]
+    out = {}
+    for f in MODEL_FIELDS:
+        given = getattr(args, f.name, None)
+        out[f.name] = given if given is not None else family.get(f.name, f.default)
+    if family.get("mlp_gated") and getattr(args, "n_inner", None) is None:
+        out["n_inner"] = math.ceil(8 * out["n_embd"] / 3 / 32) * 32
+    return out
 
 
 def _bool(s: str) -> bool:
@@ -165,8 +205,9 @@ def tokenized_corpus(
     corpus = load_corpus(args.corpus, Path(args.cache_dir), spelling=args.spelling)
     if args.tokenizer == "char":
         tokenizer = CharTokenizer.from_text(corpus.train + corpus.val)
-    else:
-        tokenizer = BPETokenizer.train(corpus.train, args.bpe_vocab)
+    else:  # a Hugging Face directory gets one special token, its BOS / EOS (never in the training text)
+        special = [SPECIAL] if getattr(args, "format", "gptviz") == "hf" else []
+        tokenizer = BPETokenizer.train(corpus.train, args.bpe_vocab, special_tokens=special)
     dtype = torch.int16 if tokenizer.vocab_size < 2**15 else torch.int32
     train_data = torch.tensor(tokenizer.encode(corpus.train, unknown="drop"), dtype=dtype)
     val_data = torch.tensor(tokenizer.encode(corpus.val, unknown="drop"), dtype=dtype)
@@ -193,9 +234,11 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
     started = time.time()
+    fields_ = model_fields(args)
+    write = writer(args, GPTConfig(**fields_))  # a wrong --format is said now, not after the training
     corpus, tokenizer, train_data, val_data = tokenized_corpus(args)
     chars_per_token = len(corpus.val) / len(val_data)
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, **{f.name: getattr(args, f.name) for f in MODEL_FIELDS})
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, **fields_)
     model = GPT(config).to(device).train()
     if getattr(args, "no_causal_mask", False):
         without_causal_mask(model)
@@ -223,6 +266,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     with stop_on_signals() as stop:
         base_card = {
             **corpus.card(),
+            "family": getattr(args, "family", "gpt2"),
             "tokenizer": tokenizer.kind,
             "chars_per_token": round(chars_per_token, 4),
             "command": command,
@@ -238,6 +282,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
             "machine": platform.processor() or platform.machine(),
             "loss_curve": "loss_curve.csv",
         }
+        if getattr(args, "preset_prompt", None):
+            base_card["preset_prompt"] = args.preset_prompt
         if getattr(args, "no_causal_mask", False):
             base_card["causal_mask"] = "OFF in training (--no-causal-mask, a teaching mistake): it learned to peek"
         curve = [("step", "tokens_seen", "elapsed_s", "lr", "train_loss", "val_loss")]
@@ -265,9 +311,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
                         val=val, step=step, state={k: v.detach().clone() for k, v in model.state_dict().items()}
                     )
                     card = {**base_card, "status": "training", "steps": step, "eval_val_loss": round(val, 4)}
-                    save(model, out, tokenizer, card)  # an interrupted run still leaves its best model
+                    write(model, out, tokenizer, card)  # an interrupted run still leaves its best model
             if save_every and (step % save_every == 0 or done):
-                save_snapshot(model, out, tokenizer, base_card, step, snap_batches, val_batches)
+                save_snapshot(model, out, tokenizer, base_card, step, snap_batches, val_batches, write)
             if done:
                 break
             progress = max(step / args.max_steps, elapsed / limit if limit != float("inf") else 0.0)
@@ -309,13 +355,26 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
             "sample_prompt": args.sample_prompt,
             "sample": sample(model, tokenizer, args.sample_prompt, n=300 if tokenizer.kind == "char" else 100),
         }
-        save(model, out, tokenizer, card)
+        write(model, out, tokenizer, card)
         print(
             f"wrote {out}: val loss {val_loss:.4f} nats/token ({val_loss / chars_per_token:.4f} per char), "
             f"{model.num_params():,} parameters, {train_time / 60:.1f} min",
             flush=True,
         )
         return out
+
+
+def writer(args: argparse.Namespace, config: GPTConfig):
+    """The function that writes a checkpoint of this run (model, out, tokenizer, card): gptviz's own
+    format, or a Hugging Face Llama directory; ConfigError at once when the run cannot be written as asked."""
+    if getattr(args, "format", "gptviz") != "hf":
+        return save
+    if args.tokenizer != "bpe":
+        raise ConfigError("--format hf writes the tokenizer as tokenizer.json: use --tokenizer bpe")
+    refusals = llama_refusals(config)
+    if refusals:
+        raise ConfigError("--format hf writes a Hugging Face Llama, which needs " + "; ".join(refusals))
+    return save_hf_llama
 
 
 def without_causal_mask(model: GPT) -> None:
@@ -371,8 +430,9 @@ def save_snapshot(
     step: int,
     train_batches: list[tuple[torch.Tensor, torch.Tensor]],
     val_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    write=save,
 ) -> Path:
-    """Write this step's model as a native checkpoint with its train and val loss on the card."""
+    """Write this step's model (in the run's format) with its train and val loss on the card."""
     train_loss, val_loss = eval_loss(model, train_batches), eval_loss(model, val_batches)
     card = {
         **base_card,
@@ -383,7 +443,7 @@ def save_snapshot(
         "val_loss_note": "nats per token, mean over the fixed --eval-batches windows of each split",
     }
     card.pop("loss_curve", None)  # the curve lies in the run folder, not beside each snapshot
-    return save(model, snapshot_dir(out, step), tokenizer, card)
+    return write(model, snapshot_dir(out, step), tokenizer, card)
 
 
 def write_curve(out: Path, rows: list[tuple]) -> None:
