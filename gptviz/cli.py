@@ -217,6 +217,8 @@ def cmd_bench(args) -> None:
         from .bench_why import main as bench
     elif args.scan:
         from .bench_scan import main as bench
+    elif args.families:
+        from .bench_families import main as bench
     else:
         from .bench import main as bench
 
@@ -322,6 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
+    p.add_argument(
+        "--families",
+        action="store_true",
+        help="a SmolLM2-135M-shaped Llama against transformers' LlamaForCausalLM: forward, capture, generate",
+    )
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
