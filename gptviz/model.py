@@ -106,7 +106,8 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
         turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
     else:
         turned = torch.cat((-x_rot[..., R // 2 :], x_rot[..., : R // 2]), dim=-1)
-    return torch.cat((x_rot * cos + turned * sin, x_pass), dim=-1)
+    rotated = x_rot * cos + turned * sin
+    return rotated if x.size(-1) == R else torch.cat((rotated, x_pass), dim=-1)  # no copy when every pair turns
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,11 @@ class AttentionSpec:
 
     def mask(self, T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
         return causal_mask(T, device, offset, self.window)
+
+
+# torch >= 2.5 lets the fused kernel read each key/value head for its group of query heads itself
+# (enable_gqa): on the CPU that spares copying k and v H / H_kv times, bit-for-bit the same result.
+SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= (2, 5)
 
 
 def expand_kv(k: Tensor, n_head: int) -> Tensor:
@@ -285,9 +291,12 @@ class CausalSelfAttention(nn.Module):
                 masking = dict(attn_mask=None)
             else:
                 masking = dict(attn_mask=spec.mask(T, x.device, P))
-            y = F.scaled_dot_product_attention(
-                q, expand_kv(k, H), expand_kv(v, H), dropout_p=p, scale=spec.scale, **masking
-            )  # (B, H, T, D)
+            # on a GPU, enable_gqa with a mask falls back to the slow kernel: there the copies are cheaper
+            if Hkv != H and SDPA_GQA and (x.device.type == "cpu" or masking.get("attn_mask") is None):
+                masking["enable_gqa"] = True
+            else:
+                k, v = expand_kv(k, H), expand_kv(v, H)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=spec.scale, **masking)  # (B, H, T, D)
         y = self.z(y)  # heads still separate: where a head can be read or ablated on its own
         return self.out(self.project(y))
 
