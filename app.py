@@ -10,11 +10,13 @@ The sidebar (gptviz.dashboard.sidebar) loads the checkpoint once per process and
 import streamlit as st
 
 from gptviz.dashboard.classroom import read_step_url
+from gptviz.dashboard.icon import page_icon
 from gptviz.dashboard.sidebar import sidebar
 from gptviz.dashboard.state import set_view
 from gptviz.dashboard.widgets import guard
 
-st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
+# the icon is an image the server sends, never a Material icon: those are fetched from fonts.gstatic.com
+st.set_page_config(page_title="gptviz", page_icon=page_icon(), layout="wide")
 
 # Grouped by the question a page answers; every page is listed (expanded), none folded away.
 PAGES = {
