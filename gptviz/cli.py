@@ -87,14 +87,19 @@ def write_file(path: Path, data) -> None:
 
 
 def table(rows) -> str:
-    return pd.DataFrame(rows, columns=["", ""]).to_string(index=False, header=False)
+    """Two columns, the names padded to the longest and each value as it is: a long value (a load
+    warning) takes its own width on its own line instead of widening every row to it."""
+    rows = [(str(k), str(v)) for k, v in rows]
+    width = max((len(k) for k, _ in rows), default=0)
+    return "\n".join(f"{k:<{width}}  {v}".rstrip() for k, v in rows)
 
 
 def cmd_info(args) -> None:
     bundle = load(args.checkpoint, device=args.device)
     cfg = bundle.model.config
     print("== model card")
-    print(table([(k, v) for k, v in cfg.to_dict().items()] + [(k, v) for k, v in bundle.card.items()]))
+    special = [("special", "; ".join(cfg.special()))] if cfg.special() else []
+    print(table([*cfg.card_dict().items(), *special, *bundle.card.items()]))
     print("\n== load report")
     print(table(bundle.report.as_rows()))
     ids = prompt_ids(bundle, args) if (args.prompt or args.token_ids) else [0] * min(8, cfg.block_size)
@@ -109,8 +114,25 @@ def cmd_info(args) -> None:
 CHECK_TEXT = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak."
 
 
+# Which findings `check` treats as failures, for its --help and the README (gptviz.analysis.health
+# decides each finding's status; these lists only name them for a person).
+CHECK_FAILS = (
+    "NaN/Inf weights or activations, attention rows that do not sum to 1, a tokenizer with more ids than the model"
+)
+CHECK_WARNS = (
+    "residual-norm growth, collapsed, uniform or sink heads, an attention logit above 100, "
+    "untrained embedding rows, ids the tokenizer never produces"
+)
+CHECK_EPILOG = (
+    f"Exit status: 1 when a finding fails ({CHECK_FAILS}); a warning ({CHECK_WARNS}) exits 0 "
+    "unless --strict is given, which fails on warnings too. 0 when nothing fails; 2 when the checkpoint "
+    "or prompt cannot be used."
+)
+
+
 def cmd_check(args) -> int:
-    """One line per health finding (or JSON); exit 1 when any finding fails, so a pipeline can gate."""
+    """One line per health finding (or JSON); exit 1 when any finding fails (or, with --strict, warns),
+    so a pipeline can gate."""
     import json
 
     from .analysis.health import health, worst
@@ -128,7 +150,7 @@ def cmd_check(args) -> int:
         print(json.dumps([f.to_dict() for f in findings], indent=2))
     else:
         print("\n".join(str(f) for f in findings))
-    return 1 if worst(findings) == "fail" else 0
+    return 1 if worst(findings) in (("warn", "fail") if args.strict else ("fail",)) else 0
 
 
 def cmd_train(args) -> None:
@@ -154,7 +176,25 @@ def app_file() -> Path:
     return installed if installed.is_file() else here.parent / "app.py"
 
 
+def dashboard_checkpoint(choice: str) -> str:
+    """--checkpoint for the dashboard: a path that exists (made absolute: the server may resolve it
+    elsewhere), a shipped checkpoint's name, or "demo"; anything else is a PromptError now, not a
+    red box in the browser later."""
+    from .dashboard.sources import DEMO, shipped
+
+    path = Path(choice).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    if choice == DEMO or choice in shipped():
+        return choice
+    raise PromptError(f"--checkpoint {choice}: no such file or folder, nor a shipped checkpoint's name")
+
+
 def cmd_dashboard(args) -> int:
+    if args.checkpoint is not None:  # the page opens on it; the sidebar can still switch
+        from .dashboard.sources import DEFAULT_ENV
+
+        os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
     flags = {**STREAMLIT_FLAGS, "server.address": args.address, "server.port": str(args.port)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app_file())]
     cmd += [part for k, v in flags.items() for part in (f"--{k}", v)]
@@ -167,13 +207,31 @@ def cmd_dashboard(args) -> int:
         return 0
 
 
+def cmd_scan(args) -> None:
+    from .scanning.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     if args.why:
         from .bench_why import main as bench
+    elif args.scan:
+        from .bench_scan import main as bench
     else:
         from .bench import main as bench
 
     bench(args)
+
+
+def cmd_handout(args) -> None:
+    from .dashboard.sources import checkpoints_dir
+    from .lessons import handout, read_lesson, shipped_lesson, shipped_lessons
+
+    lesson = shipped_lesson(args.lesson) if args.lesson in shipped_lessons() else read_lesson(args.lesson)
+    root = Path(args.checkpoints) if args.checkpoints else checkpoints_dir()
+    out = handout.write(lesson, handout.local_runs(root), args.out)
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB, {len(lesson.slides)} slides)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -209,11 +267,18 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--token-ids", type=cli_args.text, help="comma-separated token ids for the shape trace")
     p.set_defaults(func=cmd_info)
 
-    p = with_checkpoint(sub.add_parser("check", help="health checks; exit 1 if any fails, so a pipeline can gate"))
+    p = with_checkpoint(
+        sub.add_parser(
+            "check",
+            help="health checks; exit 1 if any fails (--strict: or warns), so a pipeline can gate",
+            epilog=CHECK_EPILOG,
+        )
+    )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prompt", type=cli_args.text, help="text to run the checks on (default: a fixed line of text)")
     src.add_argument("--token-ids", type=cli_args.text, help="comma-separated token ids to run the checks on")
     p.add_argument("--json", action="store_true", help="print the findings as JSON instead of one line each")
+    p.add_argument("--strict", action="store_true", help="exit 1 on a warning too, not only on a failure")
     p.set_defaults(func=cmd_check)
 
     p = with_checkpoint(sub.add_parser("patch", help="activation patching sweep from a corrupt prompt to a clean one"))
@@ -238,7 +303,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dashboard", help="start the dashboard in Streamlit")
     p.add_argument("--port", type=cli_args.PORT, default=8501, help="TCP port, 1-65535 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument(
+        "--checkpoint",
+        help="the checkpoint the dashboard opens on: a path, or a shipped name (default: "
+        "$GPTVIZ_DEFAULT_CHECKPOINT, else the shipped shakespeare-char, else a random-weight demo)",
+    )
     p.set_defaults(func=cmd_dashboard)
+
+    p = sub.add_parser("scan", help="run a corpus through the model: loss, head scores, neurons' top contexts")
+    from .scanning.command import add_arguments as scan_arguments
+
+    scan_arguments(p)
+    p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
@@ -253,7 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
+    p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
+    p.add_argument("--lesson", required=True, help="a shipped lesson's name, or the path of a lesson .toml")
+    p.add_argument("--out", required=True, help="where to write the .html (exactly this path)")
+    p.add_argument("--checkpoints", help="folder of the checkpoints its slides name (default: the shipped ones)")
+    p.set_defaults(func=cmd_handout)
     return parser
 
 

@@ -5,6 +5,12 @@ once, then each step runs only the new token. A step runs on the explicit attent
 attention weights exist as a tensor; a forward hook on each layer's `attn.weights` probe keeps the
 new token's row. The record of a step therefore costs what the step costs, never a re-run.
 
+Past the model's block_size, `sliding_window=True` does what nanoGPT's sample.py does: the context
+is cropped to its last block_size tokens and generation goes on. Positions are absolute (learned or
+sinusoidal), so a kept key would sit at another position in the cropped window: every step past
+block_size re-runs the whole window, and its logits equal a fresh forward over it. The step's
+attention row then covers that window only (`Step.window_start` says where it begins).
+
 Sampling draws from a torch.Generator seeded from (seed, position), never the global RNG: the
 token at a position depends only on the seed and the distribution there, so the same seed gives
 the same text, whether the tokens are asked for one at a time or n at once.
@@ -48,8 +54,14 @@ class Step(_Record):
     id: int
     prob: float  # its probability under the model, before temperature, top-k and top-p
     top: list[tuple[int, float]]  # the most likely tokens (id, probability before temperature), best first
-    attention: np.ndarray  # [L, H, t]: the new token's attention row in every layer and head, t = its position + 1
+    attention: np.ndarray  # [L, H, t]: the new token's attention row in every layer and head over ids[window_start:]
     position: int  # where it stands in `ids`
+    window_start: int = 0  # the first position its attention row reads: > 0 once a sliding window has cropped
+
+    @property
+    def window(self) -> range:
+        """The positions of `ids` its attention row covers (position + 1 - window_start of them)."""
+        return range(self.window_start, self.position + 1)
 
 
 @dataclass
@@ -61,10 +73,15 @@ class Generation(_Record):
     prompt_len: int = 0
     seed: int | None = None  # the seed used (drawn at random when none was given); None when greedy
     stopped: str = ""  # why fewer tokens than asked came out (the model's block_size), else empty
+    sliding_window: bool = False  # whether the context was cropped to the last block_size tokens as it grew
 
     @property
     def new_ids(self) -> list[int]:
         return self.ids[self.prompt_len :]
+
+    def __iter__(self):
+        """`ids, steps = gptviz.generate(...)`: the record unpacks into its two main fields."""
+        return iter((self.ids, self.steps))
 
 
 def step_generator(seed: int, position: int) -> torch.Generator:
@@ -138,6 +155,7 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
+    sliding_window: bool = False,
 ) -> Generation:
     """Continue `ids` by up to max_new_tokens tokens, one at a time, with a KV cache.
 
@@ -148,27 +166,31 @@ def generate(
 
     Returns a Generation: `ids` (prompt + new), and per new token a Step with `id`, `prob` (its
     probability before temperature), `top` (the TOP most likely tokens with their probabilities) and
-    `attention` ([L, H, t], its own attention row in every layer and head). Generation stops at the
-    model's block_size, the longest context it reads, and `stopped` says so."""
+    `attention` ([L, H, t], its own attention row in every layer and head).
+
+    Without sliding_window, generation stops at the model's block_size, the longest context it reads,
+    and `stopped` says so. With it, the context is cropped to its last block_size tokens (a longer
+    prompt too) and generation goes on, as nanoGPT's sample.py does; each step past block_size
+    re-runs the cropped window (absolute positions move), so its logits equal a fresh forward over it."""
     _check(max_new_tokens, temperature, top_k, top_p, seed)
     idx = as_ids(ids, model.device)  # (1, P)
-    model.check_ids(idx)
     block = model.config.block_size
     P = idx.size(1)
-    n = min(max_new_tokens, block - P)
+    model.check_ids(idx[:, -block:] if sliding_window else idx)
+    n = max_new_tokens if sliding_window else min(max_new_tokens, block - P)
     greedy = temperature == 0
     if seed is None and not greedy:
         seed = secrets.randbits(63)
-    out = Generation(ids=idx[0].tolist(), prompt_len=P, seed=None if greedy else seed)
+    out = Generation(ids=idx[0].tolist(), prompt_len=P, seed=None if greedy else seed, sliding_window=sliding_window)
     if n < max_new_tokens:
         out.stopped = (
             f"stopped after {n} new token(s): the model reads at most block_size={block} tokens and the prompt has {P}"
         )
     if n == 0:
         return out
-    cache = KVCache(model.config.n_layer, capacity=P + n)
+    cache = KVCache(model.config.n_layer, capacity=min(P + n, block))
     with _attention_rows(model) as rows:
-        logits = model(idx, cache=cache)[0, -1]  # (V,): the prompt runs once, fused
+        logits = model(idx[:, -block:], cache=cache)[0, -1]  # (V,): the prompt (its last block) runs once, fused
         rows.clear()
         for _ in range(n):
             probs = torch.softmax(logits.float(), dim=-1)  # (V,), before temperature
@@ -178,8 +200,14 @@ def generate(
                 dist = filtered_probs(logits, temperature, top_k, top_p).cpu()
                 new = int(torch.multinomial(dist, 1, generator=step_generator(seed, len(out.ids))))
             top_p_, top_i = torch.topk(probs, min(TOP, probs.numel()))
-            logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
-            attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, t)
+            position = len(out.ids)
+            start = max(0, position + 1 - block)  # the first token the context keeps, the new one included
+            if start == 0:  # within block_size: only the new token runs, on the cached keys and values
+                logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
+            else:  # cropped: every kept token moves one position back, so the window runs afresh
+                window = torch.tensor([out.ids[start:] + [new]], device=idx.device)  # (1, block)
+                logits = model(window, explicit=True)[0, -1]
+            attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)
             rows.clear()
             out.steps.append(
                 Step(
@@ -187,7 +215,8 @@ def generate(
                     prob=float(probs[new]),
                     top=list(zip(top_i.tolist(), top_p_.tolist())),
                     attention=attention,
-                    position=len(out.ids),
+                    position=position,
+                    window_start=start,
                 )
             )
             out.ids.append(new)

@@ -100,6 +100,7 @@ def test_use_as_prompt_carries_the_text_to_every_page(at, ckpt_root):
 
 
 def test_generation_stops_at_block_size_and_says_so(at):
+    at.checkbox(key="gen_slide").uncheck()
     at.slider(key="gen_temperature").set_value(0.0)
     at.number_input(key="gen_n").set_value(CONFIG["block_size"])
     ok(at.button(key="gen_run").click().run())
@@ -110,3 +111,21 @@ def test_generation_stops_at_block_size_and_says_so(at):
     ok(at.run())  # the buttons drawn before the click ran were live; from the next run on they are off
     assert at.button(key="gen_step").disabled and at.button(key="gen_run").disabled
     assert any("block_size" in i.value for i in at.info)
+
+
+def test_the_sliding_window_goes_past_block_size_and_shows_the_window_row(at, ckpt_root):
+    """On by default, as nanoGPT's sample.py: the steps equal gptviz.generate(sliding_window=True), and
+    the attention row of a step past block_size covers the block_size tokens before it."""
+    block = CONFIG["block_size"]
+    assert at.checkbox(key="gen_slide").value
+    at.slider(key="gen_temperature").set_value(0.0)
+    at.number_input(key="gen_n").set_value(block)
+    ok(at.button(key="gen_run").click().run())
+    _, ids, g = reference(ckpt_root, block, temperature=0, sliding_window=True)
+    assert len(ids) > 10  # prompt + block_size new tokens: more than 10 steps slide
+    assert at.session_state["gen"]["ids"] == g.new_ids and not at.warning
+    assert any("sliding window" in i.value for i in at.info)
+    bars = figure(at, "gen_step_attention")
+    assert len(array(bars["data"][0]["y"])) == block
+    np.testing.assert_allclose(array(bars["data"][0]["y"]), g.steps[-1].attention[0, 0], atol=1e-6)
+    assert not at.button(key="gen_run").disabled

@@ -39,6 +39,8 @@ def test_the_wheel_holds_every_module_and_nothing_stale(pkg):
         assert f"{sub}/__init__.py" in names
     assert any(n.startswith("gptviz/figures/") and not n.endswith("__init__.py") for n in names)
     assert {"gptviz/_app/app.py", "gptviz/_app/views/overview.py"} <= modules
+    gpt2 = {f"gptviz/tokenizers/gpt2_files/{n}" for n in ("encoder.json.gz", "vocab.bpe.gz", "README.md")}
+    assert gpt2 <= set(names), "GPT-2's BPE files (nanoGPT's fallback tokenizer) are missing from the wheel"
     assert all(n.startswith(("gptviz/", "gptviz-")) for n in names), "only the package and its metadata"
 
 

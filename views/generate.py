@@ -38,15 +38,24 @@ top_p = c3.slider(
 )
 seed = c4.number_input("Seed", 0, 2**31 - 1, 0, key="gen_seed", help="The same seed gives the same text")
 
+slide = st.checkbox(
+    f"Slide past block_size = {block}",
+    value=True,
+    key="gen_slide",
+    help="As nanoGPT's sample.py: once the text is longer than the model reads, keep its last "
+    f"{block} tokens and go on (each step then runs that window afresh). Off: stop at block_size.",
+)
 all_ids = prompt_ids + gen["ids"]
 room = block - len(all_ids)
+stuck = room <= 0 and not slide
 b1, b2, b3, b4, b5 = st.columns([1.2, 1, 1.2, 1, 1.4])
 n = b2.number_input("n", 1, max(1, block), min(20, max(1, block)), key="gen_n", label_visibility="collapsed")
-one = b1.button("Next token", key="gen_step", type="primary", disabled=room <= 0)
-many = b3.button(f"Generate {n}", key="gen_run", disabled=room <= 0)
+one = b1.button("Next token", key="gen_step", type="primary", disabled=stuck)
+many = b3.button(f"Generate {n}", key="gen_run", disabled=stuck)
 if b4.button("Clear", key="gen_clear", disabled=not gen["ids"]):
     gen.update(ids=[], probs=[], top_ids=[], top_probs=[])
     all_ids, room = list(prompt_ids), block - len(prompt_ids)
+    stuck = room <= 0 and not slide
 
 if one or many:
     try:
@@ -58,6 +67,7 @@ if one or many:
             top_k=int(top_k) or None,
             top_p=float(top_p) if top_p < 1.0 else None,
             seed=int(seed),
+            sliding_window=slide,
         )
     except GptvizError as e:
         st.error(f"Not generated: {widgets.plain(e)}")
@@ -68,6 +78,7 @@ if one or many:
             gen["top_ids"].append([i for i, _ in s.top])
             gen["top_probs"].append([p for _, p in s.top])
         all_ids, room = g.ids, block - len(g.ids)
+        stuck = room <= 0 and not slide
         st.session_state["gen_view"] = len(gen["ids"])  # show the newest step
         if g.stopped:
             st.warning(f"Generation {g.stopped}.")
@@ -83,10 +94,16 @@ b5.button(
     on_click=partial(st.session_state.__setitem__, "prompt", text),
     help="Continue from here in every page: the prompt becomes the text so far",
 )
-if room <= 0:
+if stuck:
     st.info(
         f"The text has reached the model's context, block_size = {block} tokens: it reads no more, so "
-        "generation stops here. Clear, or use a shorter prompt."
+        "generation stops here. Tick *Slide past block_size* to go on with its last tokens, Clear, or use a "
+        "shorter prompt."
+    )
+elif room < 0:
+    st.info(
+        f"The text is longer than the model's context, block_size = {block} tokens: each token past it was "
+        f"predicted from the {block} tokens before it (a sliding window), and its attention rows cover only those."
     )
 
 steps = len(gen["ids"])
@@ -109,7 +126,8 @@ st.markdown(
 )
 st.caption(
     f"Grey: the prompt ({P} tokens). Black: {steps} generated token(s); orange: the step on view. "
-    f"{len(all_ids)} of {block} tokens of context used."
+    f"{min(len(all_ids), block)} of {block} tokens of context used"
+    + (f" (the last {block} of {len(all_ids)})." if len(all_ids) > block else ".")
 )
 if not steps:
     st.info("Press Next token or Generate to continue the prompt.")
@@ -139,29 +157,38 @@ with left:
     )
     if rank < 0:
         st.caption(f"The token chosen was sampled from outside these {len(top_ids)}.")
-full = caches.run_trace(caches.RunKey(v.key.model, tuple(all_ids)))
+# The model reads at most block_size tokens: a step past it was computed on the window that ends with
+# it (the tokens before are causal, so one Trace of that window holds its exact row).
+start = max(0, pos + 1 - block) if len(all_ids) > block else 0
+window = all_ids[start : start + block]
+full = caches.run_trace(caches.RunKey(v.key.model, tuple(window)))
 layer = analysis.layer_weights(full, v.layer)  # [H, T, T], masked cells NaN
+wlabels, row = labels[start : start + len(window)], pos - start
 with right:
     widgets.chart(
         gfig.step_attention(
-            layer[v.head, pos, : pos + 1],
-            labels,
-            P,
+            layer[v.head, row, : row + 1],
+            wlabels,
+            max(0, P - start),
             title=f"Where {labels[pos]} looks: layer {v.layer}, head {v.head}",
         ),
         key="gen_step_attention",
     )
-    st.caption("Choose the layer and head in the sidebar.")
+    st.caption(
+        "Choose the layer and head in the sidebar."
+        + (f" Past block_size the row covers the last {block} tokens, from position {start}." if start else "")
+    )
 
 widgets.chart(gfig.generated_probs(v.display(gen["ids"]), gen["probs"], s), key="gen_probs")
 heat = figures.attention_heatmap(
     layer[v.head],
-    labels,
-    title=f"Prompt + generated text: layer {v.layer}, head {v.head}",
+    wlabels,
+    title=f"Prompt + generated text: layer {v.layer}, head {v.head}"
+    + (f", the window of positions {start} … {start + len(window) - 1}" if len(all_ids) > block else ""),
     mask=attention_mask(full, v.layer),
 )
-if len(all_ids) <= MAX_CELLS:  # one cell per token: the row and the prompt's end can be marked
-    gfig.mark_row(heat, pos, P)
+if len(window) <= MAX_CELLS:  # one cell per token: the row and the prompt's end can be marked
+    gfig.mark_row(heat, row, max(0, P - start))
 widgets.chart(heat, key="gen_heatmap")
 st.caption("The orange outline is the step on view; the dotted lines mark where the generated text starts.")
 widgets.download(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.safe import read_json, shown_name, user_path
+from ..listing import list_folder
 from .uploads import UPLOAD_PREFIX, is_upload
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
@@ -20,7 +21,8 @@ UPLOAD_LIMIT_ENV = "GPTVIZ_MAX_UPLOAD_MB"
 DEFAULT_NAME = "shakespeare-char"
 DEMO = "demo"  # a random-weight model built in memory: the fallback when nothing is shipped
 CHECKPOINT_HELP = (
-    "gptviz: config.json + model.safetensors (+ tokenizer.json). nanoGPT: ckpt.pt (+ meta.pkl). "
+    "gptviz: config.json + model.safetensors (+ tokenizer.json). nanoGPT: ckpt.pt (+ meta.pkl or "
+    "tokenizer.json; GPT-2's BPE for GPT-2's vocabulary). "
     "Hugging Face GPT-2: config.json + model.safetensors or pytorch_model.bin + vocab.json + merges.txt "
     "(or tokenizer.json). Nothing is unpickled beyond plain tensors."
 )
@@ -58,21 +60,54 @@ def readable(name: str) -> bool:
     return name.isprintable()
 
 
+# (folder, its stat) -> (names, unreadable names, note): asked many times per rerun, the folder rarely changes
+_SHIPPED: dict[tuple[str, int, int], tuple[list[str], list[str], str]] = {}
+
+
+def _shipped_listing() -> tuple[list[str], list[str], str]:
+    root = checkpoints_dir()
+    try:
+        st = root.stat()
+    except (OSError, ValueError):
+        return [], [], ""
+    key = (str(root), st.st_mtime_ns, st.st_ino)
+    if key not in _SHIPPED:
+        try:
+            listing = list_folder(root)
+        except (OSError, ValueError):  # not a folder, or unreadable: nothing shipped
+            return [], [], ""
+        names = []
+        for e in listing.entries:
+            if e.is_dir and not e.name.startswith("."):
+                try:
+                    with os.scandir(e.path) as inside:
+                        if next(inside, None) is not None:  # an empty folder is no checkpoint
+                            names.append(e.name)
+                except OSError:
+                    continue
+        shown = sorted(n for n in names if readable(n))
+        unreadable = sorted(shown_name(n) for n in names if not readable(n))
+        _SHIPPED.clear()  # one checkpoints folder per process: keep only its latest state
+        _SHIPPED[key] = (shown, unreadable, listing.note)
+    return _SHIPPED[key]
+
+
 def listing() -> tuple[list[str], list[str]]:
     """The checkpoint folders in checkpoints_dir() (sorted names), and the names of the folders
     left out because their name is not readable text, as shown_name shows them."""
-    root = checkpoints_dir()
-    try:
-        folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and any(p.iterdir())]
-    except OSError:  # no such folder, or not readable: nothing shipped
-        return [], []
-    names = sorted(p.name for p in folders if readable(p.name))
-    return names, sorted(shown_name(p.name) for p in folders if not readable(p.name))
+    names, unreadable, _ = _shipped_listing()
+    return list(names), list(unreadable)
 
 
 def shipped() -> list[str]:
-    """Names of the checkpoints shipped in checkpoints_dir(), one folder each (readable names only)."""
-    return listing()[0]
+    """Names of the checkpoints shipped in checkpoints_dir(), one folder each (readable names only;
+    a bounded listing, read again only when the folder changes)."""
+    return list(_shipped_listing()[0])
+
+
+def shipped_note() -> str:
+    """The note to show when the listing of checkpoints_dir() stopped early, else ""."""
+    return _shipped_listing()[2]
 
 
 def default_checkpoint() -> str:
@@ -104,13 +139,19 @@ def version(source: str) -> str:
         path = checkpoint_path(source)
     except CheckpointError:
         return ""
+    return path_version(path)
+
+
+def path_version(path: Path) -> str:
+    """version() of a checkpoint by its path: the folder's own time and the files a loader reads."""
     stamps = []
     try:
         if path.is_dir():
             stamps.append(f".:{path.stat().st_mtime_ns}")
             candidates = [path / name for name in LOADER_FILES]
         else:
-            candidates = [path, path.parent / "meta.pkl"]
+            # a nanoGPT file reads its tokenizer from beside it
+            candidates = [path, *(path.parent / n for n in ("meta.pkl", "tokenizer.json", "vocab.json", "merges.txt"))]
         for p in candidates:
             try:
                 st = p.stat()

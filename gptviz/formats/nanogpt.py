@@ -19,8 +19,9 @@ import torch
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError, summarise
-from ..tokenizers import CharTokenizer
+from ..tokenizers import CharTokenizer, Tokenizer, gpt2
 from .bundle import Bundle, LoadReport, build_model, finish
+from .hf_gpt2 import hf_tokenizer
 from .safe import safe_unpickle, torch_load
 
 CKPT_NAME = "ckpt.pt"
@@ -63,6 +64,19 @@ def is_nanogpt(path: Path) -> bool:
     return ckpt_file(path) is not None
 
 
+def recorded_iter_num(path: Path) -> int | None:
+    """The iter_num nanoGPT's train.py wrote into the checkpoint (path: the file or its folder), or None
+    when it has none or cannot be read (the loader will say why). Through the same safe torch.load as
+    a load (weights_only, sized first), with the tensors memory-mapped, not read: the pickle's cost."""
+    file = ckpt_file(path) or path
+    try:
+        ckpt = torch_load(file, mmap=True)
+    except CheckpointError:
+        return None
+    n = ckpt.get("iter_num") if isinstance(ckpt, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
 def config_from_args(args: dict, source: Path) -> GPTConfig:
     missing = sorted({"n_layer", "n_head", "n_embd", "block_size", "vocab_size"} - set(args))
     if missing:
@@ -101,6 +115,38 @@ def strip_prefix(state: dict) -> tuple[dict, bool]:
     return {k.removeprefix(PREFIX): v for k, v in state.items()}, had
 
 
+def nanogpt_tokenizer(file: Path, vocab_size: int, meta: Path | None = None) -> tuple[Tokenizer | None, str]:
+    """The tokenizer of a nanoGPT checkpoint, and a note for the load report (empty when none is due).
+
+    In order: meta.pkl (the one given, else the one beside the file); a tokenizer beside it
+    (tokenizer.json, or vocab.json + merges.txt); GPT-2's BPE, shipped with gptviz, when the
+    vocabulary is GPT-2's (50,257, or 50,304 padded), as nanoGPT's sample.py falls back to it;
+    else none, and the note says what to put beside the checkpoint."""
+    meta_path = meta or file.parent / META_NAME
+    if meta_path.is_file():
+        return vocab_from_meta(meta_path, vocab_size), ""
+    if meta is not None:
+        raise CheckpointError(f"{meta}: no such file")
+    beside, _ = hf_tokenizer(file.parent)
+    if beside is not None:
+        if beside.vocab_size > vocab_size:
+            raise CheckpointError(
+                f"{file.parent}: the tokenizer beside {file.name} has {beside.vocab_size} tokens "
+                f"but the model only {vocab_size} ids"
+            )
+        return beside, ""
+    if vocab_size in gpt2.VOCAB_SIZES and gpt2.available():
+        return gpt2.gpt2_tokenizer(), (
+            f"tokenizer: GPT-2's BPE, as nanoGPT's sample.py assumes: there is no {META_NAME} beside {file.name} "
+            f"and the vocabulary is GPT-2's ({vocab_size:,}); put the right tokenizer beside it if it is another"
+        )
+    return None, (
+        f"no tokenizer: there is no {META_NAME} beside {file.name}, so text input is off; give token ids, or put "
+        "beside the checkpoint nanoGPT's meta.pkl from data/<dataset>/, or the tokenizer it was trained with "
+        "(tokenizer.json, or vocab.json + merges.txt)"
+    )
+
+
 def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> Bundle:
     """Load nanoGPT's ckpt.pt (path: the file or its directory); meta: a meta.pkl other than the one beside it."""
     file = ckpt_file(path) or path
@@ -126,18 +172,11 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
     report = LoadReport(path=str(path), format="nanogpt")
     model = build_model(config, state, report, file)  # checks the shapes, and layer count, first
 
-    meta_path = meta or file.parent / META_NAME
-    tokenizer = None
-    if meta_path.is_file():
-        tokenizer = vocab_from_meta(meta_path, config.vocab_size)
+    tokenizer, note = nanogpt_tokenizer(file, config.vocab_size, meta)
+    if tokenizer is not None:
         report.tokenizer = tokenizer.kind
-    elif meta is not None:
-        raise CheckpointError(f"{meta}: no such file")
-    else:
-        report.warnings.append(
-            f"no tokenizer: there is no {META_NAME} beside {file.name}, so text input is off; "
-            "give token ids, or put nanoGPT's meta.pkl from data/<dataset>/ beside the checkpoint"
-        )
+    if note:
+        report.warnings.append(note)
     iter_num = ckpt.get("iter_num")
     card = {"source": "nanoGPT train.py", "iter_num": iter_num if isinstance(iter_num, int) else None}
     if compiled:

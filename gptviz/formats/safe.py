@@ -162,10 +162,12 @@ def check_unpacked_size(path: Path, size: int) -> None:
         )
 
 
-def torch_load(path: Path) -> object:
+def torch_load(path: Path, mmap: bool = False) -> object:
     """torch.load with weights_only=True, every failure turned into one sentence naming the file.
     "Could run code" is said only of a pickle that asks for a callable; anything else unreadable is
-    corrupt or not a PyTorch file."""
+    corrupt or not a PyTorch file. mmap=True maps a zip checkpoint's tensors instead of reading them:
+    what only needs the pickle's plain values (nanoGPT's iter_num) then costs the pickle, not the
+    weights (the older non-zip format cannot be mapped and is read whole)."""
     size = check_file(path, None, "checkpoint")
     corrupt = f"{path}: not a readable PyTorch file, truncated or corrupt"
     try:
@@ -173,11 +175,14 @@ def torch_load(path: Path) -> object:
             head = f.read(len(LEGACY_MAGIC))
     except OSError as e:
         raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if head.startswith(ZIP_MAGIC):
+    zipped = head.startswith(ZIP_MAGIC)
+    if zipped:
         check_unpacked_size(path, size)
     elif head != LEGACY_MAGIC:  # the legacy format stores its tensors raw: memory is bounded by the size
         raise CheckpointError(f"{corrupt}: it is not the zip archive torch.save writes (nor its older format)")
     try:
+        if mmap and zipped and isinstance(path, Path):  # mapping needs a real file; an upload is read whole
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         with path.open("rb") as f:  # a file object: the same call reads a Path or an in-memory upload
             return torch.load(f, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
