@@ -305,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument(
         "--checkpoint",
+        type=cli_args.path,
         help="the checkpoint the dashboard opens on: a path, or a shipped name (default: "
         "$GPTVIZ_DEFAULT_CHECKPOINT, else the shipped shakespeare-char, else a random-weight demo)",
     )
@@ -333,9 +334,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
-    p.add_argument("--lesson", required=True, help="a shipped lesson's name, or the path of a lesson .toml")
-    p.add_argument("--out", required=True, help="where to write the .html (exactly this path)")
-    p.add_argument("--checkpoints", help="folder of the checkpoints its slides name (default: the shipped ones)")
+    p.add_argument(
+        "--lesson", required=True, type=cli_args.path, help="a shipped lesson's name, or the path of a lesson .toml"
+    )
+    p.add_argument("--out", required=True, type=cli_args.path, help="where to write the .html (exactly this path)")
+    p.add_argument(
+        "--checkpoints",
+        type=cli_args.path,
+        help="folder of the checkpoints its slides name (default: the shipped ones)",
+    )
     p.set_defaults(func=cmd_handout)
     return parser
 
