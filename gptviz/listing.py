@@ -17,10 +17,14 @@ from . import limits
 class Entry:
     """One name in a folder, with what scandir knows of it without a stat call on most file systems."""
 
+    folder: Path
     name: str
-    path: Path
     is_dir: bool
     is_file: bool
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.name  # built when asked: most entries of a big folder never are
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ def list_folder(folder: str | Path, max_entries: int | None = None, max_seconds:
             if time.monotonic() > deadline:
                 stopped = f"{max_seconds:g} s"
                 break
-            entries.append(Entry(e.name, folder / e.name, *_kind(e)))
+            entries.append(Entry(folder, e.name, *_kind(e)))
     note = ""
     if stopped:  # which bound it met, and both bounds, so a person knows what to change
         note = (

@@ -21,6 +21,7 @@ gptviz.listing, and a run of more than MAX_TIMELINE_STEPS checkpoints is thinned
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -130,7 +131,7 @@ def _candidates(entries: Sequence[Entry]) -> list[tuple[Path, str]]:
     native = [(e.path, "gptviz") for e in dirs if is_native(e.path)]
     if native:
         return native
-    found = [(e.path, "nanogpt") for e in entries if e.is_file and e.path.suffix in SUFFIXES]
+    found = [(e.path, "nanogpt") for e in entries if e.is_file and os.path.splitext(e.name)[1] in SUFFIXES]
     for e in dirs:
         if (e.path / CKPT_NAME).is_file() and not (e.path / "config.json").exists():
             found.append((e.path, "nanogpt"))
