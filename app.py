@@ -16,7 +16,8 @@ from gptviz.dashboard.widgets import guard
 
 st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
 
-# Grouped by the question a page answers; every page is listed (expanded), none folded away.
+# Grouped by the question a page answers. In the top bar each group is one menu, so the sidebar holds
+# only the controls (checkpoint first) and a 900 px high screen shows them without scrolling.
 PAGES = {
     "What the model computed": [
         st.Page("views/overview.py", title="Overview", icon=":material/home:", default=True),
@@ -56,7 +57,7 @@ PAGES = {
 
 
 def main() -> None:
-    page = st.navigation(PAGES, expanded=True)
+    page = st.navigation(PAGES, position="top")
     try:
         read_step_url()  # before the sidebar rewrites the URL
         sidebar()

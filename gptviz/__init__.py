@@ -12,7 +12,7 @@ from .analysis import Finding, head_scores, health, logit_attribution, logit_len
 from .capture import trace
 from .config import GPTConfig
 from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
-from .formats import Bundle, LoadReport, load, save
+from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
 from .model import GPT, explicit_attention
@@ -41,6 +41,7 @@ __all__ = [
     "save",
     "Bundle",
     "LoadReport",
+    "MemoryPath",
     "Tokenizer",
     "CharTokenizer",
     "BPETokenizer",

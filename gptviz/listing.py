@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import limits
+from .formats.safe import shown_name
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,8 @@ def list_folder(folder: str | Path, max_entries: int | None = None, max_seconds:
     note = ""
     if stopped:  # which bound it met, and both bounds, so a person knows what to change
         note = (
-            f"{folder}: only the first {len(entries):,} entries were read (it stopped at {stopped}; gptviz reads "
-            f"at most {max_entries:,} entries or {max_seconds:g} s of a folder), so what is shown comes from part "
-            "of it; keep checkpoints in a folder of their own"
+            f"{shown_name(str(folder))}: only the first {len(entries):,} entries were read (it stopped at "
+            f"{stopped}; gptviz reads at most {max_entries:,} entries or {max_seconds:g} s of a folder), so "
+            "what is shown comes from part of it; keep checkpoints in a folder of their own"
         )
     return Listing(folder, tuple(entries), not stopped, note)

@@ -25,7 +25,11 @@ choice = st.text_input("Path of the run folder", key="tl_path") if pick == PATH 
 if not choice:
     st.info("Type the path of a folder of checkpoints of one run.")
     st.stop()
-folder = overtime.folder_path(choice)
+try:
+    folder = overtime.folder_path(choice)
+except GptvizError as e:
+    st.error(widgets.plain(e))
+    st.stop()
 stamp = overtime.folder_stamp(folder)
 scan = overtime.scan_of(str(folder), stamp)
 if isinstance(scan, str):

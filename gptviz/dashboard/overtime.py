@@ -17,9 +17,10 @@ import streamlit as st
 
 from ..errors import GptvizError
 from ..formats import Bundle
+from ..formats.safe import user_path
 from ..timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
 from ..tokenizers import Tokenizer
-from .caches import ModelKey, RunKey
+from .caches import ModelKey, RunKey, cached
 from .sources import checkpoints_dir, path_version, shipped, version
 
 PROGRESS_FROM = 4  # steps: a shorter run is scored before a bar would be seen
@@ -48,8 +49,9 @@ def run_folders() -> list[str]:
 
 
 def folder_path(choice: str) -> Path:
-    """A shipped run's name -> its folder; anything else is a path as typed."""
-    return checkpoints_dir() / choice if choice in shipped() else Path(choice).expanduser()
+    """A shipped run's name -> its folder; anything else is a path as typed, or CheckpointError in
+    one line for one no folder can have (a NUL byte)."""
+    return checkpoints_dir() / choice if choice in shipped() else user_path(choice)
 
 
 def folder_stamp(folder: Path) -> str:
@@ -62,7 +64,7 @@ def folder_stamp(folder: Path) -> str:
     return f"{st_.st_mtime_ns}:{st_.st_ino}"
 
 
-@st.cache_resource(max_entries=8, show_spinner="Listing the run's checkpoints…")
+@cached(max_entries=8, show_spinner="Listing the run's checkpoints…")
 def scan_of(folder: str, stamp: str) -> RunScan | str:
     """The run's steps and notes, or the one-line reason it is no run (remembered, like a failed load)."""
     try:
@@ -82,7 +84,7 @@ def steps_version(steps: list[RunStep]) -> str:
     return "|".join(path_version(s.path) for s in steps)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the run's first checkpoint…")
+@cached(max_entries=4, show_spinner="Loading the run's first checkpoint…")
 def first_bundle(folder: str, stamp: str, steps_stamp: str = "") -> Bundle | str:
     """The first step's checkpoint: its tokenizer encodes the timeline's prompt."""
     steps = steps_of(folder, stamp)
@@ -94,7 +96,7 @@ def first_bundle(folder: str, stamp: str, steps_stamp: str = "") -> Bundle | str
         return str(e)
 
 
-@st.cache_resource(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
+@cached(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
 def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, steps_stamp: str = "") -> Timeline | str:
     """The timeline of one run on one prompt, or the one-line reason there is none. A progress bar
     counts the checkpoints while they are scored (made here: a cached call's elements are replayed

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import BLUE, category_axis, plotly_text, style
+from .style import BLUE, category_axis, html_text, plotly_text, style
 
 _CHIP = (
     '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
@@ -42,7 +42,7 @@ def token_chips_html(
         v = values[i] if values is not None else np.nan
         bg = _heat(v / vmax) if np.isfinite(v) and vmax else "#f4f4f4"
         tip = f"position {i}, id {tid}" + (f", {v:.3f} {unit}" if np.isfinite(v) else "")
-        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html.escape(tok)))
+        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html_text(tok)))
     return '<div style="line-height:2.6">' + "".join(chips) + "</div>"
 
 

@@ -30,10 +30,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(checkpoints: Path, default: str, log_path: Path):
-    """A dashboard server on a free port over the checkpoints in a folder, opening on `default`;
-    yields its URL and stops it on exit."""
-    env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default}
+def streamlit_server(checkpoints: Path, default: str, log_path: Path, extra_env: dict | None = None):
+    """A dashboard server on a free port over the checkpoints in a folder, opening on `default`
+    (extra_env: more environment, e.g. its own TMPDIR); yields its URL and stops it on exit."""
+    env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default, **(extra_env or {})}
     port = free_port()
     cmd = [
         sys.executable,
@@ -96,27 +96,46 @@ ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-te
       .every(i => i.getAttribute('href') || i.getAttribute('xlink:href'))); }"""
 
 
+def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
+    """Click a page's link in the top bar, where each section is a menu: open the menus in turn
+    until one lists the page (the bar folds sections into a "more" menu on a narrow screen too)."""
+    link = page.get_by_role("menuitem", name=title, exact=True)
+    sections = page.get_by_test_id("stTopNavSection")
+    expect(sections.first).to_be_visible(timeout=timeout)
+    for i in range(sections.count()):
+        sections.nth(i).click()
+        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+        if link.count():
+            link.click()
+            return
+        page.keyboard.press("Escape")
+    raise AssertionError(f"no page {title!r} in the top bar's menus")
+
+
+def page_titles(page: Page) -> list[str]:
+    """Every page's title as the top bar lists it, section by section."""
+    titles = []
+    sections = page.get_by_test_id("stTopNavSection")
+    expect(sections.first).to_be_visible()
+    for i in range(sections.count()):
+        sections.nth(i).click()
+        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+        titles += [t.strip() for t in page.get_by_role("menuitem").all_inner_texts()]
+        page.keyboard.press("Escape")
+    return titles
+
+
 def nav(page: Page, title: str, timeout: int = 60_000) -> float:
-    """Open a page from the sidebar; seconds from the click until its charts are drawn and the
+    """Open a page from the top bar; seconds from the click until its charts are drawn and the
     script run is over (the wait before checking the run state is included when it is longer)."""
     t0 = time.perf_counter()
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
+    click_page_link(page, title, timeout)
     expect(page.get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=timeout)
     wait_until_drawn(page, timeout)
     return time.perf_counter() - t0
 
 
-def unfold(page: Page) -> None:
-    """Unfold the sidebar's page list when it folds some pages away."""
-    more = page.get_by_test_id("stSidebarNavViewButton")
-    if more.count() and "more" in more.inner_text().lower():
-        more.click()
-
-
-def open_page(page: Page, title: str, timeout: int = 60_000) -> float:
-    """nav(), after unfolding the sidebar's list when the page is among those it folds away."""
-    unfold(page)
-    return nav(page, title, timeout)
+open_page = nav  # the name the why, what-if and over-time modules use
 
 
 def enter_prompt(page: Page, text: str, timeout: int = 60_000) -> float:

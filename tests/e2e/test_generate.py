@@ -3,7 +3,7 @@ keyboard, and carry the text on as the prompt of every page. Screenshot: artifac
 
 from __future__ import annotations
 
-from e2e_server import nav, no_errors, open_on_prompt, wait_for_app_run, wait_until_drawn
+from e2e_server import click_page_link, nav, no_errors, open_on_prompt, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
 
 PROMPT = "To be, or not to be"
@@ -16,7 +16,7 @@ def metric(page: Page, label: str):
 
 def test_generate_scrub_and_use_as_prompt(page: Page, streamlit_url, shot):
     open_on_prompt(page, streamlit_url, PROMPT, timeout=SLOW)
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Generate").click()
+    click_page_link(page, "Generate")
     expect(page.get_by_role("heading", name="Generate", exact=True)).to_be_visible(timeout=SLOW)
     wait_for_app_run(page, timeout=SLOW)  # no chart yet: nothing generated
     expect(page.get_by_text("Press Next token or Generate")).to_be_visible()

@@ -13,9 +13,11 @@ from e2e_server import (
     ARTIFACTS,
     PAGES,
     charts,
+    click_page_link,
     nav,
     no_errors,
     open_on_prompt,
+    page_titles,
     wait_for_app_run,
     wait_until_drawn,
 )
@@ -93,15 +95,13 @@ def test_presentation_mode_at_1280x720(page: Page, streamlit_url, shot):
     # ... and the page must still read with it open: the case of a teacher who opens it again.
     page.get_by_test_id("stExpandSidebarButton").click()
     expect(page.get_by_test_id("stSidebar")).to_have_attribute("data-collapsed", "false")
-    titles = [
-        t.inner_text().split("\n")[-1].strip() for t in page.get_by_test_id("stSidebarNav").get_by_role("link").all()
-    ]
+    titles = page_titles(page)
     record, problems = {}, []
     for title in titles:
         if title in PAGES:
             nav(page, title, timeout=SLOW)
         else:  # another page, perhaps without a chart: screenshot and record once its run is over
-            page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
+            click_page_link(page, title, timeout=SLOW)
             wait_for_app_run(page, timeout=SLOW)
             page.wait_for_timeout(1500)
         no_errors(page)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from e2e_server import chart, no_errors, open_page, unfold, wait_for_app_run, wait_until_drawn
+from e2e_server import chart, click_page_link, no_errors, open_page, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
 
 PROMPT = "To be, or not to be: that is the question."
@@ -34,8 +34,7 @@ def test_ablate_a_head_then_sweep_a_corrupt_prompt(page: Page, shot):
     shot(page, "whatif-interventions")
 
     # the page draws nothing before there is a corrupt prompt, so nav's "every chart drawn" cannot be awaited
-    unfold(page)
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Patching").click()
+    click_page_link(page, "Patching")
     expect(page.get_by_role("heading", name="Patching", exact=True)).to_be_visible(timeout=60_000)
     wait_for_app_run(page)
     clean = page.get_by_label("Clean prompt")
