@@ -18,6 +18,7 @@ from .interventions import ablate, intervene, patch
 from .model import GPT, explicit_attention
 from .names import contract_names, point
 from .record import Trace
+from .scanning import Scan, load_scan, scan
 from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, display_token, encode_prompt, parse_ids
 
 __all__ = [
@@ -25,6 +26,9 @@ __all__ = [
     "GPTConfig",
     "Trace",
     "trace",
+    "scan",
+    "load_scan",
+    "Scan",
     "generate",
     "Generation",
     "ablate",

@@ -20,6 +20,14 @@ MAX_CONFIG = {
     "n_head": 256,
     "n_embd": 12_288,  # GPT-3 175B's width: one such layer alone is 1.8 B parameters
 }
+# sizes of the other families' fields, 0 meaning "derived from the ones above" (gptviz/config.py)
+MAX_DERIVED = {
+    "n_kv_head": 256,  # at most n_head
+    "head_size": 4_096,  # Gemma's 256 is the largest in use
+    "n_inner": 65_536,  # the MLP's width: Llama 3 70B's is 28,672
+    "sliding_window": 1_000_000,  # a window wider than block_size reads everything
+    "rope_original_max": 10_000_000,  # llama3 rope scaling's original context (8,192 in Llama 3.1)
+}
 MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
 
 # --- files, sized with stat before they are read --------------------------------------------------

@@ -25,6 +25,7 @@ from streamlit.testing.v1 import AppTest
 import gptviz
 from gptviz import analysis
 from gptviz.dashboard import caches, sources, state, uploads
+from gptviz.figures.style import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {
@@ -430,7 +431,7 @@ def no_markup(md: str) -> None:
 def test_a_checkpoint_path_in_the_url_is_shown_as_text(env, text):
     at = new_app(checkpoint=text)
     msg = errors(at)
-    assert str(Path(text)) in msg, msg  # the typed characters, as typed (a path collapses "//")
+    assert str(Path(text)) in msg.replace(WORD_JOINER, ""), msg  # as typed (a path collapses "//")
     for e in [*at.error, *at.info, *at.warning, *at.caption]:
         no_markup(e.value)
 
@@ -452,7 +453,8 @@ def test_plain_escapes_every_markdown_character():
     from gptviz.dashboard.widgets import plain
 
     for text in [*MARKUP, "a\\b", "*_~`|<>&#!", "1. item", "- item", "> quote"]:
-        assert shown(plain(text)) == text.strip(), (text, rendered(plain(text)))
+        # as typed, but for the invisible word joiners that keep addresses from becoming links
+        assert shown(plain(text)).replace(WORD_JOINER, "") == text.strip(), (text, rendered(plain(text)))
         no_markup(plain(text))
 
 

@@ -17,11 +17,12 @@ import streamlit as st
 
 from ..errors import GptvizError
 from ..formats import Bundle
-from ..formats.safe import user_path
+from ..formats.native import is_native
+from ..formats.safe import read_json, user_path
 from ..timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
 from ..tokenizers import Tokenizer
 from .caches import ModelKey, RunKey, cached
-from .sources import checkpoints_dir, path_version, shipped, version
+from .sources import checkpoint_path, checkpoints_dir, path_version, shipped, version
 
 PROGRESS_FROM = 4  # steps: a shorter run is scored before a bar would be seen
 
@@ -124,6 +125,21 @@ def step_run_key(step: RunStep, device: str, ids: tuple[int, ...]) -> RunKey:
     """The cache key of one step's Trace (caches.run_trace loads the step's folder by path)."""
     source = str(step.path)
     return RunKey(ModelKey(source, device, version(source)), ids)
+
+
+def shape_of(source: str) -> tuple[int, int, int] | None:
+    """(layers, heads, vocabulary) of a gptviz-format checkpoint (a shipped name or a folder path)
+    from its config.json alone, no weights read: how Compare finds a B that fits A without loading
+    every candidate. None for another format or a config that does not read."""
+    try:
+        folder = checkpoint_path(source)
+        if not is_native(folder):
+            return None
+        config = read_json(folder / "config.json").get("config")
+        shape = tuple(config[k] for k in ("n_layer", "n_head", "vocab_size"))
+    except (GptvizError, OSError, AttributeError, KeyError, TypeError):
+        return None
+    return shape if all(isinstance(n, int) for n in shape) else None
 
 
 def probe_prompt(tokenizer: Tokenizer | None, vocab_size: int, length: int = 12, seed: int = 0) -> str:

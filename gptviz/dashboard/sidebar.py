@@ -50,14 +50,14 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         key="ckpt_choice",
         format_func=lambda o: o.value if isinstance(o, Pick) else f"{o} (shipped)",
     )
-    if shipped_note():  # the checkpoints folder holds more entries than one listing reads
-        st.sidebar.warning(plain(shipped_note()))
     if unreadable:  # a name that is not text cannot be an option, a URL or a cache key: say so, once
         st.sidebar.caption(
             f"Left out of this list: {plain(', '.join(unreadable[:3]))}"
             f"{' …' if len(unreadable) > 3 else ''} in {plain(shown_name(str(checkpoints_dir())))} "
             "(a folder name that is not valid UTF-8 text); rename it to pick it."
         )
+    if shipped_note():  # the checkpoints folder holds more entries than one listing reads
+        st.sidebar.warning(plain(shipped_note()))
     if not names:
         st.sidebar.warning(
             f"No shipped checkpoint in {plain(shown_name(str(checkpoints_dir())))}: train one "
@@ -149,8 +149,13 @@ def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
     return ids
 
 
-def _choose_view(v: View) -> None:
-    """Layer, head and position in the sidebar, clamped to this model and prompt."""
+VIEW_CONTROLS = ("layer", "head", "position")
+
+
+def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
+    """Layer, head and position, clamped to this model and prompt: in the sidebar, or, when on_page
+    names them, at the top of the page (presentation mode folds the sidebar away, and a teacher must
+    not have to open it); there only the controls the page reads, the others keep their values."""
     L, H = v.trace.n_layer, v.bundle.model.config.n_head
     T = v.trace.n_tokens
     for key, n in (("layer", L), ("head", H)):
@@ -163,21 +168,34 @@ def _choose_view(v: View) -> None:
     ):
         st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
         st.session_state["_position_for"] = (v.source, v.prompt)
-    st.sidebar.subheader("View")
-    v.layer = st.sidebar.radio("Layer", list(range(L)), key="layer", horizontal=True)
-    v.head = st.sidebar.radio("Head", list(range(H)), key="head", horizontal=True)
-    if T > 1:
+    shown = on_page if on_page is not None else VIEW_CONTROLS
+    if on_page is not None:
+        widths = {"layer": 3, "head": 4.5, "position": 3.5}
+        places = dict(zip(shown, st.columns([widths[k] for k in shown], vertical_alignment="bottom"))) if shown else {}
+    else:
+        st.sidebar.subheader("View")
+        places = dict.fromkeys(VIEW_CONTROLS, st.sidebar)
+    for key in VIEW_CONTROLS:  # a control not drawn keeps its value (Streamlit drops an undrawn widget's)
+        if key not in shown:
+            st.session_state[key] = st.session_state[key]
+    v.layer, v.head, v.position = (st.session_state[k] for k in VIEW_CONTROLS)
+    if "layer" in shown:
+        v.layer = places["layer"].radio("Layer", list(range(L)), key="layer", horizontal=True)
+    if "head" in shown:
+        v.head = places["head"].radio("Head", list(range(H)), key="head", horizontal=True)
+    if T == 1:
+        v.position = 0
+    elif "position" in shown:
         labels = v.labels
-        v.position = st.sidebar.select_slider(
+        v.position = places["position"].select_slider(
             "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i]
         )
-    else:
-        v.position = 0
 
 
-def sidebar() -> View:
+def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
-    Every expected failure is shown as a message in the page; the View then has no Trace."""
+    Every expected failure is shown as a message in the page; the View then has no Trace.
+    view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
     read_url()
     st.sidebar.header("gptviz")
     source, label = _pick_checkpoint()
@@ -220,6 +238,6 @@ def sidebar() -> View:
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
         return v
-    _choose_view(v)
+    _choose_view(v, on_page=view_controls if presentation else None)
     write_url(v)
     return v

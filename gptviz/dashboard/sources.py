@@ -60,8 +60,7 @@ def readable(name: str) -> bool:
     return name.isprintable()
 
 
-# (folder, its stat) -> (names, unreadable names, note): asked many times per rerun, the folder
-# rarely changes, and a listing is bounded (gptviz.listing), so it is read once per change
+# (folder, its stat) -> (names, unreadable names, note): asked many times per rerun, the folder rarely changes
 _SHIPPED: dict[tuple[str, int, int], tuple[list[str], list[str], str]] = {}
 
 
@@ -74,22 +73,22 @@ def _shipped_listing() -> tuple[list[str], list[str], str]:
     key = (str(root), st.st_mtime_ns, st.st_ino)
     if key not in _SHIPPED:
         try:
-            found = list_folder(root)
+            listing = list_folder(root)
         except (OSError, ValueError):  # not a folder, or unreadable: nothing shipped
             return [], [], ""
-        folders = []
-        for e in found.entries:
+        names = []
+        for e in listing.entries:
             if e.is_dir and not e.name.startswith("."):
                 try:
                     with os.scandir(e.path) as inside:
                         if next(inside, None) is not None:  # an empty folder is no checkpoint
-                            folders.append(e.name)
+                            names.append(e.name)
                 except OSError:
                     continue
-        names = sorted(n for n in folders if readable(n))
-        unreadable = sorted(shown_name(n) for n in folders if not readable(n))
+        shown = sorted(n for n in names if readable(n))
+        unreadable = sorted(shown_name(n) for n in names if not readable(n))
         _SHIPPED.clear()  # one checkpoints folder per process: keep only its latest state
-        _SHIPPED[key] = (names, unreadable, found.note)
+        _SHIPPED[key] = (shown, unreadable, listing.note)
     return _SHIPPED[key]
 
 
@@ -101,8 +100,9 @@ def listing() -> tuple[list[str], list[str]]:
 
 
 def shipped() -> list[str]:
-    """Names of the checkpoints shipped in checkpoints_dir(), one folder each (readable names only)."""
-    return listing()[0]
+    """Names of the checkpoints shipped in checkpoints_dir(), one folder each (readable names only;
+    a bounded listing, read again only when the folder changes)."""
+    return list(_shipped_listing()[0])
 
 
 def shipped_note() -> str:

@@ -14,16 +14,17 @@ import torch
 from ..devices import resolve_device
 from ..errors import CheckpointError, GptvizError
 from .bundle import Bundle, LoadReport
+from .hf_decoders import DECODERS, load_hf_decoder, refuse_model_type
 from .hf_gpt2 import is_hf, load_hf_gpt2
 from .inmemory import MemoryPath
 from .nanogpt import is_nanogpt, load_nanogpt
 from .native import is_native, load_native, save
-from .safe import user_path
+from .safe import read_json, user_path
 
 # (name, does this path hold the format?, loader), tried in order
 FORMATS: list[tuple[str, Callable[[Path], bool], Callable[[Path, torch.device], Bundle]]] = [
     ("gptviz", is_native, load_native),
-    ("hf-gpt2", is_hf, load_hf_gpt2),
+    ("hf", is_hf, lambda path, dev: load_hf(path, dev)),
     ("nanogpt", is_nanogpt, load_nanogpt),
 ]
 
@@ -53,6 +54,16 @@ def load(path: str | Path | MemoryPath, device: str | torch.device | None = "cpu
         ) from None
 
 
+def load_hf(path: Path, device: torch.device) -> Bundle:
+    """A Hugging Face directory, by its config.json's model_type: GPT-2, or one of the decoder families."""
+    kind = read_json(path / "config.json").get("model_type")
+    if kind == "gpt2":
+        return load_hf_gpt2(path, device)
+    if kind in DECODERS:
+        return load_hf_decoder(path, device)
+    raise refuse_model_type(kind, path / "config.json")
+
+
 def _load(path: Path, dev: torch.device) -> Bundle:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
@@ -61,7 +72,7 @@ def _load(path: Path, dev: torch.device) -> Bundle:
             return loader(path, dev)
     raise CheckpointError(
         f"{path}: not a checkpoint gptviz recognises; expected a gptviz or Hugging Face "
-        "GPT-2 directory (config.json + weights) or a nanoGPT ckpt.pt"
+        "decoder directory (config.json + weights) or a nanoGPT ckpt.pt"
     )
 
 

@@ -181,7 +181,7 @@ def torch_load(path: Path, mmap: bool = False) -> object:
     elif head != LEGACY_MAGIC:  # the legacy format stores its tensors raw: memory is bounded by the size
         raise CheckpointError(f"{corrupt}: it is not the zip archive torch.save writes (nor its older format)")
     try:
-        if mmap and zipped and isinstance(path, Path):  # only a file on disk can be mapped
+        if mmap and zipped and isinstance(path, Path):  # mapping needs a real file; an upload is read whole
             return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         with path.open("rb") as f:  # a file object: the same call reads a Path or an in-memory upload
             return torch.load(f, map_location="cpu", weights_only=True)

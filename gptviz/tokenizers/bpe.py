@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -87,27 +88,41 @@ def _merge_pairs(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+def _is_metaspace(tok: HFTokenizer) -> bool:
+    """SentencePiece-converted (Llama, Gemma, Mistral): words start with `▁` instead of a space."""
+    spec = json.loads(tok.to_str())
+    parts = (spec.get("pre_tokenizer"), spec.get("normalizer"), spec.get("decoder"))
+    return any("▁" in json.dumps(p, ensure_ascii=False) or "Metaspace" in json.dumps(p) for p in parts if p)
+
+
 class BPETokenizer:
     """A `tokenizers` BPE tokenizer with display strings. Never adds special tokens on its own."""
 
     kind = "bpe"
 
-    def __init__(self, tok: HFTokenizer, source: str = "") -> None:
-        """tok: the `tokenizers` object; source: where it came from, for messages and the load report."""
+    def __init__(self, tok: HFTokenizer, source: str = "", special_tokens: bool = False) -> None:
+        """tok: the `tokenizers` object; source: where it came from, for messages and the load report.
+        special_tokens: encode adds what the tokenizer's post-processor adds (a BOS), as
+        `Tokenizer.encode(text)` does for Llama-style checkpoints; GPT-2's adds nothing either way."""
         self.tok = tok
         self.source = source
+        self.special_tokens = special_tokens
         self.byte_level = _is_byte_level(tok)
+        self.metaspace = _is_metaspace(tok)
         self._decoder = byte_decoder()
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path) -> BPETokenizer:
+    def from_file(cls, path: str | Path, special_tokens: bool = False) -> BPETokenizer:
         """Load a tokenizer.json (a path, or a file held in memory: anything with read_text);
         CheckpointError naming the file if it is not one."""
         try:
             if isinstance(path, (str, os.PathLike)):
-                return cls(HFTokenizer.from_file(str(path)), str(path))
-            return cls(HFTokenizer.from_str(path.read_text()), str(path))
+                return cls(HFTokenizer.from_file(str(path)), str(path), special_tokens)
+            return cls(HFTokenizer.from_str(path.read_text()), str(path), special_tokens)
         except Exception as e:  # the Rust side raises plain Exception subclasses
             raise CheckpointError(f"{path}: not a readable tokenizer.json ({_first(e)})") from None
 
@@ -155,7 +170,8 @@ class BPETokenizer:
 
     def to_dict(self) -> dict:
         """What a native checkpoint's config.json stores (the tokenizer itself is tokenizer.json)."""
-        return {"kind": self.kind, "file": TOKENIZER_FILE, "vocab_size": self.vocab_size}
+        out = {"kind": self.kind, "file": TOKENIZER_FILE, "vocab_size": self.vocab_size}
+        return out | ({"special_tokens": True} if self.special_tokens else {})
 
     # --- the Tokenizer interface ------------------------------------------------------------
     @property
@@ -166,7 +182,7 @@ class BPETokenizer:
     def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
         """Token ids of text. Byte-level BPE knows every byte, so `unknown` only matters for
         tokenizers with an unknown token; their unknown pieces are dropped or reported."""
-        enc = self.tok.encode(text, add_special_tokens=False)
+        enc = self.tok.encode(text, add_special_tokens=self.special_tokens)
         unk = self.tok.model.unk_token if isinstance(self.tok.model, models.BPE) else None
         unk_id = self.tok.token_to_id(unk) if unk else None
         if unk_id is None or unk_id not in enc.ids:
@@ -187,6 +203,16 @@ class BPETokenizer:
             return None
         return bytes(self._decoder[c] for c in piece)
 
+    def _piece(self, i: int) -> tuple[str | None, bytes | None]:
+        """A token's text as a person reads it, or its bytes: SentencePiece's `▁` is a space and its
+        byte-fallback pieces (`<0x0A>`) are the byte they name."""
+        piece = self.tok.id_to_token(int(i))
+        if piece is None or not self.metaspace:
+            return piece, None
+        if BYTE_PIECE.fullmatch(piece):
+            return None, bytes([int(piece[3:5], 16)])
+        return piece.replace("▁", " "), None
+
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         """Each token's own text. A byte-level token that is only part of a UTF-8 character keeps
         its bytes as \\xNN escapes rather than a replacement character."""
@@ -194,7 +220,10 @@ class BPETokenizer:
         for i in ids:
             data = self.token_bytes(i)
             if data is None:
-                piece = self.tok.id_to_token(int(i))
+                piece, data = self._piece(i)
+                if data is not None:
+                    out.append(data.decode("utf-8", errors="backslashreplace"))
+                    continue
                 out.append(piece if piece is not None else f"<id {int(i)}>")
             else:
                 out.append(data.decode("utf-8", errors="backslashreplace"))
@@ -206,7 +235,10 @@ class BPETokenizer:
         for i in ids:
             data = self.token_bytes(i)
             if data is None:
-                piece = self.tok.id_to_token(int(i))
+                piece, data = self._piece(i)
+                if data is not None:
+                    out.append(show_bytes(data))
+                    continue
                 out.append(display_token(piece) if piece is not None else f"<id {int(i)}>")
             else:
                 out.append(show_bytes(data))
