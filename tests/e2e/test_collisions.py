@@ -76,7 +76,7 @@ def at_1280(page: Page) -> Page:
 
 def test_no_text_collides_at_1280x720(at_1280: Page, shot):
     page, problems = at_1280, []
-    for title in ("Overview", "Attention", "Residual stream", "Next token", "Compare", "Mask leak", "Health"):
+    for title in ("Overview", "Attention", "Residual stream", "Next token", "Compare", "Mask leak"):
         if title != "Overview":  # the page it opens on
             visit(page, title)
         settle(page)
