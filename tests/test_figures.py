@@ -282,7 +282,7 @@ def test_presentation_mode_enlarges_fonts_and_leaves_the_input_alone(trace, labe
 
 def test_token_chips_escape_html_and_colour_by_value():
     html = figures.token_chips_html(["<b>", "␣"], [3, 1], [np.nan, 2.0], vmax=2.0, unit="bits")
-    assert "&lt;b&gt;" in html and "<b><b>" not in html
+    assert "&#60;b&#62;" in html and "<b><b>" not in html  # a reference: neither a tag nor Markdown
     assert "rgb(255,115,40)" in html and "2.000 bits" in html
 
 

@@ -22,14 +22,14 @@ PASSAGE = (
 )
 
 
-@st.cache_resource(max_entries=caches.RUN_ENTRIES, show_spinner="Running the prompt without the mask…")
+@caches.cached(max_entries=caches.RUN_ENTRIES, show_spinner="Running the prompt without the mask…")
 def leak_run(key: RunKey) -> leak.Leak:
     """The prompt with the mask and without it, once per run. Read-only, shared."""
     bundle = caches.bundle_for(key.model)
     return leak.mask_leak(bundle.model, list(key.ids), bundle.tokenizer)
 
 
-@st.cache_resource(max_entries=2, show_spinner="Measuring the leaky model…")
+@caches.cached(max_entries=2, show_spinner="Measuring the leaky model…")
 def leaky_report(key: ModelKey) -> dict:
     """The leaky model on PASSAGE: mean loss with and without the mask, and greedy and sampled text."""
     bundle = caches.bundle_for(key)

@@ -4,7 +4,15 @@ Everything here takes a Trace (or plain arrays) and returns arrays or DataFrames
 imports Streamlit or Plotly, and nothing re-runs the model unless its name says so.
 """
 
-from .attention import ATTENTION_KINDS, attention_matrix, layer_weights, query_computation
+from .attention import (
+    ATTENTION_KINDS,
+    attention_matrix,
+    before_rotation,
+    layer_weights,
+    query_computation,
+    scale_step,
+    score_rule,
+)
 from .attribution import component_labels, head_matrix, logit_attribution
 from .blocks import block_labels, block_mean, block_reduce
 from .heads import LABEL_THRESHOLDS, head_scores
@@ -33,6 +41,7 @@ __all__ = [
     "NORM_LIMIT",
     "THRESHOLDS",
     "attention_matrix",
+    "before_rotation",
     "block_labels",
     "block_mean",
     "block_reduce",
@@ -52,6 +61,8 @@ __all__ = [
     "nan_message",
     "per_token_loss",
     "query_computation",
+    "scale_step",
+    "score_rule",
     "residual_flags",
     "residual_growth",
     "residual_sites",

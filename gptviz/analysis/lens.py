@@ -67,6 +67,9 @@ def _site_logits(model, x: Tensor, out: Tensor) -> Tensor:
     torch.mm(h, model.lm_head.weight.t(), out=out)
     if model.lm_head.bias is not None:
         out.add_(model.lm_head.bias)
+    cap = getattr(model.lm_head, "softcap", 0.0)
+    if cap:  # the model's own final soft-cap (Gemma 2), as its head applies it
+        out.div_(cap).tanh_().mul_(cap)
     return out
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import analysis, figures
+from ..figures.style import no_autolink
 from ..formats import LoadReport
 from .state import View, view
 
@@ -29,8 +30,9 @@ def plain(text: object) -> str:
     """User text (a path, prompt, token, file name, or a message quoting one) made safe for every
     Streamlit call that renders Markdown (st.error, st.info, st.warning, st.caption, st.markdown,
     st.subheader): each ASCII punctuation mark is backslash-escaped, so links, images, headings,
-    colour directives and HTML reach the page as the characters typed."""
-    return _MARKUP.sub(r"\\\1", str(text))
+    colour directives and HTML reach the page as the characters typed, and a word joiner keeps
+    addresses and e-mail addresses from being linked (figures.style.no_autolink)."""
+    return _MARKUP.sub(r"\\\1", no_autolink(str(text)))
 
 
 def require_trace() -> View | None:

@@ -45,7 +45,9 @@ def matrix_heatmap(
     return fig
 
 
-def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str, head_dim: int) -> go.Figure:
+def query_scores(
+    keys: pd.DataFrame, labels: Sequence[str], *, query_label: str, head_dim: int, rule: str | None = None
+) -> go.Figure:
     """The computation of one query's attention, one bar per key: the score q·k/√D (masked keys
     hatched grey: they take no part), then the softmax weight. The bars are the Trace's own values
     (analysis.query_computation's "score (Trace)" and "weight (Trace)"); q·k shows in the hover."""
@@ -56,7 +58,8 @@ def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str,
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.12,
-        subplot_titles=(f"score = q·k / √{head_dim}", "weight = softmax over the allowed keys"),
+        # rule: the model's own formula (analysis.query_computation's), where it is not q·k / √D
+        subplot_titles=(f"score = {rule or f'q·k / √{head_dim}'}", "weight = softmax over the allowed keys"),
     )
     score = keys["score (Trace)"].to_numpy()
     fig.add_trace(

@@ -26,6 +26,27 @@ LOSS_UNIT = "nats"
 LOSS_AXIS = "loss −ln p (nats)"
 
 
+# GitHub-flavoured Markdown (Streamlit's renderer) turns www.…, http(s)://… and name@host into links
+# after escapes and character references are resolved, so neither can stop it; an invisible WORD
+# JOINER (U+2060) where those patterns join does: "www⁠.", "https:⁠//", "name⁠@host" read the same.
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=//)|(?=@)")
+_ASCII_PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
+
+
+def no_autolink(s: str) -> str:
+    """Text that GitHub-flavoured Markdown will not turn into a link (see WORD_JOINER)."""
+    return _AUTOLINK.sub(WORD_JOINER, s)
+
+
+def html_text(s: str) -> str:
+    """Token text inside HTML that Streamlit reads as Markdown too (st.markdown with
+    unsafe_allow_html): every ASCII punctuation mark as a numeric character reference, which HTML
+    shows as the character and CommonMark never reads as markup (no emphasis across chips, no link,
+    no tag), and no autolink."""
+    return _ASCII_PUNCT.sub(lambda m: f"&#{ord(m.group())};", no_autolink(s))
+
+
 def plotly_text(s: str) -> str:
     """Token text as Plotly shows it, never as markup: Plotly reads tags such as <a href> and <br> in
     titles, ticks and hover text, and turns &lt; / &gt; back into < / >."""

@@ -9,7 +9,18 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import BLUE, LOSS_AXIS, LOSS_UNIT, NAN, category_axis, mean_loss, nan_figure, plotly_text, style
+from .style import (
+    BLUE,
+    LOSS_AXIS,
+    LOSS_UNIT,
+    NAN,
+    category_axis,
+    html_text,
+    mean_loss,
+    nan_figure,
+    plotly_text,
+    style,
+)
 
 _CHIP = (
     '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
@@ -49,7 +60,7 @@ def token_chips_html(
             bg, tip = _heat(v / vmax) if vmax else _heat(0), f"{tip}, {v:.3f} {unit}"
         else:
             bg, tip = NAN, f"{tip}, NaN (the model computed NaN here)"
-        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html.escape(tok)))
+        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html_text(tok)))
     return '<div style="line-height:2.6">' + "".join(chips) + "</div>"
 
 
