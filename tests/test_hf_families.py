@@ -16,6 +16,7 @@ from hf_helpers import FAMILIES, PROMPT_LEN, hf_random_decoder
 from safetensors.torch import save_file
 
 import gptviz
+from gptviz import figures
 from gptviz.analysis.lens import _site_logits
 from gptviz.analysis.patching import logit_diff, patched_run
 from gptviz.model import attention_weights
@@ -565,3 +566,23 @@ def test_q_and_k_before_the_rotation(saved, kind):
     np.testing.assert_allclose(gptviz.analysis.before_rotation(model, t, 1, "q"), q[0].numpy(), atol=1e-5)
     np.testing.assert_allclose(gptviz.analysis.before_rotation(model, t, 1, "k"), k[0].numpy(), atol=1e-5)
     assert np.abs(t["blocks.1.attn.q"] - q[0].numpy()).max() > 1e-3  # the rotation did turn them
+
+
+def test_attention_figures_say_the_window_and_the_models_scale(saved):
+    _, path = saved("gemma2")  # layer 0 local (window 4), scores scaled by 20^-½ and capped at 2
+    model = gptviz.load(path).model
+    t = gptviz.trace(model, prompt()[0])
+    labels = figures.token_labels(t.tokens)
+    spec = model.transformer.h[0].attn.spec
+    rule = gptviz.analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
+    for layer, local in ((0, True), (1, False)):
+        fig = figures.attention_heatmap(
+            gptviz.analysis.attention_matrix(t, layer, 0, "masked scores"),
+            labels,
+            kind="masked scores",
+            mask=t[f"blocks.{layer}.attn.mask"],
+            score_rule=rule,
+        )
+        text = json.dumps(fig.to_plotly_json(), default=str)
+        assert ("older than the layer's window" in text) == local
+        assert "score 2·tanh((q·k × 0.2236) / 2)" in fig.data[0].colorbar.title.text
