@@ -586,3 +586,12 @@ def test_attention_figures_say_the_window_and_the_models_scale(saved):
         text = json.dumps(fig.to_plotly_json(), default=str)
         assert ("older than the layer's window" in text) == local
         assert "score 2·tanh((q·k × 0.2236) / 2)" in fig.data[0].colorbar.title.text
+
+
+def test_shapes_flow_names_rotary_and_the_real_score(saved):
+    for kind, words in [("gpt_neo", "scores = q·k (no scale)"), ("llama", "rotary positions turn q and k")]:
+        _, path = saved(kind)
+        model = gptviz.load(path).model
+        flow = gptviz.analysis.shape_flow(gptviz.trace(model, prompt()[0]))
+        assert any(words in w for w in flow["what"]), (kind, list(flow["what"]))
+        assert not any("q·kᵀ / √D" in w for w in flow["what"]) or kind == "llama"
