@@ -379,6 +379,9 @@ def test_tokenizer_json_gives_the_tokenizers_librarys_ids(tmp_path, make):
     assert "".join(shown[1:]) == "␣hello↵world" if make is _sentencepiece_style else "hello↵world"
     t = gptviz.trace(bundle.model, bundle.tokenizer.encode("hello world"), bundle.tokenizer)
     assert t.tokens[0] in ("<s>", "<|begin|>")
+    gptviz.save(bundle.model, tmp_path / "native", bundle.tokenizer)  # gptviz's own format keeps the BOS
+    again = gptviz.load(tmp_path / "native")
+    assert again.tokenizer.encode("hello world") == reference.encode("hello world").ids
 
 
 def test_sentencepiece_byte_fallback_shows_the_bytes(tmp_path):
