@@ -206,13 +206,31 @@ def cmd_dashboard(args) -> int:
         return 0
 
 
+def cmd_scan(args) -> None:
+    from .scanning.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     if args.why:
         from .bench_why import main as bench
+    elif args.scan:
+        from .bench_scan import main as bench
     else:
         from .bench import main as bench
 
     bench(args)
+
+
+def cmd_handout(args) -> None:
+    from .dashboard.sources import checkpoints_dir
+    from .lessons import handout, read_lesson, shipped_lesson, shipped_lessons
+
+    lesson = shipped_lesson(args.lesson) if args.lesson in shipped_lessons() else read_lesson(args.lesson)
+    root = Path(args.checkpoints) if args.checkpoints else checkpoints_dir()
+    out = handout.write(lesson, handout.local_runs(root), args.out)
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB, {len(lesson.slides)} slides)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -288,6 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_dashboard)
 
+    p = sub.add_parser("scan", help="run a corpus through the model: loss, head scores, neurons' top contexts")
+    from .scanning.command import add_arguments as scan_arguments
+
+    scan_arguments(p)
+    p.set_defaults(func=cmd_scan)
+
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
     p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
@@ -297,7 +321,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
+    p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
+    p.add_argument("--lesson", required=True, help="a shipped lesson's name, or the path of a lesson .toml")
+    p.add_argument("--out", required=True, help="where to write the .html (exactly this path)")
+    p.add_argument("--checkpoints", help="folder of the checkpoints its slides name (default: the shipped ones)")
+    p.set_defaults(func=cmd_handout)
     return parser
 
 

@@ -40,3 +40,10 @@ MAX_TOKENIZER_BYTES = 128 * MiB  # tokenizer.json, vocab.json, merges.txt: a few
 MAX_UNPACK_RATIO = 4  # refuse when the entries add up to more than this times the file's size ...
 UNPACK_ALLOWANCE = 16 * MiB  # ... plus this (headers, a small pickle compressed by a re-zipping tool)
 MAX_UNPACKED_BYTES = 32 * GiB  # and never more than this, whatever the file's size
+
+# --- folder listings (a run folder, the checkpoints folder): what one listing reads at most --------
+# A folder is listed entry by entry and the listing stops at either bound, saying so on the page:
+# a folder of 100,000 log files must not cost seconds on every rerun.
+MAX_LISTING_ENTRIES = 10_000
+MAX_LISTING_SECONDS = 2.0
+MAX_TIMELINE_STEPS = 100  # checkpoints a timeline scores; a longer run is thinned evenly, first and last kept

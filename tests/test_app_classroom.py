@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
@@ -99,14 +99,22 @@ def test_block_stats_and_lesson_links(env, ckpt_root):
     x0 = t["embed"].astype(np.float64)
     assert stats[0, 1] == pytest.approx(x0.mean(), abs=1e-9) and stats[0, 2] == pytest.approx(x0.std(), abs=1e-9)
     assert stats.shape[0] == 1 + t.n_layer
-    links = " ".join(m.value for m in at.markdown)
+    links = {el.proto.label: parse_qs(el.proto.query_string) for el in at.get("page_link")}
     for lesson in worked.LESSONS:
-        url = worked.lesson_url(lesson["page"], **{k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")})
-        assert f"]({url})" in links
-        q = parse_qs(urlsplit(url).query)
+        q = links[lesson["title"]]  # a page link: the same tab, the same session
         assert q["layer"] == [str(lesson["layer"])] and q["head"] == [str(lesson["head"])]
-    step_link = worked.lesson_url("forward-pass", checkpoint=NAME, prompt=at.session_state["prompt"], step=0)
-    assert f"]({step_link})" in links  # the walk-through, on the model and prompt chosen now
+        assert q["checkpoint"] == [lesson["checkpoint"]] and q["prompt"] == [lesson["prompt"]]
+        assert "present" not in q
+    # the walk-through, on the model and prompt chosen now, from its first step (counted from 1)
+    q = links["One forward pass, step by step"]
+    assert q["step"] == ["1"] and q["prompt"] == [at.session_state["prompt"]] and q["checkpoint"] == [NAME]
+
+
+def test_links_keep_presentation_mode(env):
+    at = open_page(WORKED, present="1")
+    assert at.session_state["presentation"] is True and at.query_params["present"] == "1"
+    for el in at.get("page_link"):
+        assert parse_qs(el.proto.query_string)["present"] == ["1"], el.proto.label
 
 
 def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):
@@ -116,11 +124,13 @@ def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):
     steps = walkthrough.forward_steps(bundle.model, t, 0)
     assert at.button(key="fp_back").disabled
     for i, s in enumerate(steps):
-        assert at.session_state["fp_step"] == i and at.query_params["step"] == str(i)
+        assert at.session_state["fp_step"] == i and at.query_params["step"] == str(i + 1)  # 1-based in the URL
+        assert at.get("progress")[0].proto.text == f"Step {i + 1} of {len(steps)}"
         assert at.subheader[0].value == s.title
         shape = s.shape if s.point is None else ((1, *t[s.point].shape) if s.key != "mask" else t[s.point].shape)
         assert any(m.value.startswith(f"#### shape {s.notation} = {shape} · ") for m in at.markdown), s.key
-        assert f"step={i}" in next(m.value for m in at.markdown if m.value.startswith("[Link to this step]"))
+        link = next(el.proto for el in at.get("page_link") if el.proto.label.startswith("Link to this step"))
+        assert parse_qs(link.query_string)["step"] == [str(i + 1)]
         if s.key not in ("next", "ids"):
             shown = at.table[0].value.to_numpy()
             assert shown.shape[0] <= 6 and shown.shape[1] <= 8
@@ -135,13 +145,39 @@ def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):
 
 
 def test_a_step_link_opens_that_step_and_block(env):
-    at = open_page(FORWARD, step="5", block="1")
-    assert at.session_state["fp_step"] == 5 and at.session_state["fp_block"] == 1
+    at = open_page(FORWARD, step="9", block="1")  # ?step=9 is the step the page calls "Step 9 of N"
+    assert at.session_state["fp_step"] == 8 and at.session_state["fp_block"] == 1
+    assert at.get("progress")[0].proto.text.startswith("Step 9 of ")
     assert at.subheader[0].value.startswith("Block 1:")
-    assert at.query_params["step"] == "5" and at.query_params["block"] == "1"
+    assert at.query_params["step"] == "9" and at.query_params["block"] == "1"
     at.selectbox(key="fp_block").set_value(0).run()
     assert ok(at).subheader[0].value.startswith("Block 0:")
-    # a step past the end, or a bad one, opens step 0 rather than failing
-    for bad in ("99", "-1", "x"):
+    # a step past the end, or a bad one, opens the first step rather than failing
+    for bad in ("99", "0", "-1", "x"):
         at = open_page(FORWARD, step=bad)
-        assert at.session_state["fp_step"] == 0
+        assert at.session_state["fp_step"] == 0 and at.query_params["step"] == "1"
+
+
+def test_presentation_puts_the_view_controls_on_the_page(env):
+    at = open_page("views/attention.py", present="1")
+    assert at.session_state["presentation"] is True
+    main_keys = {r.key for r in at.main.radio}
+    side_keys = {r.key for r in at.sidebar.radio}
+    assert {"layer", "head"} <= main_keys and not {"layer", "head"} & side_keys
+    at.toggle(key="presentation").set_value(False).run()
+    assert {"layer", "head"} <= {r.key for r in ok(at).sidebar.radio}
+    assert "present" not in at.query_params
+
+
+def test_a_link_in_the_same_session_brings_its_choices(env):
+    at = open_page("views/attention.py")
+    assert at.session_state["layer"] == 0
+    # what a page link does: the same session, a new URL (Streamlit passes it with the rerun)
+    at.query_params.clear()
+    at.query_params.update({"checkpoint": NAME, "prompt": "abc", "layer": "1", "head": "1", "present": "1"})
+    ok(at.run())
+    assert at.session_state["layer"] == 1 and at.session_state["head"] == 1
+    assert at.session_state["prompt"] == "abc" and at.session_state["presentation"] is True
+    # the session's own URL, read back on the next rerun, changes nothing the widgets chose
+    at.radio(key="head").set_value(0).run()
+    assert ok(at).session_state["head"] == 0 and at.query_params["head"] == "0"

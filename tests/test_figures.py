@@ -83,7 +83,8 @@ def test_per_token_loss_is_cross_entropy(trace):
     np.testing.assert_allclose(loss["loss_bits"], ref.numpy() / math.log(2), rtol=1e-10)
     assert loss["position"].tolist() == list(range(1, trace.n_tokens))
     fig = figures.loss_bars(loss, figures.token_labels(trace.tokens))
-    np.testing.assert_array_equal(fig.data[0].y, loss["loss_bits"].to_numpy())
+    np.testing.assert_array_equal(fig.data[0].y, loss["loss_nats"].to_numpy())  # the one unit on every page
+    assert fig.layout.yaxis.title.text == "loss −ln p (nats)" and "nats)" in fig.layout.title.text
 
 
 def test_per_token_loss_from_the_trace_tensor_and_one_position_of_logits(trace):
@@ -281,7 +282,7 @@ def test_presentation_mode_enlarges_fonts_and_leaves_the_input_alone(trace, labe
 
 def test_token_chips_escape_html_and_colour_by_value():
     html = figures.token_chips_html(["<b>", "␣"], [3, 1], [np.nan, 2.0], vmax=2.0, unit="bits")
-    assert "&lt;b&gt;" in html and "<b><b>" not in html
+    assert "&#60;b&#62;" in html and "<b><b>" not in html  # a reference: neither a tag nor Markdown
     assert "rgb(255,115,40)" in html and "2.000 bits" in html
 
 
@@ -455,7 +456,7 @@ def test_grid_tiles_sit_on_their_ticks_and_mark_the_chosen_head(trace):
 def test_presentation_wraps_titles_and_turns_colourbar_titles(trace, labels):
     fig = figures.loss_bars(analysis.per_token_loss(trace["logits"], trace.token_ids), labels)
     title = fig.layout.title.text
-    assert title.startswith("How surprised the model is by each prompt token") and len(title) > 70
+    assert title.startswith("How surprised the model is by each prompt token") and len(title) > PRESENTATION_WRAP
     big = figures.presentation(fig)
     lines = big.layout.title.text.split("<br>")
     assert len(lines) >= 2 and all(len(line) <= PRESENTATION_WRAP for line in lines)

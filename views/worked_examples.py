@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from gptviz.analysis import worked
-from gptviz.dashboard.state import view
+from gptviz.dashboard.state import link_params, view
 
 NUM = st.column_config.NumberColumn(format="%.4f")
 
@@ -182,13 +182,16 @@ with tab002:
 
 with tablinks:
     st.subheader("Lesson links")
-    st.caption("Each link opens the dashboard on a shipped model with the prompt, layer and head already chosen.")
-    for lesson in worked.LESSONS:
-        params = {k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")}
-        url = worked.lesson_url(lesson["page"], **params)
-        st.markdown(f"[{lesson['title']}]({url}): {lesson['what']}")
-    here = {k: st.query_params[k] for k in ("checkpoint", "prompt") if k in st.query_params}
-    st.markdown(
-        f"[One forward pass, step by step]({worked.lesson_url('forward-pass', **here, step=0)}), on the model "
-        "and prompt chosen now: every step has its own link (the step number is in the address)."
+    st.caption(
+        "Each link opens the dashboard on a shipped model with the prompt, layer and head already chosen, "
+        "in this tab (presentation mode stays on if it is)."
     )
+    for lesson in worked.LESSONS:
+        params = link_params(**{k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")})
+        st.page_link(worked.PAGE_FILES[lesson["page"]], label=lesson["title"], query_params=params)
+        st.caption(lesson["what"])
+    here = {k: st.query_params[k] for k in ("checkpoint", "prompt") if k in st.query_params}
+    st.page_link(
+        "views/forward_pass.py", label="One forward pass, step by step", query_params=link_params(**here, step=1)
+    )
+    st.caption("On the model and prompt chosen now: every step has its own link (the step number is in the address).")

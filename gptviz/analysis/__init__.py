@@ -18,7 +18,7 @@ from .blocks import block_labels, block_mean, block_reduce
 from .heads import LABEL_THRESHOLDS, head_scores
 from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
-from .next_token import per_token_loss, softmax, token_rank, top_k
+from .next_token import nan_logits, nan_message, per_token_loss, softmax, token_rank, top_k
 from .patching import patched_run, patching_sweep
 from .residual import (
     GROWTH_LIMIT,
@@ -57,6 +57,8 @@ __all__ = [
     "layer_weights",
     "patched_run",
     "patching_sweep",
+    "nan_logits",
+    "nan_message",
     "per_token_loss",
     "query_computation",
     "scale_step",

@@ -192,14 +192,22 @@ def sweep_table(sweep: np.ndarray, site: str, labels: Sequence[str]) -> pd.DataF
 
 def compare_top_k(before: np.ndarray, after: np.ndarray, k: int, display=None) -> pd.DataFrame:
     """Next-token probabilities of two runs at one position (logits [V] each): the tokens in either
-    run's top k, most likely after the edit first, with both probabilities, ranks and the change."""
-    from .next_token import softmax
+    run's top k, most likely after the edit first, with both probabilities, ranks and the change.
+    A run whose logits are NaN (nan_logits) ranks nothing: its columns are NaN, and the tokens come
+    from the other run only (no rows when both are NaN)."""
+    from .next_token import nan_logits, softmax
 
-    p0, p1 = softmax(before), softmax(after)
-    rank = lambda p: np.argsort(np.lexsort((np.arange(p.size), -p)))  # noqa: E731 - rank 0 = most likely
-    r0, r1 = rank(p0), rank(p1)
+    runs = []
+    for logits in (before, after):
+        if nan_logits(logits):
+            runs.append((np.full(np.asarray(logits).shape, np.nan), np.full(np.asarray(logits).shape, np.nan)))
+        else:
+            p = softmax(logits)
+            runs.append((p, np.argsort(np.lexsort((np.arange(p.size), -p))).astype(np.float64)))  # rank 0 = top
+    (p0, r0), (p1, r1) = runs
     ids = np.union1d(np.flatnonzero(r0 < k), np.flatnonzero(r1 < k))
-    ids = ids[np.lexsort((ids, -p1[ids]))]
+    order = p1 if np.isfinite(r1).any() else p0
+    ids = ids[np.lexsort((ids, -order[ids]))]
     return pd.DataFrame(
         {
             "id": ids,
@@ -207,7 +215,7 @@ def compare_top_k(before: np.ndarray, after: np.ndarray, k: int, display=None) -
             "before": p0[ids],
             "after": p1[ids],
             "change": p1[ids] - p0[ids],
-            "rank_before": r0[ids] + 1,
-            "rank_after": r1[ids] + 1,
+            "rank_before": pd.array(r0[ids] + 1, dtype="Int64"),
+            "rank_after": pd.array(r1[ids] + 1, dtype="Int64"),
         }
     )

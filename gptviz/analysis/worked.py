@@ -25,6 +25,16 @@ TOY_ATTENTION = dict(
     Wk=[[0.1, 0.1], [0.0, -0.1], [0.2, 0.0], [0.0, 0.2]],
     Wv=[[0.1, 0.0], [-0.1, 0.1], [0.2, -0.1], [0.0, 0.2]],
 )
+# A sharper preset of the same shapes, where attention visibly chooses: one-hot tokens, and query
+# and key weights of 3, so token 1 reads token 0 and token 2 reads token 1 (a previous-token head in
+# miniature: scores of 9 / √2 ≈ 6.36 against 0 give weights of 0.998).
+TOY_ATTENTION_SHARP = dict(
+    X=[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]],
+    Wq=[[0.0, 0.0], [3.0, 0.0], [0.0, 3.0], [0.0, 0.0]],
+    Wk=[[3.0, 0.0], [0.0, 3.0], [0.0, 0.0], [0.0, 0.0]],
+    Wv=[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]],
+)
+TOY_PRESETS = {"textbook": TOY_ATTENTION, "sharp": TOY_ATTENTION_SHARP}
 
 # Seed 004: a four-word vocabulary, three prompt tokens, four features.
 SUPPORT_TOKENS = ["Order", "shipped", "from"]
@@ -234,6 +244,10 @@ LESSONS = [
         "token after its own earlier copy (a stripe one right of the first half's diagonal)",
     ),
 ]
+
+
+# The page file behind each url path a lesson link names (st.page_link opens it in the same tab).
+PAGE_FILES = {"attention": "views/attention.py", "forward-pass": "views/forward_pass.py"}
 
 
 def lesson_url(page: str, **params) -> str:

@@ -18,6 +18,7 @@ from .style import (
     ORANGE,
     category_axis,
     cell_notes,
+    colorbar_title,
     diverging_range,
     nan_overlay,
     plotly_text,
@@ -30,7 +31,7 @@ GRID_TILE = 32  # side of one head's tile in the layer × head grid
 GRID_GAP = 2  # NaN cells between tiles
 
 COLORBAR_TITLE = {
-    "weights": "attention weight<br>(probability, 0–1)",
+    "weights": "attention weight (probability)",
     "masked scores": "score q·k/√D<br>(unitless)",
     "scores": "score q·k/√D<br>(unitless)",
 }
@@ -134,7 +135,7 @@ def attention_heatmap(
             zmax=zmax,
             colorscale="RdBu_r" if diverging else "Viridis",
             hoverongaps=False,
-            colorbar=dict(title=dict(text=_colorbar(kind, score_rule) + f"<br>{zmin:.3g} … {zmax:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title(_colorbar(kind, score_rule), zmin, zmax))),
             hovertemplate="query %{y}<br>key %{x}<br>" + kind + " %{z:.4f}<extra></extra>",
         )
     )
@@ -220,7 +221,9 @@ def head_grid(
     # Subplots: the automatic title margin ignores the subtitle, so the title sits in a fixed top margin.
     fig.update_layout(title_yref="container", title_y=1, title_yanchor="top", title_pad_t=10, margin_t=110)
     fig.update_layout(
-        coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text="weight<br>0 … 1")))
+        coloraxis=dict(
+            colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text=colorbar_title("weight", 0, 1)))
+        )
     )
     fig.update_xaxes(showticklabels=False, showgrid=False, title_text="")
     fig.update_yaxes(showticklabels=False, showgrid=False, autorange="reversed")
@@ -285,7 +288,7 @@ def layer_head_grid(
             zmin=0,
             zmax=1,
             hoverinfo="skip",
-            colorbar=dict(title=dict(text="weight<br>0 … 1")),
+            colorbar=dict(title=dict(text=colorbar_title("weight", 0, 1))),
         )
     )
     # Masked and NaN cells as one small uint8 layer over the weights: 0 is transparent, so the gaps

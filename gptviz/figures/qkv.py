@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.blocks import block_labels, block_mean
-from .style import BLUE, MASKED, ORANGE, category_axis, diverging_range, style
+from .style import BLUE, MASKED, ORANGE, category_axis, colorbar_title, diverging_range, style
 
 MAX_ROWS = 256
 
@@ -34,7 +34,7 @@ def matrix_heatmap(
             colorscale="RdBu_r",
             zmin=-r,
             zmax=r,
-            colorbar=dict(title=dict(text=f"{value_name}<br>−{r:.3g} … {r:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title(value_name, -r, r))),
             hovertemplate="token %{y}<br>dimension %{x}<br>" + value_name + " %{z:.4f}<extra></extra>",
         )
     )
@@ -137,7 +137,7 @@ def query_weighted_values(
             z=rows,
             y=list(labels),
             x=np.arange(rows.shape[1]),
-            colorbar=dict(title=dict(text=f"value<br>−{r:.3g} … {r:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title("value", -r, r))),
             hovertemplate="key %{y}<br>dimension %{x}<br>weight·v %{z:.4f}<extra></extra>",
             **common,
         ),

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis.blocks import block_labels, block_mean
-from .style import BLUE, INK, ORANGE, category_axis, diverging_range, style
+from .style import BLUE, INK, ORANGE, category_axis, colorbar_title, diverging_range, style
 
 STAT_NAMES = {"norm": "L2 norm ‖x‖ over C", "mean": "mean over C", "std": "standard deviation over C"}
 
@@ -84,7 +84,7 @@ def residual_heatmap(
             colorscale="RdBu_r" if diverging else "Viridis",
             zmin=lo,
             zmax=hi,
-            colorbar=dict(title=dict(text=f"{stat}<br>{lo:.3g} … {hi:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title(stat, lo, hi))),
             hovertemplate="%{y}<br>token %{x}<br>" + stat + " %{z:.4g}<extra></extra>",
         )
     )

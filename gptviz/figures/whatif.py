@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import style
+from .style import LOSS_AXIS, LOSS_UNIT, NAN, mean_loss, style
 
 MAX_TEXT_CELLS = 600  # numbers written in the cells up to this many
 
@@ -52,21 +52,43 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
     return fig
 
 
-def loss_before_after(before: pd.DataFrame, after: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
-    """Per-token loss (analysis.per_token_loss) of the plain and the edited run, side by side, in bits."""
+def loss_before_after(
+    before: pd.DataFrame,
+    after: pd.DataFrame,
+    labels: Sequence[str],
+    names: tuple[str, str] = ("before", "after the edit"),
+    title: str = "Loss of each prompt token, before and after the edit",
+) -> go.Figure:
+    """Per-token loss (analysis.per_token_loss) of the plain and the edited run, side by side, in
+    LOSS_UNIT. The colours and means are said in the subtitle, not in a legend that would sit on the
+    title; a NaN loss is a red "NaN" mark on the axis."""
     pos = before["position"].to_numpy()
     x = [labels[p] for p in pos]
     fig = go.Figure()
-    for df, name, color in ((before, "before", "#9aa5b1"), (after, "after the edit", "#d1495b")):
+    runs = ((before, names[0], "#9aa5b1"), (after, names[1], "#d1495b"))
+    for df, name, color in runs:
         fig.add_bar(
             x=x,
-            y=df["loss_bits"].to_numpy(),
-            name=f"{name} (mean {df['loss_bits'].mean():.3f} bits)",
+            y=df["loss_nats"].to_numpy(),
+            name=name,
             marker_color=color,
-            hovertemplate="%{x}<br>%{y:.3f} bits<extra>" + name + "</extra>",
+            hovertemplate="%{x}<br>%{y:.3f} " + LOSS_UNIT + "<extra>" + name + "</extra>",
         )
-    style(fig, "Loss of each prompt token, before and after the edit", height=380)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.12))
+    nan = ~np.isfinite(before["loss_nats"].to_numpy()) | ~np.isfinite(after["loss_nats"].to_numpy())
+    if nan.any():
+        fig.add_scatter(
+            x=[x[i] for i in np.flatnonzero(nan)],
+            y=np.zeros(int(nan.sum())),
+            mode="markers+text",
+            marker=dict(color=NAN, symbol="x", size=12),
+            text=["NaN"] * int(nan.sum()),
+            textposition="top center",
+            textfont=dict(color=NAN),
+            hovertemplate="%{x}<br>loss NaN in a run: the model computed NaN here<extra></extra>",
+        )
+    subtitle = " · ".join(f"{c}: {n} ({mean_loss(df['loss_nats'])})" for (df, n, _), c in zip(runs, ("grey", "red")))
+    style(fig, f"{title} ({LOSS_UNIT})", height=400, subtitle=subtitle)
+    fig.update_layout(barmode="group", showlegend=False)
     fig.update_xaxes(title_text="token predicted from the tokens before it", type="category", categoryarray=x)
-    fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero")
+    fig.update_yaxes(title_text=LOSS_AXIS, rangemode="tozero")
     return fig

@@ -16,9 +16,10 @@ from ..errors import CheckpointError, GptvizError
 from .bundle import Bundle, LoadReport
 from .hf_decoders import DECODERS, load_hf_decoder, refuse_model_type
 from .hf_gpt2 import is_hf, load_hf_gpt2
+from .inmemory import MemoryPath
 from .nanogpt import is_nanogpt, load_nanogpt
 from .native import is_native, load_native, save
-from .safe import read_json
+from .safe import read_json, user_path
 
 # (name, does this path hold the format?, loader), tried in order
 FORMATS: list[tuple[str, Callable[[Path], bool], Callable[[Path, torch.device], Bundle]]] = [
@@ -28,13 +29,14 @@ FORMATS: list[tuple[str, Callable[[Path], bool], Callable[[Path, torch.device], 
 ]
 
 
-def load(path: str | Path, device: str | torch.device | None = "cpu") -> Bundle:
-    """Load any supported checkpoint, detecting its format. Raises CheckpointError naming the file
-    (or DeviceError), never anything else: a checkpoint is untrusted input, and whatever it does
-    wrong must reach the person as one sentence, not a traceback."""
-    if not isinstance(path, (str, Path)):
+def load(path: str | Path | MemoryPath, device: str | torch.device | None = "cpu") -> Bundle:
+    """Load any supported checkpoint, detecting its format: a path, or a MemoryPath (files held in
+    memory, e.g. an upload). Raises CheckpointError naming the file (or DeviceError), never anything
+    else: a checkpoint is untrusted input, and whatever it does wrong must reach the person as one
+    sentence, not a traceback."""
+    if not isinstance(path, (str, Path, MemoryPath)):
         raise CheckpointError(f"a checkpoint path must be text, got {type(path).__name__}")
-    path = Path(path)
+    path = path if isinstance(path, MemoryPath) else user_path(path)
     dev = resolve_device(device)
     try:
         return _load(path, dev)
@@ -74,4 +76,4 @@ def _load(path: Path, dev: torch.device) -> Bundle:
     )
 
 
-__all__ = ["FORMATS", "Bundle", "LoadReport", "load", "save"]
+__all__ = ["FORMATS", "Bundle", "LoadReport", "MemoryPath", "load", "save"]

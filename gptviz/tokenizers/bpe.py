@@ -11,6 +11,7 @@ mojibake.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -69,6 +70,24 @@ def _is_byte_level(tok: HFTokenizer) -> bool:
     return has(spec.get("decoder")) or has(spec.get("pre_tokenizer"))
 
 
+def _first(e: Exception) -> str:
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+
+def _merge_pairs(text: str) -> list[tuple[str, str]]:
+    """merges.txt as the pairs it lists, read as the tokenizers library reads the file: an optional
+    first '#version' line, then one 'a b' pair per line."""
+    pairs = []
+    for n, line in enumerate(text.splitlines()):
+        if not line or (n == 0 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2:
+            raise ValueError(f"line {n + 1} of merges.txt is not two tokens separated by a space")
+        pairs.append((parts[0], parts[1]))
+    return pairs
+
+
 BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
@@ -98,21 +117,28 @@ class BPETokenizer:
     # --- construction -------------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: str | Path, special_tokens: bool = False) -> BPETokenizer:
-        """Load a tokenizer.json; CheckpointError naming the file if it is not one."""
-        path = Path(path)
+        """Load a tokenizer.json (a path, or a file held in memory: anything with read_text);
+        CheckpointError naming the file if it is not one."""
         try:
-            return cls(HFTokenizer.from_file(str(path)), str(path), special_tokens)
+            if isinstance(path, (str, os.PathLike)):
+                return cls(HFTokenizer.from_file(str(path)), str(path), special_tokens)
+            return cls(HFTokenizer.from_str(path.read_text()), str(path), special_tokens)
         except Exception as e:  # the Rust side raises plain Exception subclasses
-            raise CheckpointError(f"{path}: not a readable tokenizer.json ({str(e).splitlines()[0]})") from None
+            raise CheckpointError(f"{path}: not a readable tokenizer.json ({_first(e)})") from None
 
     @classmethod
     def from_vocab_merges(cls, vocab: str | Path, merges: str | Path) -> BPETokenizer:
-        """GPT-2's vocab.json + merges.txt pair, set up the way GPT-2 uses it (byte-level, no prefix space)."""
+        """GPT-2's vocab.json + merges.txt pair, set up the way GPT-2 uses it (byte-level, no prefix space).
+        Paths, or files held in memory (anything with read_text)."""
         try:
-            tok = HFTokenizer(models.BPE.from_file(str(vocab), str(merges)))
+            if isinstance(vocab, (str, os.PathLike)) and isinstance(merges, (str, os.PathLike)):
+                model = models.BPE.from_file(str(vocab), str(merges))
+            else:
+                model = models.BPE(json.loads(vocab.read_text()), _merge_pairs(merges.read_text()))
+            tok = HFTokenizer(model)
         except Exception as e:
             raise CheckpointError(
-                f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({str(e).splitlines()[0]})"
+                f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({_first(e)})"
             ) from None
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()

@@ -30,10 +30,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(checkpoints: Path, default: str, log_path: Path):
-    """A dashboard server on a free port over the checkpoints in a folder, opening on `default`;
-    yields its URL and stops it on exit."""
-    env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default}
+def streamlit_server(checkpoints: Path, default: str, log_path: Path, extra_env: dict | None = None):
+    """A dashboard server on a free port over the checkpoints in a folder, opening on `default`
+    (extra_env: more environment, e.g. its own TMPDIR); yields its URL and stops it on exit."""
+    env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default, **(extra_env or {})}
     port = free_port()
     cmd = [
         sys.executable,
