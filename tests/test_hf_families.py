@@ -598,3 +598,19 @@ def test_shapes_flow_names_rotary_and_the_real_score(saved):
         flow = gptviz.analysis.shape_flow(gptviz.trace(model, prompt()[0]))
         assert any(words in w for w in flow["what"]), (kind, list(flow["what"]))
         assert not any("q·kᵀ / √D" in w for w in flow["what"]) or kind == "llama"
+
+
+def test_corpus_scan_head_scores_use_each_layers_attention(saved):
+    """The scan scores heads from q and k in its hooks: with GPT-Neo's unscaled, windowed layers and
+    Gemma 2's caps they equal head_scores of each window's own Trace."""
+    for kind in ("gpt_neo", "gemma2"):
+        _, path = saved(kind)
+        model = gptviz.load(path).model
+        docs = [prompt(seed=s)[0].tolist() for s in (20, 21)]
+        result = gptviz.scan(model, docs, window=PROMPT_LEN, k=2)
+        names = ["previous_token", "induction", "sink", "self", "entropy"]
+        per_doc = [gptviz.head_scores(gptviz.trace(model, ids)).set_index(["layer", "head"])[names] for ids in docs]
+        expect = (per_doc[0] + per_doc[1]) / 2
+        got = result.heads.set_index(["layer", "head"])
+        for name in names:
+            np.testing.assert_allclose(got.loc[expect.index, name].to_numpy(), expect[name].to_numpy(), atol=1e-5)
