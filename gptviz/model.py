@@ -285,9 +285,8 @@ class CausalSelfAttention(nn.Module):
                 masking = dict(attn_mask=None)
             else:
                 masking = dict(attn_mask=spec.mask(T, x.device, P))
-            y = F.scaled_dot_product_attention(
-                q, expand_kv(k, H), expand_kv(v, H), dropout_p=p, scale=spec.scale, **masking
-            )  # (B, H, T, D)
+            gqa = dict(enable_gqa=True) if Hkv != H else {}  # query head h reads KV head h // (H / H_kv)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=spec.scale, **masking, **gqa)  # (B, H, T, D)
         y = self.z(y)  # heads still separate: where a head can be read or ablated on its own
         return self.out(self.project(y))
 

@@ -18,7 +18,8 @@ kind = c1.segmented_control(
     key="attn_kind",
     default="weights",
     required=True,
-    help="scores = q·kᵀ/√D before the mask; masked scores hide the future; weights = softmax",
+    help="scores = what the softmax reads (q·kᵀ/√D in GPT-2; this model's own scale and soft-cap) before the "
+    "mask; masked scores hide the future (and, in a local layer, keys beyond its window); weights = softmax",
 )
 skip = c2.checkbox(
     "Leave key 0 out of the colour scale",
@@ -26,6 +27,8 @@ skip = c2.checkbox(
     help="Key 0 often takes most of the weight (an attention sink)",
 )
 
+spec = v.bundle.model.transformer.h[v.layer].attn.spec  # this layer's own scale and soft-cap
+score_rule = analysis.score_rule(spec.scale, spec.softcap, v.bundle.model.config.head_dim)
 layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN: built once per run of this page
 m = layer[v.head] if kind == "weights" else analysis.attention_matrix(t, v.layer, v.head, kind)
 widgets.chart(
@@ -36,6 +39,7 @@ widgets.chart(
         skip_first_key=skip,
         title=f"Layer {v.layer}, head {v.head}: {kind}",
         mask=attention_mask(t, v.layer),
+        score_rule=score_rule,
     ),
     key="attn_heatmap",
 )

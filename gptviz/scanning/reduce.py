@@ -118,7 +118,9 @@ class _Layers:
         self.q = out
         return out
 
-    def score(self, layer: int):
+    def score(self, layer: int, spec=None):
+        """spec: the layer's AttentionSpec (its scale, soft-cap and window), as the model computes it."""
+
         def hook(k: Tensor) -> Tensor:  # k arrives right after q of the same layer
             q = self.q  # [B, H, T, D]
             if k.size(1) != q.size(1):  # grouped-query attention: query head h reads KV head h // group
@@ -127,7 +129,7 @@ class _Layers:
                 k_full = k
             rows = []
             for b, n in enumerate(self.lengths.tolist()):
-                s = layer_head_scores_from_qk(q[b, :, :n].float(), k_full[b, :, :n].float(), self.blocks[b])
+                s = layer_head_scores_from_qk(q[b, :, :n].float(), k_full[b, :, :n].float(), self.blocks[b], spec=spec)
                 rows.append(torch.stack([s[name] for name in SCORES], dim=-1))  # [H, scores]
             self.heads[layer] = torch.stack(rows)  # [B, H, scores]
             self.q = None
@@ -162,7 +164,7 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
     hooks = {}
     for l in range(L):
         hooks[point("attn.q", l)] = state.keep_q
-        hooks[point("attn.k", l)] = state.score(l)
+        hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
         hooks[point("mlp.hidden", l)] = state.neurons(l)
     with edited(model, hooks):
         logits = model(idx)  # [B, T, V]
