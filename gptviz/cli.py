@@ -331,6 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
+    p.add_argument("--parts", help="with --scan: any of speed,memory,ray (default: all three)")
+    p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
