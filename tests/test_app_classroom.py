@@ -181,3 +181,23 @@ def test_a_link_in_the_same_session_brings_its_choices(env):
     # the session's own URL, read back on the next rerun, changes nothing the widgets chose
     at.radio(key="head").set_value(0).run()
     assert ok(at).session_state["head"] == 0 and at.query_params["head"] == "0"
+
+
+def test_a_class_opening_a_page_builds_its_figures_once(env, monkeypatch):
+    from gptviz import figures
+
+    built = []
+    for name in ("attention_heatmap", "topk_bars", "head_grid", "attention_lines"):
+        real = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda *a, _real=real, _n=name, **k: built.append(_n) or _real(*a, **k))
+    first = open_page("views/attention.py")
+    after_first = len(built)
+    assert after_first >= 3
+    for _ in range(3):  # three more students open the same page on the same prompt
+        again = open_page("views/attention.py")
+        assert again.get_by_key("attn_heatmap").proto.spec == first.get_by_key("attn_heatmap").proto.spec
+    assert len(built) == after_first, built[after_first:]  # served from the caches, not rebuilt
+    at = open_page("views/overview.py")
+    n = len(built)
+    open_page("views/overview.py")
+    assert len(built) == n and at.get_by_key("overview_heatmap") is not None
