@@ -1,9 +1,11 @@
 """The GPT model family: one decoder-only transformer, every variant chosen by GPTConfig.
 
-Read top to bottom: norm -> attention -> MLP -> Block -> GPT. Submodule names equal
-GPT-2 checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing
-weights is a name-for-name copy. Probes (gptviz.probes) mark every point the Trace contract
-names; nothing in here knows about capture.
+Read top to bottom: norms -> positions (sin/cos, rotary) -> attention (its AttentionSpec: scale,
+soft-cap, window) -> the KV cache -> attention -> MLP -> Block -> GPT. Submodule names equal GPT-2
+checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing GPT-2 weights is
+a name-for-name copy; the other families (Llama, Qwen, Gemma, NeoX, ...) are the same modules with
+their config fields set, and formats/hf_decoders.py maps their weight names onto these. Probes
+(gptviz.probes) mark every point the Trace contract names; nothing in here knows about capture.
 """
 
 from __future__ import annotations
