@@ -29,9 +29,24 @@ PROGRESS_FROM = 4  # steps: a shorter run is scored before a bar would be seen
 TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
 
 
+# (folder, its stamp) -> whether it is a run folder: asked on every rerun of Compare and Timeline
+_RUN_FOLDERS: dict[tuple[str, str], bool] = {}
+
+
 def run_folders() -> list[str]:
-    """The shipped checkpoints that are run folders (step-NNNNNN/ snapshots inside)."""
-    return [name for name in shipped() if is_run_folder(checkpoints_dir() / name)]
+    """The shipped checkpoints that are run folders (step-NNNNNN/ snapshots inside); each folder is
+    listed again only when it changes."""
+    names = []
+    for name in shipped():
+        folder = checkpoints_dir() / name
+        key = (str(folder), folder_stamp(folder))
+        if key not in _RUN_FOLDERS:
+            if len(_RUN_FOLDERS) > 256:  # stale stamps of folders that changed
+                _RUN_FOLDERS.clear()
+            _RUN_FOLDERS[key] = is_run_folder(folder)
+        if _RUN_FOLDERS[key]:
+            names.append(name)
+    return names
 
 
 def folder_path(choice: str) -> Path:

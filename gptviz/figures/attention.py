@@ -31,7 +31,7 @@ GRID_TILE = 32  # side of one head's tile in the layer × head grid
 GRID_GAP = 2  # NaN cells between tiles
 
 COLORBAR_TITLE = {
-    "weights": "attention weight (probability)",
+    "weights": "attention weight",
     "masked scores": "score q·k/√D<br>(unitless)",
     "scores": "score q·k/√D<br>(unitless)",
 }
@@ -152,11 +152,9 @@ def attention_heatmap(
         plot_bgcolor=MASKED if masked.any() else "white",
         margin=dict(t=90),
     )
-    fig.update_xaxes(
-        title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain"
-    )
+    fig.update_xaxes(title_text="key (read)", side="bottom", showgrid=False, constrain="domain")
     fig.update_yaxes(
-        title_text="query position and token (who reads)",
+        title_text="query (reads)",
         autorange="reversed",
         showgrid=False,
         scaleanchor="x",
@@ -405,10 +403,11 @@ def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, 
     n = len(keys)
     ys = {int(k): n - 1 - i for i, k in enumerate(keys)}
     qy = (n - 1) / 2
+    gap = 0.06  # the lines stop short of the labels: a weight near 1 draws a line 14.5 px wide
     for k in keys:
         fig.add_trace(
             go.Scatter(
-                x=[0, 1],
+                x=[gap, 1 - gap],
                 y=[qy, ys[int(k)]],
                 mode="lines",
                 line=dict(width=0.5 + 14 * w[k], color=BLUE),

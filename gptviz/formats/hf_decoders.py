@@ -27,7 +27,8 @@ from ..limits import MAX_CONFIG, MAX_TOKENIZER_BYTES
 from ..model import GPT
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, check_shapes, finish, load_state_into
-from .native import safetensors_shapes
+from .inmemory import on_disk
+from .native import read_safetensors, safetensors_shapes
 from .safe import check_file, read_json, torch_load
 
 DECODERS = (
@@ -467,6 +468,7 @@ class Weights:
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.dtypes: set[str] = set()
         self._loaded: dict[str, torch.Tensor] = {}
+        self._in_memory: dict[Path, dict[str, torch.Tensor]] = {}  # an upload's shards, read from bytes
         for file in files:
             if file.suffix == ".safetensors":
                 for k, shape in safetensors_shapes(file).items():
@@ -486,6 +488,10 @@ class Weights:
             t = self._loaded.pop(key)
         else:
             file = self.where[key]
+            if not on_disk(file):  # an upload held in memory: safe_open needs a file, so read its bytes
+                if file not in self._in_memory:
+                    self._in_memory[file] = read_safetensors(file)
+                return self._finish(self._in_memory[file].pop(key))
             try:
                 with safe_open(str(file), framework="pt") as f:
                     t = f.get_tensor(key)
@@ -494,6 +500,9 @@ class Weights:
                 raise CheckpointError(
                     f"{file}: not a readable safetensors file, truncated or corrupt ({first})"
                 ) from None
+        return self._finish(t)
+
+    def _finish(self, t: torch.Tensor) -> torch.Tensor:
         if t.is_floating_point():
             self.dtypes.add(str(t.dtype).removeprefix("torch."))
             t = t.float()
