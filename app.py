@@ -10,11 +10,14 @@ The sidebar (gptviz.dashboard.sidebar) loads the checkpoint once per process and
 import streamlit as st
 
 from gptviz.dashboard.classroom import read_step_url
-from gptviz.dashboard.sidebar import sidebar
+from gptviz.dashboard.icon import page_icon
+from gptviz.dashboard.sidebar import PRESENTATION_ROOT_PX, VIEW_CONTROLS, sidebar
+from gptviz.dashboard.slides import follower, read_lesson_url
 from gptviz.dashboard.state import set_view
 from gptviz.dashboard.widgets import guard
 
-st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
+# the icon is an image the server sends, never a Material icon: those are fetched from fonts.gstatic.com
+st.set_page_config(page_title="gptviz", page_icon=page_icon(), layout="wide")
 
 # Grouped by the question a page answers. In the top bar each group is one menu, so the sidebar holds
 # only the controls (checkpoint first) and a 900 px high screen shows them without scrolling.
@@ -55,15 +58,42 @@ PAGES = {
         ),
         st.Page("views/forward_pass.py", title="Forward pass", icon=":material/stairs:", url_path="forward-pass"),
         st.Page("views/mask_leak.py", title="Mask leak", icon=":material/visibility_off:", url_path="mask-leak"),
+        st.Page("views/lesson.py", title="Lesson", icon=":material/slideshow:", url_path="lesson"),
     ],
 }
 
 
+# What of the sidebar's layer, head and position a page reads, where it is not all three: in presentation
+# mode these controls sit on the page itself (the sidebar is folded away).
+PAGE_CONTROLS = {
+    "worked-examples": (),
+    "shapes": (),
+    "health": (),
+    "patching": (),
+    "lesson": (),
+    "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
+}
+
+
+def follow(code: str) -> None:
+    """A student following a teacher (?follow=CODE): the teacher's slide only, no sidebar, no run."""
+    st.navigation(PAGES, position="hidden")
+    present = st.query_params.get("present") == "1"
+    if present:
+        st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
+    follower(code, present)
+
+
 def main() -> None:
+    if "follow" in st.query_params:
+        return follow(st.query_params["follow"])
     page = st.navigation(PAGES, position="top")
+    if "lesson" in st.query_params and page.url_path != "lesson" and not st.session_state.get("_url_read"):
+        st.switch_page("views/lesson.py", query_params=dict(st.query_params))  # ?lesson= opens it on any page
     try:
         read_step_url()  # before the sidebar rewrites the URL
-        sidebar()
+        read_lesson_url()
+        sidebar(view_controls=PAGE_CONTROLS.get(page.url_path, VIEW_CONTROLS))
         page.run()
     finally:  # an idle session holds no Trace: only the caches do, within their limits
         set_view(None)

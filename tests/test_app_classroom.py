@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, ok, serve
+from apptest_helpers import APP, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -99,14 +99,22 @@ def test_block_stats_and_lesson_links(env, ckpt_root):
     x0 = t["embed"].astype(np.float64)
     assert stats[0, 1] == pytest.approx(x0.mean(), abs=1e-9) and stats[0, 2] == pytest.approx(x0.std(), abs=1e-9)
     assert stats.shape[0] == 1 + t.n_layer
-    links = " ".join(m.value for m in at.markdown)
+    links = {el.proto.label: parse_qs(el.proto.query_string) for el in at.get("page_link")}
     for lesson in worked.LESSONS:
-        url = worked.lesson_url(lesson["page"], **{k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")})
-        assert f"]({url})" in links
-        q = parse_qs(urlsplit(url).query)
+        q = links[lesson["title"]]  # a page link: the same tab, the same session
         assert q["layer"] == [str(lesson["layer"])] and q["head"] == [str(lesson["head"])]
-    step_link = worked.lesson_url("forward-pass", checkpoint=NAME, prompt=at.session_state["prompt"], step=0)
-    assert f"]({step_link})" in links  # the walk-through, on the model and prompt chosen now
+        assert q["checkpoint"] == [lesson["checkpoint"]] and q["prompt"] == [lesson["prompt"]]
+        assert "present" not in q
+    # the walk-through, on the model and prompt chosen now, from its first step (counted from 1)
+    q = links["One forward pass, step by step"]
+    assert q["step"] == ["1"] and q["prompt"] == [at.session_state["prompt"]] and q["checkpoint"] == [NAME]
+
+
+def test_links_keep_presentation_mode(env):
+    at = open_page(WORKED, present="1")
+    assert at.session_state["presentation"] is True and at.query_params["present"] == "1"
+    for el in at.get("page_link"):
+        assert parse_qs(el.proto.query_string)["present"] == ["1"], el.proto.label
 
 
 def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):
@@ -116,11 +124,13 @@ def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):
     steps = walkthrough.forward_steps(bundle.model, t, 0)
     assert at.button(key="fp_back").disabled
     for i, s in enumerate(steps):
-        assert at.session_state["fp_step"] == i and at.query_params["step"] == str(i)
+        assert at.session_state["fp_step"] == i and at.query_params["step"] == str(i + 1)  # 1-based in the URL
+        assert at.get("progress")[0].proto.text == f"Step {i + 1} of {len(steps)}"
         assert at.subheader[0].value == s.title
         shape = s.shape if s.point is None else ((1, *t[s.point].shape) if s.key != "mask" else t[s.point].shape)
         assert any(m.value.startswith(f"#### shape {s.notation} = {shape} · ") for m in at.markdown), s.key
-        assert f"step={i}" in next(m.value for m in at.markdown if m.value.startswith("[Link to this step]"))
+        link = next(el.proto for el in at.get("page_link") if el.proto.label.startswith("Link to this step"))
+        assert parse_qs(link.query_string)["step"] == [str(i + 1)]
         if s.key not in ("next", "ids"):
             shown = at.table[0].value.to_numpy()
             assert shown.shape[0] <= 6 and shown.shape[1] <= 8
@@ -135,13 +145,97 @@ def test_forward_pass_walks_every_step_with_the_traces_shapes(env, ckpt_root):
 
 
 def test_a_step_link_opens_that_step_and_block(env):
-    at = open_page(FORWARD, step="5", block="1")
-    assert at.session_state["fp_step"] == 5 and at.session_state["fp_block"] == 1
+    at = open_page(FORWARD, step="9", block="1")  # ?step=9 is the step the page calls "Step 9 of N"
+    assert at.session_state["fp_step"] == 8 and at.session_state["fp_block"] == 1
+    assert at.get("progress")[0].proto.text.startswith("Step 9 of ")
     assert at.subheader[0].value.startswith("Block 1:")
-    assert at.query_params["step"] == "5" and at.query_params["block"] == "1"
+    assert at.query_params["step"] == "9" and at.query_params["block"] == "1"
     at.selectbox(key="fp_block").set_value(0).run()
     assert ok(at).subheader[0].value.startswith("Block 0:")
-    # a step past the end, or a bad one, opens step 0 rather than failing
-    for bad in ("99", "-1", "x"):
+    # a step past the end, or a bad one, opens the first step rather than failing
+    for bad in ("99", "0", "-1", "x"):
         at = open_page(FORWARD, step=bad)
-        assert at.session_state["fp_step"] == 0
+        assert at.session_state["fp_step"] == 0 and at.query_params["step"] == "1"
+
+
+def test_presentation_puts_the_view_controls_on_the_page(env):
+    at = open_page("views/attention.py", present="1")
+    assert at.session_state["presentation"] is True
+    main_keys = {r.key for r in at.main.radio}
+    side_keys = {r.key for r in at.sidebar.radio}
+    assert {"layer", "head"} <= main_keys and not {"layer", "head"} & side_keys
+    at.toggle(key="presentation").set_value(False).run()
+    assert {"layer", "head"} <= {r.key for r in ok(at).sidebar.radio}
+    assert "present" not in at.query_params
+
+
+def test_a_link_in_the_same_session_brings_its_choices(env):
+    at = open_page("views/attention.py")
+    assert at.session_state["layer"] == 0
+    # what a page link does: the same session, a new URL (Streamlit passes it with the rerun)
+    at.query_params.clear()
+    at.query_params.update({"checkpoint": NAME, "prompt": "abc", "layer": "1", "head": "1", "present": "1"})
+    ok(at.run())
+    assert at.session_state["layer"] == 1 and at.session_state["head"] == 1
+    assert at.session_state["prompt"] == "abc" and at.session_state["presentation"] is True
+    # the session's own URL, read back on the next rerun, changes nothing the widgets chose
+    at.radio(key="head").set_value(0).run()
+    assert ok(at).session_state["head"] == 0 and at.query_params["head"] == "0"
+
+
+def test_a_class_opening_a_page_builds_its_figures_once(env, monkeypatch):
+    from gptviz import figures
+
+    built = []
+    for name in ("attention_heatmap", "topk_bars", "head_grid", "attention_lines"):
+        real = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda *a, _real=real, _n=name, **k: built.append(_n) or _real(*a, **k))
+    first = open_page("views/attention.py")
+    after_first = len(built)
+    assert after_first >= 3
+    for _ in range(3):  # three more students open the same page on the same prompt
+        again = open_page("views/attention.py")
+        assert again.get_by_key("attn_heatmap").proto.spec == first.get_by_key("attn_heatmap").proto.spec
+    assert len(built) == after_first, built[after_first:]  # served from the caches, not rebuilt
+    at = open_page("views/overview.py")
+    n = len(built)
+    open_page("views/overview.py")
+    assert len(built) == n and at.get_by_key("overview_heatmap") is not None
+
+
+def test_worked_examples_a_class_can_follow(env):
+    at = open_page(WORKED)
+    # query and key labels on the matrices; the mask as True / False; −∞ written as a class writes it
+    scores = next(d.value for d in at.dataframe if d.value.index.name == "scores = Q·Kᵀ ÷ √d_k")
+    assert list(scores.index) == ["query t0", "query t1", "query t2"] and list(scores.columns)[0] == "key t0"
+    mask = table(at, "mask")
+    assert mask.dtype == bool and mask.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    masked = table(at, "masked scores")
+    assert masked[0, 1] == "−∞" and "-Infinity" not in str(masked) and masked[0, 0] != "−0.0000"
+    for d in at.dataframe:  # nothing that rounds to zero is sent as a negative number
+        v = d.value.to_numpy()
+        if v.dtype.kind == "f":
+            assert not np.any((np.abs(v) < 5e-5) & np.signbit(v)), d.value.index.name
+    # a heatmap beside each weights table, with the same numbers
+    heat = figure(at, "heat_weights = softmax(masked scores)")
+    z = array(heat["data"][0]["z"]).astype(float)
+    assert np.allclose(np.nan_to_num(z), table(at, "weights = softmax(masked scores)"), atol=1e-6)
+    for label in ("masked weights", "leak: without mask", "leak: with mask"):
+        assert at.get_by_key(f"heat_{label}") is not None
+    assert any("its own inputs" in i.value for i in at.info)  # the support reply says so
+    # the sharper preset: attention visibly chooses; reset brings the textbook's numbers back
+    at.segmented_control(key="w0_preset").set_value("sharp").run()
+    w = table(ok(at), "weights = softmax(masked scores)")
+    assert w[1, 0] > 0.99 and w[2, 1] > 0.99
+    at.toggle(key="w0_mask").set_value(False).run()
+    at.button(key="worked_reset").click().run()
+    assert ok(at).session_state["w0_preset"] == "textbook" and at.toggle(key="w0_mask").value is True
+    assert np.round(table(at, "weights = softmax(masked scores)"), 4)[1].tolist() == [0.4994, 0.5006, 0]
+
+
+def test_block_stats_do_not_call_healthy_growth_drifting(env):
+    at = open_page(WORKED)
+    caption = next(c.value for c in at.caption if "population std" in c.value)
+    stats = table(at, "block stats")
+    assert "drifting" not in caption or "doubles in every block" in caption
+    assert f"{stats[0, 2]:.4f}" in caption  # the numbers it speaks of are the table's

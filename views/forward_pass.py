@@ -1,8 +1,6 @@
 """One forward pass, step by step: Back / Next through the prompt's way from token ids to the next
 token, each step with its shape in B, T, C, H, D and a slide-sized piece of its real values."""
 
-from urllib.parse import urlencode
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -80,5 +78,8 @@ else:
     st.caption(f"Showing {shown}{where_note}; the full tensor is {s.shape}.")
 st.caption(f"Values: {s.source}.")
 
-link = urlencode({k: st.query_params[k] for k in st.query_params})
-st.markdown(f"[Link to this step](forward-pass?{link}) · one link per step, for a slide")
+st.page_link(
+    "views/forward_pass.py",
+    label="Link to this step (one link per step, for a slide)",
+    query_params={k: st.query_params[k] for k in st.query_params},
+)

@@ -1,6 +1,5 @@
 """Generate: continue the prompt token by token (KV cache), see what each token beat and where it looked."""
 
-import html
 from functools import partial
 
 import pandas as pd
@@ -13,6 +12,7 @@ from gptviz.dashboard import caches, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures import generation as gfig
 from gptviz.figures.attention import MAX_CELLS
+from gptviz.figures.style import html_text
 
 v = widgets.require_trace() or st.stop()
 st.title("Generate")
@@ -118,7 +118,7 @@ for i, piece in enumerate(pieces):
     style = "color:#8a8a8a" if i < P else "color:inherit"
     if steps and i == P + shown - 1:
         style = "background:#e4572e;color:white;border-radius:3px"
-    spans.append(f'<span style="{style}">{html.escape(piece if tok is not None else piece + " ")}</span>')
+    spans.append(f'<span style="{style}">{html_text(piece if tok is not None else piece + " ")}</span>')
 st.markdown(
     '<div style="white-space:pre-wrap;font-family:monospace;border:1px solid #ddd;border-radius:6px;'
     f'padding:10px;line-height:1.5">{"".join(spans)}</div>',

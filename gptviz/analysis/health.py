@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from ..errors import ArgumentError
 from ..model import GPT
 from ..names import ATTENTION_MAPS, point
 from ..record import Trace
@@ -123,6 +124,21 @@ def check_activations(trace: Trace) -> Finding:
     )
 
 
+def _growth_said(means: np.ndarray, judged: dict[int, float], total: float) -> str:
+    """The residual norm's growth in plain words: where it starts and ends, and what the block that
+    grows it most (after block 0) does to it, which may be to shrink it."""
+    said = (
+        f"the mean residual norm is {means[0]:.3g} at the embedding and {means[-1]:.3g} after the last block "
+        f"({total:.2f} times as large)"
+    )
+    if not judged:
+        return said
+    block, most = max(judged.items(), key=lambda kv: kv[1])
+    if most <= 1:
+        return said + f"; no block after block 0 grows it (each keeps or shrinks it; the most is ×{most:.2f})"
+    return said + f"; the block after block 0 that grows it most is block {block}, ×{most:.2f}"
+
+
 def check_residual(trace: Trace) -> Finding:
     """Per-block growth of the mean residual norm (blocks after the first) and the largest norm."""
     _, norms = residual_stat_grid(trace, "norm")  # [1 + 2L, T]: embed, then l.mid, l.post
@@ -139,11 +155,7 @@ def check_residual(trace: Trace) -> Finding:
     top = float(norms.max())
     over = [f"block {l} ×{g:.1f}" for l, g in judged.items() if not g <= GROWTH_LIMIT]
     worst_growth = max(judged.values(), default=None)
-    measured = (
-        f"from the embedding to the last block the mean residual norm grows {residual_growth(trace):.1f}×"
-        + (f", at most ×{worst_growth:.2f} in one block after block 0" if worst_growth is not None else "")
-        + f"; the largest norm is {top:.4g}"
-    )
+    measured = f"{_growth_said(means, judged, residual_growth(trace))}; the largest norm is {top:.4g}"
     rule = f"(thresholds: ×{GROWTH_LIMIT:g} per block after block 0, any norm above {NORM_LIMIT:g})"
     if not over and top <= NORM_LIMIT:
         return Finding("residual_growth", "ok", worst_growth, f"{measured} {rule}. Block 0 is not judged by growth.")
@@ -353,6 +365,8 @@ def check_vocabulary(model: GPT, trace: Trace, tokenizer=None) -> Finding:
 def health(model: GPT, trace: Trace, tokenizer=None) -> list[Finding]:
     """Every health finding for `model` on the run `trace`, in a fixed order. tokenizer (optional)
     lets the vocabulary and embedding checks compare the model's ids with the ones it can produce."""
+    if tokenizer is not None and not isinstance(getattr(tokenizer, "vocab_size", None), int):
+        raise ArgumentError(f"tokenizer must be a gptviz tokenizer or None, got {type(tokenizer).__name__}")
     n_layer = model.config.n_layer
     return [
         check_weights(model),

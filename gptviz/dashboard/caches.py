@@ -26,6 +26,7 @@ from .. import analysis, figures
 from ..analysis.attention import attention_mask
 from ..capture import trace
 from ..errors import CheckpointError, GptvizError
+from ..figures.attention import mark_tile
 from ..formats import Bundle, load
 from ..formats.demo import demo_bundle
 from ..record import Trace
@@ -48,11 +49,23 @@ MODEL_ENTRIES = _entries(MODELS_ENV, 4)  # loaded checkpoints (and remembered lo
 RUN_ENTRIES = _entries(RUNS_ENV, 4)  # Traces; the per-run grid and loss caches keep as many
 
 
+def text_bytes(text: str) -> bytes:
+    """A string as the caches hash it, whatever it holds: a file name that is not valid UTF-8 comes
+    from a folder listing as lone surrogates, which str.encode() (Streamlit's own hashing) refuses."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def cached(**kwargs):
+    """st.cache_resource for every cache of the dashboard, hashing any string (text_bytes)."""
+    return st.cache_resource(hash_funcs={str: text_bytes}, **kwargs)
+
+
 @dataclass(frozen=True)
 class ModelKey:
     source: str  # a shipped name, "demo", a path, or "upload:<content hash>"
     device: str
     version: str = ""  # sources.version: the files' times, so a rewritten checkpoint loads again
+    owner: str = ""  # an upload's session token (uploads.py): only that session's keys reach its model
 
 
 @dataclass(frozen=True)
@@ -61,18 +74,21 @@ class RunKey:
     ids: tuple[int, ...]
 
 
-@st.cache_resource(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
+@cached(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
 def load_bundle(key: ModelKey) -> Bundle | str:
-    """One model per (checkpoint, device, version) per process, shared by every session: read-only.
-    A checkpoint that cannot be loaded gives the one-line reason instead, remembered like a model,
-    so a bad file is not read again on every rerun (a new version of it is tried afresh).
-    Raises CheckpointError only for an upload that is no longer on the server (not remembered)."""
+    """One model per (checkpoint, device, version) per process, shared by every session: read-only
+    (an upload's only by its own session). A checkpoint that cannot be loaded gives the one-line
+    reason instead, remembered like a model, so a bad file is not read again on every rerun (a new
+    version of it is tried afresh). Raises CheckpointError only for an upload that this session
+    does not hold (not remembered)."""
     label = ""
     if uploads.is_upload(key.source):
-        upload = uploads.find(key.source)
+        upload = uploads.owned(key.owner, key.source)
         if upload is None:
-            raise CheckpointError("the uploaded files are no longer on the server: upload them again")
-        path, label = upload.path, upload.label
+            raise CheckpointError(
+                "this session holds no such upload: choose 'upload a checkpoint…' and upload the files"
+            )
+        path, label = upload.path, upload.label  # its files in memory, named by their own names
     try:
         if key.source == DEMO:
             return demo_bundle(key.device)
@@ -80,11 +96,7 @@ def load_bundle(key: ModelKey) -> Bundle | str:
             path = checkpoint_path(key.source)
         bundle = load(path, key.device)
     except GptvizError as e:
-        # the message names the file; an upload is named by its file names, never its server path
-        if not label:
-            return str(e)
-        folder = str(path if path.is_dir() else path.parent)
-        return str(e).replace(folder + os.sep, "").replace(folder, label)
+        return str(e)
     except Exception as e:  # a loader bug or an out-of-memory must not become a page of traceback
         log.exception("loading %s failed", key.source)
         return f"{type(e).__name__} while loading: {str(e)[:300]}"
@@ -101,7 +113,7 @@ def bundle_for(key: ModelKey) -> Bundle:
     return loaded
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Running the model…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Running the model…")
 def run_trace(key: RunKey) -> Trace:
     """The Trace of one run. It holds the activations (attention maps are rebuilt from q and k
     when a view asks), so a few entries stay small."""
@@ -109,7 +121,7 @@ def run_trace(key: RunKey) -> Trace:
     return trace(bundle.model, list(key.ids), bundle.tokenizer)
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")
 def layer_head_grid(key: RunKey) -> go.Figure:
     """The layer × head overview of one run, built once: it needs every layer's attention maps,
     which the Trace rebuilds from q and k on each request (seconds at T = 1024)."""
@@ -119,9 +131,78 @@ def layer_head_grid(key: RunKey) -> go.Figure:
     return figures.layer_head_grid(weights, masks=masks)
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner=False)
+@cached(max_entries=RUN_ENTRIES, show_spinner=False)
 def prompt_loss(key: RunKey) -> pd.DataFrame:
     """The per-token loss of one run, built once: a pass over all T × V logits (0.4 s at T = 1024
     with GPT-2's vocabulary) that a temperature or top-k change must not repeat. Read-only."""
     t = run_trace(key)
     return analysis.per_token_loss(t.tensor("logits"), t.token_ids)
+
+
+# --- figures, built and styled once per process -------------------------------------------------
+# A page view with a cached run spent most of its server time building Plotly figures and styling
+# them (tens of ms each): pure work on a read-only Trace. The figures a class opens together are
+# built once here for every session, keyed by the run and the choices; st.plotly_chart only
+# serialises them. Read-only: nothing may change a figure it gets from here.
+FIGURE_ENTRIES = 4 * RUN_ENTRIES  # per kind of figure: a class looks at a few heads of one run
+
+
+def run_labels(key: RunKey) -> list[str]:
+    """The run's 'index token' axis labels (as View.labels)."""
+    bundle, t = bundle_for(key.model), run_trace(key)
+    ids = [int(i) for i in t.token_ids]
+    return figures.token_labels(bundle.tokenizer.display(ids) if bundle.tokenizer is not None else map(str, ids))
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def topk_figure(key: RunKey, k: int, presentation: bool) -> go.Figure:
+    """The next-token bars at the last position of one run."""
+    bundle, t = bundle_for(key.model), run_trace(key)
+    display = bundle.tokenizer.display if bundle.tokenizer is not None else (lambda ids: [str(i) for i in ids])
+    top = analysis.top_k(t.part("logits", -1), k, display=display)
+    return figures.presentation(figures.topk_bars(top, position_label=run_labels(key)[-1]), presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def head_figure(key: RunKey, layer: int, head: int, height: int, presentation: bool) -> go.Figure:
+    """One head's attention weights on one run."""
+    t = run_trace(key)
+    fig = figures.attention_heatmap(
+        analysis.attention_matrix(t, layer, head),
+        run_labels(key),
+        title=f"Layer {layer}, head {head}: attention weights",
+        height=height,
+        mask=attention_mask(t, layer),
+    )
+    return figures.presentation(fig, presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def attention_figures(key: RunKey, layer: int, head: int, kind: str, skip_first: bool, presentation: bool):
+    """The Attention page's head heatmap (of `kind`) and its layer's every head, for one run."""
+    t = run_trace(key)
+    labels, mask = run_labels(key), attention_mask(t, layer)
+    weights = analysis.layer_weights(t, layer)  # [H, T, T], masked cells NaN
+    m = weights[head] if kind == "weights" else analysis.attention_matrix(t, layer, head, kind)
+    title = f"Layer {layer}, head {head}: {kind}"
+    model = bundle_for(key.model).model
+    spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
+    rule = analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
+    one = figures.attention_heatmap(
+        m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule
+    )
+    every = figures.head_grid(weights, labels, layer=layer, mask=mask, cols=2 if presentation else 4)
+    return figures.presentation(one, presentation), figures.presentation(every, presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def lines_figure(key: RunKey, layer: int, head: int, position: int, presentation: bool) -> go.Figure:
+    """Where one query looks: the Attention page's line view."""
+    row = analysis.layer_weights(run_trace(key), layer)[head, position]
+    return figures.presentation(figures.attention_lines(row, run_labels(key), position), presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def marked_grid(key: RunKey, layer: int, head: int, presentation: bool) -> go.Figure:
+    """The layer × head overview with the head on view outlined, styled."""
+    return figures.presentation(mark_tile(layer_head_grid(key), layer, head), presentation)

@@ -4,12 +4,11 @@ asked for and builds the View the pages read; every expected failure is a messag
 from __future__ import annotations
 
 import streamlit as st
-from streamlit.runtime import Runtime
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..devices import DEVICES, device_status, resolve_device
 from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
+from ..formats.safe import shown_name
 from ..tokenizers import encode_prompt, parse_ids
 from . import uploads
 from .caches import ModelKey, RunKey, bundle_for, run_trace
@@ -20,7 +19,8 @@ from .sources import (
     UPLOAD_LIMIT_ENV,
     checkpoints_dir,
     default_checkpoint,
-    shipped,
+    listing,
+    shipped_note,
     upload_limit_mb,
     version,
 )
@@ -31,24 +31,16 @@ PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
 
 
 def _session_uploads() -> uploads.SessionUploads:
-    """This session's upload owner, kept in its session state: its folder goes when the session does."""
+    """This session's upload owner, kept in its session state: its bytes go when the session does."""
     owner = st.session_state.get("_uploads")
-    if not isinstance(owner, uploads.SessionUploads) or owner.closed:
-        ctx = get_script_run_ctx()
-        owner = st.session_state["_uploads"] = uploads.SessionUploads(ctx.session_id if ctx else None)
+    if not isinstance(owner, uploads.SessionUploads):
+        owner = st.session_state["_uploads"] = uploads.SessionUploads()
     return owner
-
-
-def _session_alive(session_id: str) -> bool:
-    """Whether the server still has this session connected (a closed tab is not)."""
-    if not Runtime.exists():  # AppTest: no server, sessions end with their objects
-        return True
-    return Runtime.instance().is_active_session(session_id)
 
 
 def _pick_checkpoint() -> tuple[str | None, str]:
     """The chosen source and how the page names it."""
-    names = shipped()
+    names, unreadable = listing()
     options = [*names, *Pick]
     if st.session_state.get("ckpt_choice") not in options:
         st.session_state["ckpt_choice"] = default_checkpoint() if default_checkpoint() in names else Pick.PATH
@@ -58,9 +50,17 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         key="ckpt_choice",
         format_func=lambda o: o.value if isinstance(o, Pick) else f"{o} (shipped)",
     )
+    if unreadable:  # a name that is not text cannot be an option, a URL or a cache key: say so, once
+        st.sidebar.caption(
+            f"Left out of this list: {plain(', '.join(unreadable[:3]))}"
+            f"{' …' if len(unreadable) > 3 else ''} in {plain(shown_name(str(checkpoints_dir())))} "
+            "(a folder name that is not valid UTF-8 text); rename it to pick it."
+        )
+    if shipped_note():  # the checkpoints folder holds more entries than one listing reads
+        st.sidebar.warning(plain(shipped_note()))
     if not names:
         st.sidebar.warning(
-            f"No shipped checkpoint in {checkpoints_dir()}: train one "
+            f"No shipped checkpoint in {plain(shown_name(str(checkpoints_dir())))}: train one "
             "(README) or pick a path. The demo model has random weights."
         )
     if choice is Pick.PATH:
@@ -87,9 +87,6 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             upload = _session_uploads().save(files, limit, UPLOAD_LIMIT_ENV)
         except GptvizError as e:
             st.error(f"Upload not used: {plain(e)}")
-            return None, ""
-        except OSError as e:  # the server's disk: full, or not writable
-            st.error(f"Upload not used: the server could not store it ({plain(e.strerror or e)})")
             return None, ""
         st.session_state["_upload_names"] = ", ".join(upload.names)
         return upload.source, upload.label
@@ -152,8 +149,13 @@ def _encode(bundle: Bundle, prompt: str) -> list[int] | None:
     return ids
 
 
-def _choose_view(v: View) -> None:
-    """Layer, head and position in the sidebar, clamped to this model and prompt."""
+VIEW_CONTROLS = ("layer", "head", "position")
+
+
+def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
+    """Layer, head and position, clamped to this model and prompt: in the sidebar, or, when on_page
+    names them, at the top of the page (presentation mode folds the sidebar away, and a teacher must
+    not have to open it); there only the controls the page reads, the others keep their values."""
     L, H = v.trace.n_layer, v.bundle.model.config.n_head
     T = v.trace.n_tokens
     for key, n in (("layer", L), ("head", H)):
@@ -166,23 +168,35 @@ def _choose_view(v: View) -> None:
     ):
         st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
         st.session_state["_position_for"] = (v.source, v.prompt)
-    st.sidebar.subheader("View")
-    v.layer = st.sidebar.radio("Layer", list(range(L)), key="layer", horizontal=True)
-    v.head = st.sidebar.radio("Head", list(range(H)), key="head", horizontal=True)
-    if T > 1:
+    shown = on_page if on_page is not None else VIEW_CONTROLS
+    if on_page is not None:
+        widths = {"layer": 3, "head": 4.5, "position": 3.5}
+        places = dict(zip(shown, st.columns([widths[k] for k in shown], vertical_alignment="bottom"))) if shown else {}
+    else:
+        st.sidebar.subheader("View")
+        places = dict.fromkeys(VIEW_CONTROLS, st.sidebar)
+    for key in VIEW_CONTROLS:  # a control not drawn keeps its value (Streamlit drops an undrawn widget's)
+        if key not in shown:
+            st.session_state[key] = st.session_state[key]
+    v.layer, v.head, v.position = (st.session_state[k] for k in VIEW_CONTROLS)
+    if "layer" in shown:
+        v.layer = places["layer"].radio("Layer", list(range(L)), key="layer", horizontal=True)
+    if "head" in shown:
+        v.head = places["head"].radio("Head", list(range(H)), key="head", horizontal=True)
+    if T == 1:
+        v.position = 0
+    elif "position" in shown:
         labels = v.labels
-        v.position = st.sidebar.select_slider(
+        v.position = places["position"].select_slider(
             "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i]
         )
-    else:
-        v.position = 0
 
 
-def sidebar() -> View:
+def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
-    Every expected failure is shown as a message in the page; the View then has no Trace."""
+    Every expected failure is shown as a message in the page; the View then has no Trace.
+    view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
     read_url()
-    uploads.sweep(_session_alive)  # uploads of sessions that have ended
     st.sidebar.header("gptviz")
     source, label = _pick_checkpoint()
     device = _pick_device()
@@ -207,7 +221,8 @@ def sidebar() -> View:
         except GptvizError as e:
             st.error(f"Device not available: {plain(e)}. Showing results on CPU.")
         v.device = "cpu"
-    model_key = ModelKey(source, v.device, version(source))
+    owner = _session_uploads().token if uploads.is_upload(source) else ""  # only this session's upload
+    model_key = ModelKey(source, v.device, version(source), owner)
     try:
         v.bundle = bundle_for(model_key)  # a failure is remembered for this version of the files
     except GptvizError as e:
@@ -223,6 +238,6 @@ def sidebar() -> View:
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
         return v
-    _choose_view(v)
+    _choose_view(v, on_page=view_controls if presentation else None)
     write_url(v)
     return v

@@ -24,7 +24,19 @@ from .caches import RunKey
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
-URL_KEYS = ("checkpoint", "upload", "device", "prompt", "keep_last", "drop_unknown", "layer", "head", "position")
+URL_KEYS = (
+    "checkpoint",
+    "upload",
+    "device",
+    "prompt",
+    "keep_last",
+    "drop_unknown",
+    "layer",
+    "head",
+    "position",
+    "present",
+)
+KEPT_KEYS = ("lesson", "slide", "step", "block")  # the classroom's own keys: write_url leaves them as they are
 URL_INT = re.compile(r"[0-9]{1,6}")  # ASCII digits only: "²" passes str.isdigit but not int()
 
 
@@ -80,12 +92,19 @@ def set_view(v: View | None) -> None:
     _current.set(v)
 
 
+def _url_choices() -> dict[str, str]:
+    return {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+
+
 def read_url() -> None:
-    """Copy the URL's choices into the session once, before any widget exists."""
+    """Copy the URL's choices into the session before any widget exists: on a session's first run,
+    and again when a link gptviz made (same tab, so the same session) brought other choices. A URL
+    the session wrote itself, or one with none of its keys (a page switch), changes nothing."""
     # st.switch_page drops every widget's state, the sidebar's too: a page that switches leaves here
     # what they held and what it chose (views/heads.py opening a head in Attention)
     st.session_state.update(st.session_state.pop("_switch_choices", {}))
-    if st.session_state.get("_url_read"):
+    here = _url_choices()
+    if st.session_state.get("_url_read") and (not here or here == st.session_state.get("_url_written")):
         return
     st.session_state["_url_read"] = True
     q = st.query_params
@@ -112,6 +131,7 @@ def read_url() -> None:
             st.session_state[key] = int(q[key])
     if "position" in st.session_state:
         st.session_state["_position_for"] = (source, st.session_state["prompt"])
+    st.session_state["presentation"] = q.get("present") == "1"
 
 
 def write_url(v: View) -> None:
@@ -128,5 +148,18 @@ def write_url(v: View) -> None:
         wanted["device"] = v.device
     if v.trace is not None:
         wanted.update(layer=str(v.layer), head=str(v.head), position=str(v.position))
-    if {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params} != wanted:
-        st.query_params.from_dict(wanted)
+    if v.presentation:
+        wanted["present"] = "1"
+    st.session_state["_url_written"] = dict(wanted)
+    if _url_choices() != wanted:
+        kept = {k: st.query_params[k] for k in KEPT_KEYS if k in st.query_params}
+        st.query_params.from_dict({**wanted, **kept})
+
+
+def link_params(**params) -> dict[str, str]:
+    """Query parameters for a link gptviz makes: the given choices, plus presentation mode when it
+    is on, so a class that follows the link stays in it."""
+    out = {k: str(v) for k, v in params.items()}
+    if st.session_state.get("presentation"):
+        out["present"] = "1"
+    return out

@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import BLUE, ORANGE, category_axis, style
+from .style import BLUE, ORANGE, category_axis, colorbar_title, style
 
 LENS_TITLE = "the final norm and LM head applied to an intermediate residual (a logit lens)"
 MAX_TEXT_COLUMNS = 48  # positions shown with their token text; the page picks a window this wide
@@ -59,7 +59,7 @@ def lens_grid(
             texttemplate="%{text}" if W <= MAX_TEXT_COLUMNS else None,
             customdata=hover,
             hovertemplate="site %{y}<br>position %{x}<br>top tokens:<br>%{customdata}<extra></extra>",
-            colorbar=dict(title=dict(text="probability of<br>the top token<br>0 … 1")),
+            colorbar=dict(title=dict(text=colorbar_title("probability of the top token", 0, 1))),
         )
     )
     T = n_tokens if n_tokens is not None else W

@@ -4,7 +4,7 @@ The forward pass is the plain one; hooks on the contract points (gptviz.capture.
 layer's q, k and mlp.hidden as they are made and reduce them right there, so no more than one
 layer's activations of one batch are alive at a time:
 
-    attn.q, attn.k   -> each window's head scores (layer_head_scores_from_qk: no [H, T, T] map)
+    attn.q, attn.k   -> each window's head scores (head_scores_batch: the maps of one layer of one batch)
     mlp.hidden       -> each window's largest activation of every neuron, and where it is
     logits           -> the loss of every predicted token
 
@@ -18,6 +18,7 @@ union is the top-k of the two top-ks), so the engines may reduce in any grouping
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from torch import Tensor
 
 from ..analysis.heads import SCORES
 from ..capture import edited
-from ..model import attention_scores, attention_weights, causal_mask
+from ..model import AttentionSpec, attention_weights
 from ..names import point
 
 
@@ -118,12 +119,14 @@ def batch_patterns(ids: Tensor) -> Tensor:
     return torch.stack([previous, duplicate, induction], dim=-1).float()
 
 
-def head_scores_batch(q: Tensor, k: Tensor, patterns: Tensor) -> Tensor:
+def head_scores_batch(q: Tensor, k: Tensor, patterns: Tensor, spec: AttentionSpec | None = None) -> Tensor:
     """Every head's scores (SCORES order) in G windows of n tokens: q, k [G, H, n, D] -> [G, H, 6].
     The same quantities as gptviz.analysis.heads.layer_head_scores_from_qk, for a batch, from the
-    causal maps the model's own functions build (tests hold it to head_scores of a Trace)."""
-    G, H, n, _ = q.shape
-    w = attention_weights(attention_scores(q, k), causal_mask(n, q.device)).float()  # [G, H, n, n]
+    maps the model's own functions build with the layer's spec (its scale, soft-cap and window;
+    1/√D and no window when None). Tests hold it to head_scores of a Trace per window."""
+    G, H, n, D = q.shape
+    spec = spec or AttentionSpec(scale=1.0 / math.sqrt(D))
+    w = attention_weights(spec.scores(q, k), spec.mask(n, q.device)).float()  # [G, H, n, n]
     total = w.sum(dim=(-2, -1))  # [G, H]
     hits = torch.bmm(w.reshape(G, H, n * n), patterns.reshape(G, n * n, 3)) / total[..., None]  # [G, H, 3]
     sink = w[..., 1:, 0].sum(-1) / (n - 1)  # n >= 2: a window of one token is never scanned
@@ -148,14 +151,16 @@ class _Layers:
         self.q = out
         return out
 
-    def score(self, layer: int):
+    def score(self, layer: int, spec=None):
+        """spec: the layer's AttentionSpec (its scale, soft-cap and window), as the model computes it."""
+
         def hook(k: Tensor) -> Tensor:  # k arrives right after q of the same layer
             q = self.q  # [B, H, T, D]
             if k.size(1) != q.size(1):  # grouped-query attention: query head h reads KV head h // group
                 k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
             out = torch.empty(q.size(0), q.size(1), len(SCORES), device=q.device)
             for n, rows in self.groups:  # windows of one length together: a few large ops, not many small ones
-                out[rows] = head_scores_batch(q[rows, :, :n].float(), k[rows, :, :n].float(), self.patterns[n])
+                out[rows] = head_scores_batch(q[rows, :, :n].float(), k[rows, :, :n].float(), self.patterns[n], spec)
             self.heads[layer] = out
             self.q = None
             return k
@@ -188,7 +193,7 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
     hooks = {}
     for l in range(L):
         hooks[point("attn.q", l)] = state.keep_q
-        hooks[point("attn.k", l)] = state.score(l)
+        hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
         hooks[point("mlp.hidden", l)] = state.neurons(l)
     with edited(model, hooks):
         logits = model(idx)  # [B, T, V]

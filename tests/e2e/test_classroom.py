@@ -26,7 +26,7 @@ def presentation_on(page: Page) -> None:
 @pytest.mark.parametrize("width,height", [(1280, 720), (1024, 768)])
 def test_forward_pass_in_presentation_mode(page: Page, base_url, shot, width, height):
     page.set_viewport_size({"width": width, "height": height})
-    page.goto(f"{base_url}/forward-pass?step=3")
+    page.goto(f"{base_url}/forward-pass?step=4")  # "Step 4 of N": steps count from 1
     expect(page.get_by_role("heading", name="One forward pass, step by step")).to_be_visible(timeout=60_000)
     wait_for_app_run(page)
     presentation_on(page)
@@ -35,7 +35,7 @@ def test_forward_pass_in_presentation_mode(page: Page, base_url, shot, width, he
     wait_for_app_run(page)
     expect(page.get_by_role("heading", name="Block 0: norm (ln_1)")).to_be_visible()
     expect(page.get_by_text("shape (B, T, C) = (1, 60, 32) · B = 1 · T = 60 · C = 32")).to_be_visible()
-    assert re.search(r"[?&]step=4(&|$)", page.url), page.url
+    assert re.search(r"[?&]step=5(&|$)", page.url), page.url
     for title in ("Block 0: q", "Block 0: k"):  # per-head tensors: a slice of one head
         page.get_by_role("button", name="Next ▶").click()
         expect(page.get_by_role("heading", name=title)).to_be_visible()  # one click, one step

@@ -1,0 +1,273 @@
+"""Lessons in the dashboard: which lesson and slide a session is on (?lesson=NAME&slide=N, slides
+counted from 1), the slide drawn to fit a projector (its input beside its result, the note large),
+Back / Next and the keys a clicker sends, and the class code followers open.
+
+What a slide shows is computed once per process (slide_content, cached by the slide itself), so a
+class of followers costs one computation, not one per student.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from .. import figures
+from ..errors import GptvizError
+from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
+from ..tokenizers import encode_prompt
+from . import caches, live, sources
+from .caches import ModelKey, RunKey
+from .state import PRESET_PROMPT, link_params
+from .widgets import CHART_CONFIG, plain
+
+LESSON_KEY = "_lesson"  # session key of the open Lesson (a small frozen record, no tensors)
+SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
+CODE_KEY = "_class_code"
+_INT = re.compile(r"[0-9]{1,3}")
+
+# The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
+# Next and Back buttons. Installed once per browser tab on the page's own document (st.html runs it
+# outside any iframe); it ignores keys typed into a field and keys with a modifier.
+CLICKER_JS = """<script>
+(() => {
+  if (window.__gptvizClicker) return;
+  window.__gptvizClicker = true;
+  const NEXT = ["PageDown", "ArrowRight", " "], BACK = ["PageUp", "ArrowLeft"];
+  document.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)
+              || t.getAttribute("role") === "slider")) return;
+    const dir = NEXT.includes(e.key) ? "next" : BACK.includes(e.key) ? "back" : null;
+    const b = dir && document.querySelector(".st-key-slide_" + dir + " button");
+    if (!b) return;
+    e.preventDefault();
+    e.stopPropagation();
+    if (!b.disabled) b.click();
+  }, true);
+})();
+</script>"""
+
+# A slide fills a 1280 × 720 screen: less padding above the page, the note large.
+# Streamlit's header bar is made see-through (its two buttons still work), so the slide's own row
+# of Back / Next can sit at the very top.
+SLIDE_CSS = """<style>
+[data-testid=stMainBlockContainer] { padding-top: 0.9rem; padding-bottom: 1rem; }
+[data-testid=stHeader] { background: transparent; pointer-events: none; }
+[data-testid=stHeader] button, [data-testid=stHeader] a { pointer-events: auto; }
+.st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
+.st-key-slide_head h3, .st-key-follow_head h3 { padding: 0; }
+.st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
+[data-testid=stTable] th, [data-testid=stTable] td { padding: 0.2rem 0.35rem; font-size: 0.85rem; }
+</style>"""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A slide's content and its figure, styled once for the screen and once for a projector."""
+
+    content: content.Content
+    figure: go.Figure
+    presented: go.Figure
+
+
+def model_key(slide: Slide) -> ModelKey | None:
+    if not content.real_model(slide):
+        return None
+    name = slide.checkpoint or sources.default_checkpoint()
+    return ModelKey(name, "cpu", sources.version(name))
+
+
+@st.cache_resource(max_entries=64, show_spinner="Preparing the slide…")
+def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
+    """What the slide shows, once per process for every session and follower; a slide that cannot
+    be shown gives its one-line reason instead (remembered too: a class would ask again and again)."""
+    bundle = trace = None
+    if key is not None:
+        if key.source not in (*sources.shipped(), sources.DEMO):
+            names = ", ".join(sources.shipped())
+            return f"checkpoint {key.source[:80]!r} is not shipped with this server; shipped: {names}"
+        try:
+            bundle = caches.bundle_for(key)
+            prompt = slide.prompt or sources.preset_prompt(key.source) or PRESET_PROMPT
+            if bundle.tokenizer is None:
+                return f"checkpoint {key.source!r} has no tokenizer: a lesson cannot give it a prompt"
+            ids = encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size, keep_last=True)
+            trace = caches.run_trace(RunKey(key, tuple(ids)))
+        except GptvizError as e:
+            return str(e).splitlines()[0][:300]
+    c = content.build(slide, bundle, trace)
+    if slide.page not in ("softmax", "heads"):  # an attention heatmap: short titles, the caption says the rest
+        c.figure.update_layout(title_subtitle_text="")
+        c.figure.update_xaxes(title_text="key (what is read)")
+        c.figure.update_yaxes(title_text="query (who reads)")
+    presented = figures.presentation(c.figure, True)
+    presented.update_layout(height=content.FIGURE_HEIGHT)
+    return Shown(c, figures.presentation(c.figure, False), presented)
+
+
+def read_lesson_url() -> None:
+    """Open ?lesson=NAME at ?slide=N (from 1) on the session's first run, or when a link brings
+    another lesson or slide than the ones this session wrote."""
+    name, slide = st.query_params.get("lesson"), st.query_params.get("slide")
+    if name is None or (name, slide) == st.session_state.get("_lesson_written"):
+        return
+    lesson = st.session_state.get(LESSON_KEY)
+    if lesson is None or lesson.name != name or lesson.origin != "shipped":
+        try:
+            lesson = shipped_lesson(name)
+        except LessonError as e:
+            st.session_state["_lesson_error"] = str(e)
+            return
+    st.session_state[LESSON_KEY] = lesson
+    n = len(lesson.slides)
+    st.session_state[SLIDE_KEY] = min(int(slide), n) - 1 if slide and _INT.fullmatch(slide) and int(slide) else 0
+
+
+def write_lesson_url(lesson: Lesson, i: int) -> None:
+    """The lesson and slide in the URL (an uploaded lesson has no name a link could open)."""
+    if lesson.origin != "shipped":
+        return
+    wanted = (lesson.name, str(i + 1))
+    if (st.query_params.get("lesson"), st.query_params.get("slide")) != wanted:
+        st.query_params["lesson"], st.query_params["slide"] = wanted
+    st.session_state["_lesson_written"] = wanted
+
+
+def open_lesson(lesson: Lesson) -> None:
+    st.session_state[LESSON_KEY] = lesson
+    st.session_state[SLIDE_KEY] = 0
+
+
+def close_lesson() -> None:
+    code = st.session_state.pop(CODE_KEY, None)
+    if code:
+        live.end(code)
+    st.session_state.pop(LESSON_KEY, None)
+    for k in ("lesson", "slide"):
+        st.query_params.pop(k, None)
+    st.session_state.pop("_lesson_written", None)
+
+
+def _move(n: int, delta: int) -> None:
+    """Back / Next. Published to the followers here, in the button's callback, before the rest of the
+    teacher's page runs: the class sees the new slide as soon as it can."""
+    i = st.session_state[SLIDE_KEY] = min(max(st.session_state.get(SLIDE_KEY, 0) + delta, 0), n - 1)
+    lesson, code = st.session_state.get(LESSON_KEY), st.session_state.get(CODE_KEY)
+    if lesson is not None and code:
+        live.publish(code, lesson, i)
+
+
+def class_code() -> str:
+    if CODE_KEY not in st.session_state:
+        st.session_state[CODE_KEY] = live.new_code()
+    return st.session_state[CODE_KEY]
+
+
+def teacher(lesson: Lesson, presentation: bool) -> None:
+    """The teacher's slide: Back / Next (and the clicker keys), the class code, the slide."""
+    n = len(lesson.slides)
+    i = min(max(st.session_state.get(SLIDE_KEY, 0), 0), n - 1)
+    st.session_state[SLIDE_KEY] = i
+    code = class_code()
+    live.publish(code, lesson, i)
+    write_lesson_url(lesson, i)
+    back, where, forward, share = st.columns([1.3, 3, 1.3, 2.6], vertical_alignment="center")
+    back.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0, width="stretch")
+    forward.button(
+        "Next ▶", key="slide_next", on_click=_move, args=(n, 1), disabled=i == n - 1, width="stretch", type="primary"
+    )
+    where.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
+    with share:
+        st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
+        st.html(CLICKER_JS, unsafe_allow_javascript=True)
+    draw(lesson.slides[i], presentation)
+
+
+def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
+    """One slide, read-only: title, note, then its input (left) beside its result (right)."""
+    st.html(SLIDE_CSS)
+    with st.container(key=f"{key}_head"):
+        st.markdown(f"### {plain(slide.title)}")
+    if slide.note:
+        with st.container(key=f"{key}_note"):
+            st.markdown(plain(slide.note))
+    shown = slide_content(slide, model_key(slide))
+    if isinstance(shown, str):
+        st.error(f"This slide cannot be shown: {plain(shown)}")
+        return
+    c = shown.content
+    wide = c.table is not None and len(c.table.columns) >= 4  # a 4 × 4 matrix needs more of the width
+    left, right = st.columns([1.15, 1] if wide else [1, 1.3])
+    with left:
+        st.markdown(f"**{plain(c.table_title)}**")
+        if c.table is not None:
+            st.table(c.table.set_index(c.table.columns[0]) if c.table.index.dtype.kind == "i" else c.table)
+        with st.container(key=f"{key}_facts"):
+            for label, value in c.facts:
+                st.markdown(f"{plain(label)}: **{plain(value)}**")
+    with right:
+        fig = shown.presented if presentation else shown.figure
+        st.plotly_chart(fig, key=f"{key}_figure", width="stretch", config=CHART_CONFIG)
+        st.caption(plain(c.caption))
+
+
+def handout_html(lesson: Lesson) -> bytes:
+    """The lesson as one HTML file (lessons.handout), from the same cached slides the class sees."""
+    shown = [slide_content(s, model_key(s)) for s in lesson.slides]
+    return handout.render(lesson, [x if isinstance(x, str) else x.content for x in shown]).encode()
+
+
+def handout_button(lesson: Lesson) -> None:
+    """Download the handout; it is built only when the button is pressed (a few MB with plotly.js)."""
+    st.download_button(
+        "⬇ Handout (HTML)",
+        lambda: handout_html(lesson),
+        file_name=f"{lesson.name or 'lesson'}.html",
+        mime="text/html",
+        key="lesson_handout",
+        on_click="ignore",
+        help="Every slide with its numbers and interactive figures in one file that opens without a server",
+    )
+
+
+def full_page_link(slide: Slide) -> None:
+    """A link to the page this slide comes from, with its choices (same tab)."""
+    params = {}
+    if content.real_model(slide):
+        name = slide.checkpoint or sources.default_checkpoint()
+        params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
+        params["prompt"] = slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
+    st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
+
+
+FOLLOW_POLL_S = 0.5  # how often a follower asks whether the teacher moved: the delay a class sees
+
+
+def follower(code: str, presentation: bool) -> None:
+    """A student's page for ?follow=CODE: the teacher's current slide, read-only, and a tiny fragment
+    that asks the registry every FOLLOW_POLL_S whether it changed (a full rerun only when it did).
+    No sidebar is built: a follower runs no prompt of its own."""
+    code = live.normal(code)
+    now = live.lookup(code) if code else None
+    st.session_state["_follow_version"] = now.version if now else None
+
+    @st.fragment(run_every=FOLLOW_POLL_S)
+    def watch() -> None:
+        cur = live.lookup(code) if code else None
+        if (cur.version if cur else None) != st.session_state.get("_follow_version"):
+            st.rerun()
+
+    if now is None:
+        shown = plain(code) if code else "that code"
+        st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
+        watch()
+        return
+    n = len(now.lesson.slides)
+    with st.container(key="follow_bar"):
+        st.markdown(f"Following **{code}** · **{plain(now.lesson.title)}** · slide {now.slide + 1} of {n}")
+    draw(now.lesson.slides[now.slide], presentation, key="follow")
+    watch()

@@ -1,0 +1,226 @@
+"""Lessons as slides: a lesson is a small TOML file, read with Python's tomllib (nothing in it is
+ever executed), listing slides. Each slide names what it shows (`page`), its parameters, a title
+and a short note for the class:
+
+    title = "How attention works"
+
+    [[slides]]
+    page = "attention"                  # one of PAGES below
+    title = "An induction head"
+    note = "In the second half each token looks one past its earlier copy."
+    checkpoint = "induction-2l"         # a shipped checkpoint (or "demo"), never a path
+    prompt = "..."                      # default: the checkpoint's own preset prompt
+    layer = 1
+    head = 1
+    highlight = { row = 30 }            # or { cell = [30, 10] }, or { token = 5 }
+
+A lesson file is untrusted input (a teacher's upload or a path): it is size-bounded, every key is
+checked against the ones below and an unknown one is refused with one line naming it and where.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import GptvizError
+
+try:  # Python 3.11+; tomli is the same parser for 3.10 (requirements.txt)
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib
+
+MAX_BYTES = 64 * 1024  # a lesson of 30 slides with long notes is ~10 KB
+MAX_SLIDES = 60
+SHIPPED_DIR = Path(__file__).resolve().parent
+NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # a shipped lesson's name in ?lesson=NAME
+
+# What a slide can show, and the dashboard page that shows it in full (the slide's "open" link).
+PAGES = {
+    "tiny-head": "views/worked_examples.py",  # the worked tiny head: its input and its weights
+    "mask": "views/worked_examples.py",  # the same scores with and without the causal mask
+    "softmax": "views/worked_examples.py",  # why the scores are divided by √d_k before the softmax
+    "attention": "views/attention.py",  # one head of a real model on a prompt
+    "heads": "views/heads.py",  # every layer × head of a real model, and what each head does
+    "mask-leak": "views/mask_leak.py",  # a real model with its mask switched off
+}
+PRESETS = ("textbook", "sharp")  # the worked tiny head's inputs: the teaching text's, or sharper ones
+LESSON_KEYS = {"title", "description", "slides"}
+SLIDE_KEYS = {
+    "page",
+    "title",
+    "note",
+    "checkpoint",
+    "prompt",
+    "layer",
+    "head",
+    "position",
+    "preset",
+    "mask",
+    "highlight",
+}
+HIGHLIGHT_KEYS = {"cell", "row", "token"}
+MAX_TEXT = {"title": 120, "note": 600, "description": 600, "prompt": 2000, "checkpoint": 200}
+MAX_INDEX = 100_000
+
+
+class LessonError(GptvizError, ValueError):
+    """A lesson file that cannot be used; the message is one line naming the key or the problem."""
+
+
+@dataclass(frozen=True)
+class Highlight:
+    kind: str  # "cell", "row" or "token"
+    at: tuple[int, ...]  # (row, column) for a cell, (index,) otherwise
+
+    def __str__(self) -> str:
+        return f"{self.kind} {', '.join(map(str, self.at))}"
+
+
+@dataclass(frozen=True)
+class Slide:
+    """One slide. Frozen and hashable: it is the cache key of what the slide computes, so a slide
+    shown to a whole class is computed once."""
+
+    page: str
+    title: str
+    note: str = ""
+    checkpoint: str | None = None  # None: the dashboard's default checkpoint
+    prompt: str | None = None  # None: the checkpoint's preset prompt
+    layer: int = 0
+    head: int = 0
+    position: int | None = None
+    preset: str = "textbook"
+    mask: bool = True
+    highlight: Highlight | None = None
+
+
+@dataclass(frozen=True)
+class Lesson:
+    name: str
+    title: str
+    slides: tuple[Slide, ...]
+    description: str = ""
+    origin: str = field(default="shipped", compare=False)  # "shipped", "upload" or "file"
+
+
+def _text(where: str, key: str, value) -> str:
+    if not isinstance(value, str):
+        raise LessonError(f"{where}: {key!r} must be text, not {type(value).__name__}")
+    if len(value) > MAX_TEXT.get(key, 200):
+        raise LessonError(f"{where}: {key!r} is {len(value)} characters long; at most {MAX_TEXT.get(key, 200)}")
+    return value
+
+
+def _index(where: str, key: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INDEX:
+        raise LessonError(f"{where}: {key!r} must be a whole number from 0 to {MAX_INDEX}, not {value!r}"[:300])
+    return value
+
+
+def _unknown(where: str, keys, known: set[str], what: str) -> None:
+    extra = sorted(set(keys) - known)
+    if extra:
+        raise LessonError(f"{where}: unknown key {extra[0][:60]!r}; {what} may have {', '.join(sorted(known))}")
+
+
+def _highlight(where: str, value) -> Highlight:
+    if not isinstance(value, dict) or len(value) != 1:
+        raise LessonError(
+            f"{where}: 'highlight' must be one of {{ cell = [row, column] }}, {{ row = i }}, {{ token = i }}"
+        )
+    _unknown(where, value, HIGHLIGHT_KEYS, "a highlight")
+    ((kind, at),) = value.items()
+    if kind == "cell":
+        if not isinstance(at, list) or len(at) != 2:
+            raise LessonError(f"{where}: highlight 'cell' must be [row, column]")
+        return Highlight("cell", tuple(_index(where, "cell", a) for a in at))
+    return Highlight(kind, (_index(where, kind, at),))
+
+
+def _slide(i: int, raw) -> Slide:
+    where = f"slide {i + 1}"
+    if not isinstance(raw, dict):
+        raise LessonError(f"{where}: a slide is a table ([[slides]]), not {type(raw).__name__}")
+    _unknown(where, raw, SLIDE_KEYS, "a slide")
+    for key in ("page", "title"):
+        if key not in raw:
+            raise LessonError(f"{where}: {key!r} is missing")
+    page = _text(where, "page", raw["page"])
+    if page not in PAGES:
+        raise LessonError(f"{where}: page {page[:40]!r} is not one a slide shows; use one of {', '.join(PAGES)}")
+    kw: dict = {"page": page, "title": _text(where, "title", raw["title"])}
+    for key in ("note", "checkpoint", "prompt"):
+        if key in raw:
+            kw[key] = _text(where, key, raw[key])
+    for key in ("layer", "head", "position"):
+        if key in raw:
+            kw[key] = _index(where, key, raw[key])
+    if "preset" in raw:
+        kw["preset"] = _text(where, "preset", raw["preset"])
+        if kw["preset"] not in PRESETS:
+            raise LessonError(f"{where}: preset {kw['preset'][:40]!r} is not one of {', '.join(PRESETS)}")
+    if "mask" in raw:
+        if not isinstance(raw["mask"], bool):
+            raise LessonError(f"{where}: 'mask' must be true or false")
+        kw["mask"] = raw["mask"]
+    if "highlight" in raw:
+        kw["highlight"] = _highlight(where, raw["highlight"])
+    return Slide(**kw)
+
+
+def parse_lesson(data: bytes | str, name: str = "lesson", origin: str = "file") -> Lesson:
+    """A lesson from the text of its TOML file. Raises LessonError (one line) on anything wrong:
+    too large, not TOML, an unknown or mistyped key, no slides."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if len(raw) > MAX_BYTES:
+        raise LessonError(f"{name}: {len(raw):,} bytes; a lesson file may have at most {MAX_BYTES:,}")
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise LessonError(f"{name}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise LessonError(f"{name}: not valid TOML ({str(e).splitlines()[0][:200]})") from None
+    _unknown(name, doc, LESSON_KEYS, "a lesson")
+    slides = doc.get("slides")
+    if not isinstance(slides, list) or not slides:
+        raise LessonError(f"{name}: no slides (add [[slides]] tables)")
+    if len(slides) > MAX_SLIDES:
+        raise LessonError(f"{name}: {len(slides)} slides; a lesson may have at most {MAX_SLIDES}")
+    return Lesson(
+        name=name,
+        title=_text("lesson", "title", doc.get("title", name)),
+        description=_text("lesson", "description", doc.get("description", "")),
+        slides=tuple(_slide(i, s) for i, s in enumerate(slides)),
+        origin=origin,
+    )
+
+
+def shipped_lessons() -> list[str]:
+    """Names of the lessons shipped with gptviz (the .toml files beside this module)."""
+    return sorted(p.stem for p in SHIPPED_DIR.glob("*.toml") if NAME.fullmatch(p.stem))
+
+
+def shipped_lesson(name: str) -> Lesson:
+    """A shipped lesson by name (as in ?lesson=NAME); only names, never paths, come from a URL."""
+    if not NAME.fullmatch(name) or name not in shipped_lessons():
+        known = ", ".join(shipped_lessons()) or "none"
+        raise LessonError(f"no shipped lesson is called {name[:60]!r}; shipped: {known}")
+    return parse_lesson((SHIPPED_DIR / f"{name}.toml").read_bytes(), name, origin="shipped")
+
+
+def read_lesson(path: str | Path) -> Lesson:
+    """A lesson file at a local path: a regular file, read only up to the size limit."""
+    p = Path(path).expanduser()
+    try:
+        if not p.is_file():
+            raise LessonError(f"{p.name or path}: no such lesson file")
+        size = p.stat().st_size
+        if size > MAX_BYTES:
+            raise LessonError(f"{p.name}: {size:,} bytes; a lesson file may have at most {MAX_BYTES:,}")
+        with p.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)  # the file may grow between the stat and the read
+    except OSError as e:
+        raise LessonError(f"{p.name}: cannot be read ({e.strerror or e})") from None
+    return parse_lesson(data, p.stem[:64] or "lesson", origin="file")

@@ -1,0 +1,257 @@
+"""What a slide shows, built once: its input on the left (a small table and a few numbers), its
+result on the right (one Plotly figure). Pure: the dashboard caches it per slide for every session
+and follower, and the handout writes the same record into one HTML file.
+
+Slides of the worked examples need nothing loaded; slides of a real model get its Bundle and the
+Trace of the slide's prompt from the caller (the dashboard's caches, or gptviz.load in a script).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import analysis, figures
+from ..analysis import leak, worked
+from ..analysis.attention import attention_mask
+from ..analysis.heads import LABEL_NAMES
+from ..figures.style import BLUE, ORANGE, style
+from ..formats import Bundle
+from ..record import Trace
+from . import Highlight, Slide
+
+FIGURE_HEIGHT = 420  # px: a slide's figure beside its input, under the title and note, at 1280 × 720
+TOY_TOKENS = ["t0", "t1", "t2"]
+
+
+@dataclass(frozen=True)
+class Content:
+    """One slide's input and result. Read-only once built (shared by every session)."""
+
+    figure: go.Figure
+    table_title: str
+    table: pd.DataFrame | None
+    facts: tuple[tuple[str, str], ...]  # (label, value) pairs shown as large numbers
+    caption: str
+
+
+def real_model(slide: Slide) -> bool:
+    """Whether the slide needs a checkpoint and its run of the slide's prompt."""
+    return slide.page in ("attention", "heads", "mask-leak")
+
+
+def num(x: float) -> str:
+    """A number to 4 decimals as a class reads it: 0.0000, never −0.0000; −∞ for a masked score."""
+    if np.isneginf(x):
+        return "−∞"
+    if np.isposinf(x):
+        return "∞"
+    s = f"{x:.4f}"
+    return "0.0000" if s == "-0.0000" else s.replace("-", "−")
+
+
+def shown(a: np.ndarray, rows, columns) -> pd.DataFrame:
+    """A small matrix as text cells (num), with query/key labels: what a slide's table shows."""
+    a = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    return pd.DataFrame([[num(x) for x in row] for row in a], index=list(rows), columns=list(columns))
+
+
+def small_heatmap(w: np.ndarray, labels, title: str, mask: np.ndarray | None) -> go.Figure:
+    """An attention heatmap with each cell's weight written in it (for matrices a class reads)."""
+    fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=mask)
+    fig.update_traces(texttemplate="%{z:.4f}", textfont_size=13, selector=dict(type="heatmap"))
+    return fig
+
+
+def mark(fig: go.Figure, h: Highlight | None, T: int) -> go.Figure:
+    """Outline the highlighted cell, row (a query) or token (its row and its column) on a heatmap."""
+    if h is None:
+        return fig
+    line = dict(color=ORANGE, width=4)
+    i = min(h.at[0], T - 1)
+    if h.kind == "cell":
+        j = min(h.at[1], T - 1)
+        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line=line)
+    else:
+        fig.add_shape(type="rect", x0=-0.5, x1=T - 0.5, y0=i - 0.5, y1=i + 0.5, line=line)
+        if h.kind == "token":
+            fig.add_shape(type="rect", x0=i - 0.5, x1=i + 0.5, y0=-0.5, y1=T - 0.5, line=line)
+    return fig
+
+
+def _tiny_head(slide: Slide) -> Content:
+    d = worked.TOY_PRESETS[slide.preset]
+    r = worked.toy_attention(**d, causal=slide.mask)
+    mask = np.tril(np.ones((3, 3), bool)) if slide.mask else np.ones((3, 3), bool)
+    title = "weights = softmax(Q·Kᵀ ÷ √d_k)" + ("" if slide.mask else " · mask OFF")
+    fig = mark(small_heatmap(r["weights"], TOY_TOKENS, title, mask), slide.highlight, 3)
+    facts = (("future attention mass", num(r["future_mass"])), ("d_k", str(r["Q"].shape[1])))
+    return Content(
+        fig,
+        f"input X ({slide.preset} numbers), one row per token",
+        shown(r["X"], TOY_TOKENS, [f"c{i}" for i in range(r["X"].shape[1])]),
+        facts,
+        "Q = X·Wq, K = X·Wk; each row of weights is one query's softmax over the keys, and sums to 1.",
+    )
+
+
+def _mask(slide: Slide) -> Content:
+    four = [*worked.SUPPORT_TOKENS, "hub"]
+    m = worked.masked_softmax(worked.MASK_SCORES, causal=slide.mask)
+    title = "weights after the causal mask" if slide.mask else "weights with the mask OFF"
+    mask = np.tril(np.ones((4, 4), bool)) if slide.mask else np.ones((4, 4), bool)
+    fig = mark(small_heatmap(m["weights"], four, title, mask), slide.highlight, 4)
+    masked = m["masked"]
+    return Content(
+        fig,
+        "scores after the mask (query rows, key columns)" if slide.mask else "scores (nothing hidden)",
+        shown(masked, four, four),
+        (("future attention mass", num(m["future_mass"])), ("causal mask", "on" if slide.mask else "off")),
+        "A key after its query gets −∞ before the softmax, so its weight is exactly 0.",
+    )
+
+
+def _softmax(slide: Slide) -> Content:
+    s = worked.scaling(worked.SCALING_SCORES, worked.SCALING_HEAD_DIM)
+    keys = [f"key {i}" for i in range(len(s["scores"]))]
+    d = worked.SCALING_HEAD_DIM
+    fig = go.Figure(
+        [
+            go.Bar(name="softmax(scores)", x=keys, y=s["unscaled_weights"], marker_color="#999999"),
+            go.Bar(name=f"softmax(scores ÷ √{d})", x=keys, y=s["scaled_weights"], marker_color=BLUE),
+        ]
+    )
+    style(fig, "One query's weights, unscaled and scaled", height=FIGURE_HEIGHT)
+    fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15))
+    fig.update_yaxes(title_text="weight", range=[0, 1])
+    table = shown(
+        np.stack([s["scores"], s["scaled_scores"], s["unscaled_weights"], s["scaled_weights"]]),
+        ["scores", f"scores ÷ √{d}", "softmax(scores)", f"softmax(scores ÷ √{d})"],
+        keys,
+    )
+    top = float(s["unscaled_weights"].max())
+    return Content(
+        fig,
+        f"one query's scores in a head of d_k = {d}",
+        table,
+        (("largest weight, unscaled", num(top)), ("largest weight, scaled", num(float(s["scaled_weights"].max())))),
+        f"Dividing by √d_k = {np.sqrt(d):g} keeps the scores small enough that the softmax still weighs several keys.",
+    )
+
+
+def _labels(bundle: Bundle, trace: Trace) -> list[str]:
+    ids = [int(i) for i in trace.token_ids]
+    tok = bundle.tokenizer
+    return figures.token_labels(tok.display(ids) if tok is not None else [str(i) for i in ids])
+
+
+def _row(slide: Slide, T: int) -> int:
+    if slide.highlight is not None:
+        return min(slide.highlight.at[0], T - 1)
+    return T - 1 if slide.position is None else min(slide.position, T - 1)
+
+
+def _where_it_looks(w: np.ndarray, labels: list[str], row: int, k: int = 5) -> pd.DataFrame:
+    order = np.argsort(-np.nan_to_num(w[row], nan=-1.0), kind="stable")[:k]
+    return pd.DataFrame({"key": [labels[j] for j in order], "weight": [num(float(w[row, j])) for j in order]})
+
+
+def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
+    layer, head = _clamp(slide, bundle, trace)
+    labels = _labels(bundle, trace)
+    w = analysis.attention_matrix(trace, layer, head)
+    T = len(labels)
+    title = f"{slide.checkpoint} · layer {layer}, head {head}: weights"
+    fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=attention_mask(trace, layer))
+    mark(fig, slide.highlight, T)
+    row = _row(slide, T)
+    scores = analysis.head_scores(trace)
+    mine = scores[(scores["layer"] == layer) & (scores["head"] == head)].iloc[0]
+    facts = (
+        ("tokens", str(T)),
+        ("previous-token score", num(mine["previous_token"])),
+        ("induction score", num(mine["induction"])),
+    )
+    return Content(
+        fig,
+        f"where query {labels[row]} looks (top 5 keys)",
+        _where_it_looks(w, labels, row),
+        facts,
+        "Rows are queries (who reads), columns keys (what is read); grey cells are masked (not read).",
+    )
+
+
+def _heads(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
+    layer, head = _clamp(slide, bundle, trace)
+    weights = (analysis.layer_weights(trace, l) for l in range(trace.n_layer))
+    masks = (attention_mask(trace, l) for l in range(trace.n_layer))
+    grid = figures.mark_tile(figures.layer_head_grid(weights, masks=masks), layer, head, inplace=True)
+    grid.update_layout(height=FIGURE_HEIGHT, title_text=f"{slide.checkpoint}: every layer × head")
+    scores = analysis.head_scores(trace)
+    named = scores[scores.label != ""]
+    table = pd.DataFrame(
+        {
+            "head": [f"layer {r.layer}, head {r.head}" for r in named.itertuples()],
+            "kind": [LABEL_NAMES.get(r.label, r.label) for r in named.itertuples()],
+            "score": [num(float(getattr(r, r.label))) for r in named.itertuples()],
+        }
+    )
+    return Content(
+        grid,
+        "heads with a clear kind on this prompt (score ≥ threshold)",
+        table,
+        (("layers", str(trace.n_layer)), ("heads per layer", str(bundle.model.config.n_head))),
+        f"Each tile is one head's attention map; the outlined one is layer {layer}, head {head}.",
+    )
+
+
+def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
+    layer, head = _clamp(slide, bundle, trace)
+    labels = _labels(bundle, trace)
+    lk = leak.mask_leak(bundle.model, [int(i) for i in trace.token_ids], bundle.tokenizer)
+    T = len(labels)
+    side = lk.masked if slide.mask else lk.unmasked
+    title = f"layer {layer}, head {head}: " + ("with the mask" if slide.mask else "without the mask")
+    fig = figures.attention_heatmap(
+        side.weights(layer, head),
+        labels,
+        title=title,
+        height=FIGURE_HEIGHT,
+        mask=np.tril(np.ones((T, T), bool)) if slide.mask else np.ones((T, T), bool),
+    )
+    mark(fig, slide.highlight, T)
+    table = pd.DataFrame(
+        {
+            "": ["future attention mass", "mean loss (nats)"],
+            "with the mask": [num(lk.masked.future_mass[layer, head]), num(lk.masked.mean_loss)],
+            "without": [num(lk.unmasked.future_mass[layer, head]), num(lk.unmasked.mean_loss)],
+        }
+    )
+    return Content(
+        fig,
+        f"the same prompt with and without the causal mask (layer {layer}, head {head})",
+        table,
+        (("loss change without the mask", num(lk.unmasked.mean_loss - lk.masked.mean_loss)),),
+        "Without the mask every position also reads the tokens after it, the one it must predict included.",
+    )
+
+
+def _clamp(slide: Slide, bundle: Bundle, trace: Trace) -> tuple[int, int]:
+    return min(slide.layer, trace.n_layer - 1), min(slide.head, bundle.model.config.n_head - 1)
+
+
+def build(slide: Slide, bundle: Bundle | None = None, trace: Trace | None = None) -> Content:
+    """The slide's content. A real-model slide (real_model) needs the bundle and the Trace of its
+    prompt; a layer or head past the model's last is shown as its last one."""
+    if slide.page == "tiny-head":
+        return _tiny_head(slide)
+    if slide.page == "mask":
+        return _mask(slide)
+    if slide.page == "softmax":
+        return _softmax(slide)
+    if bundle is None or trace is None:
+        raise ValueError(f"a {slide.page!r} slide needs a model and its run")
+    return {"attention": _attention, "heads": _heads, "mask-leak": _mask_leak}[slide.page](slide, bundle, trace)

@@ -1,0 +1,106 @@
+"""A lesson as one self-contained HTML file, for students to keep: every slide's title, note, input
+table, numbers and interactive Plotly figure, with plotly.js written into the file itself, so it
+opens from disk with no server and no network.
+
+Everything from the lesson file (titles, notes) and from the model (token text in tables) is
+HTML-escaped; figures go through Plotly's own JSON (token labels are escaped by the figure builders).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+from plotly.offline import get_plotlyjs
+
+from ..errors import OutputError
+from . import Lesson, Slide, content
+from .content import Content
+
+CSS = """
+body { font-family: Inter, 'Source Sans Pro', Arial, sans-serif; margin: 2rem auto; max-width: 1100px;
+       color: #262730; padding: 0 1rem; }
+section { border-top: 2px solid #e6e6e6; padding: 1rem 0 2rem; }
+.note { font-size: 1.25rem; }
+.cols { display: flex; gap: 2rem; align-items: flex-start; flex-wrap: wrap; }
+.left { flex: 1 1 320px; } .right { flex: 1.4 1 480px; min-width: 0; }
+table { border-collapse: collapse; font-size: 0.95rem; }
+td, th { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: right; }
+.caption { color: #666; font-size: 0.9rem; }
+"""
+
+
+def render(lesson: Lesson, contents: Sequence[Content | str]) -> str:
+    """The handout of a lesson whose slides have these contents (a str: why a slide could not be shown)."""
+    e = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(lesson.title)}</title><style>{CSS}</style>",
+        f'<script type="text/javascript">{get_plotlyjs()}</script>',  # inlined: opens without a network
+        "</head><body>",
+        f"<h1>{e(lesson.title)}</h1>",
+    ]
+    if lesson.description:
+        parts.append(f"<p>{e(lesson.description)}</p>")
+    for i, (slide, c) in enumerate(zip(lesson.slides, contents), start=1):
+        parts.append(f'<section id="slide-{i}"><h2>{i}. {e(slide.title)}</h2>')
+        if slide.note:
+            parts.append(f'<p class="note">{e(slide.note)}</p>')
+        if isinstance(c, str):
+            parts.append(f"<p><em>This slide could not be drawn: {e(c)}</em></p></section>")
+            continue
+        parts.append('<div class="cols"><div class="left">')
+        parts.append(f"<h3>{e(c.table_title)}</h3>")
+        if c.table is not None:
+            plain_index = isinstance(c.table.index, pd.RangeIndex)  # 0, 1, 2 … says nothing
+            parts.append(c.table.to_html(escape=True, border=0, index=not plain_index))
+        parts.append("<ul>" + "".join(f"<li>{e(k)}: <b>{e(v)}</b></li>" for k, v in c.facts) + "</ul>")
+        parts.append('</div><div class="right">')
+        parts.append(c.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"figure-{i}"))
+        parts.append(f'<p class="caption">{e(c.caption)}</p></div></div></section>')
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def contents(lesson: Lesson, runs: Callable[[Slide], Content | str]) -> list[Content | str]:
+    return [runs(s) for s in lesson.slides]
+
+
+def local_runs(checkpoints: Path) -> Callable[[Slide], Content | str]:
+    """A slide's content from the checkpoints in a folder, each loaded once (for the CLI and scripts)."""
+    from ..capture import trace
+    from ..errors import GptvizError
+    from ..formats import load
+    from ..tokenizers import encode_prompt
+
+    loaded: dict = {}
+
+    def build(slide: Slide) -> Content | str:
+        if not content.real_model(slide):
+            return content.build(slide)
+        name = slide.checkpoint or "shakespeare-char"
+        try:
+            if name not in loaded:
+                loaded[name] = load(checkpoints / name)
+            bundle = loaded[name]
+            prompt = slide.prompt or (bundle.card or {}).get("preset_prompt") or ""
+            ids = encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size, keep_last=True)
+        except (GptvizError, OSError) as err:
+            return str(err).splitlines()[0][:300]
+        return content.build(slide, bundle, trace(bundle.model, ids, bundle.tokenizer))
+
+    return build
+
+
+def write(lesson: Lesson, runs: Callable[[Slide], Content | str], out: str | Path) -> Path:
+    """Write the handout to `out` (exactly this path) and return it."""
+    out = Path(out)
+    text = render(lesson, contents(lesson, runs))
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise OutputError(f"cannot write the handout to {out}: {err.strerror or err}") from None
+    return out

@@ -1,0 +1,53 @@
+"""Lessons as slides: choose a shipped lesson or load your own (a TOML file), then Back / Next (or
+a clicker's keys) through its slides; followers see the same slide (?follow=CODE)."""
+
+import streamlit as st
+
+from gptviz import lessons
+from gptviz.dashboard import slides, widgets
+from gptviz.dashboard.state import link_params, view
+
+v = view()
+presentation = bool(v and v.presentation)
+lesson = st.session_state.get(slides.LESSON_KEY)
+error = st.session_state.pop("_lesson_error", None)
+
+if lesson is None:
+    st.title("Lessons")
+    if error:
+        st.error(f"Lesson not opened: {widgets.plain(error)}")
+    st.caption(
+        "A lesson is a short list of slides, each a page of gptviz with its parameters, a title and a note "
+        "for the class. Back / Next, PageDown / PageUp, the arrow keys and Space move between slides."
+    )
+    for name in lessons.shipped_lessons():
+        shipped = lessons.shipped_lesson(name)
+        st.page_link(
+            "views/lesson.py",
+            label=f"{shipped.title} ({len(shipped.slides)} slides)",
+            query_params=link_params(lesson=name, slide=1),
+        )
+        st.caption(shipped.description)
+    st.subheader("Your own lesson")
+    st.caption(
+        f"A TOML file of at most {lessons.MAX_BYTES // 1024} KB (README, “Lessons”). It is read, never run: "
+        "an unknown key is refused with the line that names it."
+    )
+    upload = st.file_uploader("Lesson file (.toml)", type=["toml"], key="lesson_upload", max_upload_size=1)
+    path = st.text_input("…or its path on the server", key="lesson_path")
+    try:
+        if upload is not None:
+            slides.open_lesson(lessons.parse_lesson(upload.getvalue(), upload.name[:64], origin="upload"))
+            st.rerun()
+        elif path.strip() and st.button("Open this file", key="lesson_path_open"):
+            slides.open_lesson(lessons.read_lesson(path.strip()))
+            st.rerun()
+    except lessons.LessonError as e:
+        st.error(f"Lesson not opened: {widgets.plain(e)}")
+    st.stop()
+
+slides.teacher(lesson, presentation)
+with st.container(horizontal=True, key="lesson_tools"):
+    slides.full_page_link(lesson.slides[st.session_state[slides.SLIDE_KEY]])
+    slides.handout_button(lesson)
+    st.button("Close the lesson", key="lesson_close", on_click=slides.close_lesson)
