@@ -27,6 +27,7 @@ PAGES = [
     "views/patching.py",
     "views/generate.py",
     "views/forward_pass.py",
+    "views/corpus.py",
 ]
 MODELS = {"llama-gqa": "llama", "gpt-neo": "gpt_neo", "gemma-2": "gemma2"}
 
