@@ -334,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.add_argument("--parts", help="with --scan: any of speed,memory,ray (default: all three)")
     p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
+    p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
