@@ -214,7 +214,7 @@ def format_table(result: dict) -> str:
 
 def main(args: argparse.Namespace) -> None:
     shape = TINY if args.tiny else SMOLLM2_135M
-    lengths = [int(t) for t in args.lengths.split(",")] if args.lengths else ([8, 16] if args.tiny else [256, 1024])
+    lengths = args.lengths or ([8, 16] if args.tiny else [256, 1024])  # a list of whole numbers (cli_args)
     if args.threads:
         torch.set_num_threads(args.threads)
     new = 8 if args.tiny else 64
