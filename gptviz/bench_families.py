@@ -70,9 +70,10 @@ def timed(
     runs: dict[str, Callable[[], object]], repeats: int, device: torch.device
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Wall seconds and CPU seconds of each run, `repeats` times, interleaved (a busy machine slows every
-    contender alike), after one warm-up call of each. On a shared CPU the process's own CPU time is the
-    steadier measure: it leaves out the time the process waited for a core (not on a GPU, where the
-    work is not this process's CPU time)."""
+    contender alike), after one warm-up call of each; each result is dropped after its clock stops
+    (a Trace holds the run's activations: freeing them is not part of taking them). On a shared CPU
+    the process's own CPU time is the steadier measure: it leaves out the time the process waited
+    for a core (not on a GPU, where the work is not this process's CPU time)."""
     for f in runs.values():
         f()
     wall: dict[str, list[float]] = {name: [] for name in runs}
@@ -81,10 +82,11 @@ def timed(
         for name, f in runs.items():
             synchronize(device)
             t0, c0 = time.perf_counter(), time.process_time()
-            f()
+            result = f()
             synchronize(device)
             wall[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
+            del result  # freed after the clock stops: what a run costs is making its result, not dropping it
     return wall, cpu
 
 
