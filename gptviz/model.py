@@ -277,7 +277,10 @@ class CausalSelfAttention(nn.Module):
             cos, sin = self.rotation(P, T)
             q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
         q, k = self.q(q), self.k(k)
-        v = self.v(v.view(B, T, Hkv, D).transpose(1, 2))  # (B, H_kv, T, D)
+        v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, H_kv, T, D)
+        if self.rotary or self.qk_norm != "none":  # q and k are new tensors: a view would keep c_attn's whole
+            v = v.contiguous()  # output alive in a Trace (H + 2 H_kv heads' worth) for H_kv heads of values
+        v = self.v(v)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H_kv, P + T, D)
         spec = self.spec

@@ -27,10 +27,12 @@ def test_bench_families_tiny_prints_and_writes_json(tmp_path):
     result = json.loads(out.read_text())
     runs = ["hf plain (sdpa)", "gptviz plain", "gptviz capture"]
     assert [(r["T"], r["run"]) for r in result["forward"]] == [(T, run) for T in (8, 16) for run in runs]
-    assert all(r["seconds"] > 0 for r in result["forward"])
+    assert all(r["seconds"] > 0 and r["cpu_seconds"] > 0 for r in result["forward"])
+    assert {r["ratio"] for r in result["forward"] if r["run"] == "hf plain (sdpa)"} == {1.0}
     assert result["hf_logits_max_abs_diff"] < 1e-4
     decode = result["decode"]
     assert decode["same_ids"] is True and decode["gptviz_tokens_per_s"] > 0 and decode["hf_generate_tokens_per_s"] > 0
+    assert decode["gptviz_over_hf_cpu"] > 0 and "CPU:" in p.stdout
     assert result["shape"]["n_kv_head"] == 2 and len(result["load_average"]) == 3
 
 
