@@ -11,16 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import limits
+from .formats.safe import shown_name
 
 
 @dataclass(frozen=True)
 class Entry:
     """One name in a folder, with what scandir knows of it without a stat call on most file systems."""
 
+    folder: Path
     name: str
-    path: Path
     is_dir: bool
     is_file: bool
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.name  # built when asked: most entries of a big folder never are
 
 
 @dataclass(frozen=True)
@@ -58,12 +63,12 @@ def list_folder(folder: str | Path, max_entries: int | None = None, max_seconds:
             if time.monotonic() > deadline:
                 stopped = f"{max_seconds:g} s"
                 break
-            entries.append(Entry(e.name, folder / e.name, *_kind(e)))
+            entries.append(Entry(folder, e.name, *_kind(e)))
     note = ""
     if stopped:  # which bound it met, and both bounds, so a person knows what to change
         note = (
-            f"{folder}: only the first {len(entries):,} entries were read (it stopped at {stopped}; gptviz reads "
-            f"at most {max_entries:,} entries or {max_seconds:g} s of a folder), so what is shown comes from part "
-            "of it; keep checkpoints in a folder of their own"
+            f"{shown_name(str(folder))}: only the first {len(entries):,} entries were read (it stopped at "
+            f"{stopped}; gptviz reads at most {max_entries:,} entries or {max_seconds:g} s of a folder), so "
+            "what is shown comes from part of it; keep checkpoints in a folder of their own"
         )
     return Listing(folder, tuple(entries), not stopped, note)

@@ -21,6 +21,7 @@ gptviz.listing, and a run of more than MAX_TIMELINE_STEPS checkpoints is thinned
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from .formats import Bundle, load
 from .formats.hf_gpt2 import is_hf
 from .formats.nanogpt import CKPT_NAME, META_NAME, SUFFIXES, load_nanogpt, recorded_iter_num
 from .formats.native import is_native
-from .formats.safe import read_json
+from .formats.safe import read_json, shown_name
 from .listing import Entry, list_folder
 
 _DIGITS = re.compile(r"\d+")
@@ -130,7 +131,7 @@ def _candidates(entries: Sequence[Entry]) -> list[tuple[Path, str]]:
     native = [(e.path, "gptviz") for e in dirs if is_native(e.path)]
     if native:
         return native
-    found = [(e.path, "nanogpt") for e in entries if e.is_file and e.path.suffix in SUFFIXES]
+    found = [(e.path, "nanogpt") for e in entries if e.is_file and os.path.splitext(e.name)[1] in SUFFIXES]
     for e in dirs:
         if (e.path / CKPT_NAME).is_file() and not (e.path / "config.json").exists():
             found.append((e.path, "nanogpt"))
@@ -155,7 +156,10 @@ def _natural(name: str) -> list:
 
 
 def _shown(names: list[str], limit: int = 3) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    """A few file names for a note, printable whatever their bytes."""
+    return ", ".join(shown_name(n) for n in names[:limit]) + (
+        f" and {len(names) - limit} more" if len(names) > limit else ""
+    )
 
 
 def thin(steps: list[RunStep], limit: int) -> list[RunStep]:
@@ -216,10 +220,10 @@ def scan_run(folder: str | Path, max_steps: int | None = None) -> RunScan:
         raise TimelineError(f"{folder}: several checkpoints claim step {dup[0]}; keep one run per folder")
     differ = [s for s in steps if s.source == "recorded" and s.name_step is not None and s.name_step != s.step]
     if differ:
-        s = differ[0]
+        first = f"{shown_name(differ[0].path.name)} holds step {differ[0].step}"
         notes.append(
-            f"names and recorded steps disagree for {len(differ)} of {len(steps)} checkpoints ({s.path.name} "
-            f"holds step {s.step}): drawn at the steps the checkpoints record"
+            f"names and recorded steps disagree for {len(differ)} of {len(steps)} checkpoints ({first}): "
+            "drawn at the steps the checkpoints record"
         )
     found = len(steps)
     max_steps = limits.MAX_TIMELINE_STEPS if max_steps is None else max_steps

@@ -24,14 +24,27 @@ from ..tokenizers import Tokenizer
 from .caches import ModelKey, RunKey, cached
 from .sources import checkpoint_path, checkpoints_dir, path_version, shipped, version
 
-PROGRESS_FROM = 4  # steps: a shorter run is scored before a bar would be seen
-
 TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
 
 
+# (folder, its stamp) -> whether it is a run folder: asked on every rerun of Compare and Timeline
+_RUN_FOLDERS: dict[tuple[str, str], bool] = {}
+
+
 def run_folders() -> list[str]:
-    """The shipped checkpoints that are run folders (step-NNNNNN/ snapshots inside)."""
-    return [name for name in shipped() if is_run_folder(checkpoints_dir() / name)]
+    """The shipped checkpoints that are run folders (step-NNNNNN/ snapshots inside); each folder is
+    listed again only when it changes."""
+    names = []
+    for name in shipped():
+        folder = checkpoints_dir() / name
+        key = (str(folder), folder_stamp(folder))
+        if key not in _RUN_FOLDERS:
+            if len(_RUN_FOLDERS) > 256:  # stale stamps of folders that changed
+                _RUN_FOLDERS.clear()
+            _RUN_FOLDERS[key] = is_run_folder(folder)
+        if _RUN_FOLDERS[key]:
+            names.append(name)
+    return names
 
 
 def folder_path(choice: str) -> Path:
@@ -82,7 +95,7 @@ def first_bundle(folder: str, stamp: str, steps_stamp: str = "") -> Bundle | str
         return str(e)
 
 
-@cached(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
+@cached(max_entries=TIMELINE_ENTRIES, show_spinner=False)  # its own progress bar says more
 def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, steps_stamp: str = "") -> Timeline | str:
     """The timeline of one run on one prompt, or the one-line reason there is none. A progress bar
     counts the checkpoints while they are scored (made here: a cached call's elements are replayed
@@ -91,19 +104,17 @@ def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, ste
     if isinstance(scan, str):
         return scan
     n = len(scan.steps)
-    bar = st.progress(0.0, text=f"Running the prompt through {n} checkpoints…") if n >= PROGRESS_FROM else None
+    bar = st.progress(0.0, text=f"Running the prompt through {n} checkpoints…")
 
     def progress(i: int, total: int) -> None:
-        if bar is not None:
-            bar.progress(i / total, text=f"Running the prompt through checkpoint {i} of {total}…")
+        bar.progress(i / total, text=f"Running the prompt through checkpoint {i} of {total}…")
 
     try:
         return timeline(folder, list(ids), device, progress=progress, scan=scan)
     except GptvizError as e:
         return str(e)
     finally:
-        if bar is not None:
-            bar.empty()
+        bar.empty()
 
 
 def step_run_key(step: RunStep, device: str, ids: tuple[int, ...]) -> RunKey:
