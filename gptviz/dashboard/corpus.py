@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import streamlit as st
 
 from ..formats.safe import user_path
 from ..scanning import Scan, load_scan
+from .caches import cached
 from .private import private_folder, private_root, write_private
 
 SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
@@ -56,7 +56,7 @@ def scans_root() -> Path:
     return private_root(Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans"))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@cached(max_entries=4, show_spinner=False)
 def _load(folder: str, stamp: float) -> Scan:
     return load_scan(folder)
 
