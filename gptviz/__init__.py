@@ -11,7 +11,15 @@ Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not im
 from .analysis import Finding, head_scores, health, logit_attribution, logit_lens, patching_sweep
 from .capture import trace
 from .config import GPTConfig
-from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
+from .errors import (
+    ArgumentError,
+    CheckpointError,
+    ConfigError,
+    DeviceError,
+    GptvizError,
+    PromptError,
+    UnknownCharacterError,
+)
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
@@ -57,6 +65,7 @@ __all__ = [
     "GptvizError",
     "ConfigError",
     "PromptError",
+    "ArgumentError",
     "UnknownCharacterError",
     "CheckpointError",
     "DeviceError",

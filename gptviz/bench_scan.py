@@ -69,62 +69,75 @@ def peak_child(tiny: bool, n: int, T: int, batch: int) -> int:
     return int(done.stdout.split()[-1])
 
 
-def run(tiny: bool, threads: int | None) -> dict:
+def report(out: dict, **values) -> None:
+    """Record figures and print them at once: a long run on a busy machine keeps what it measured."""
+    out.update(values)
+    for key, value in values.items():
+        print(f"{key:<28}  {value}", flush=True)
+
+
+def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int, mem_windows: int = 64) -> dict:
     config = TINY if tiny else GPT2_SMALL
     T = 32 if tiny else 256
     batch = 8
     if threads:
         torch.set_num_threads(threads)
     model = build(config)
-    docs = windows(64, T, config["vocab_size"])
-    out: dict = dict(
+    out: dict = {}
+    report(
+        out,
         model="tiny" if tiny else "GPT-2 small shape (random weights)",
         machine=f"{platform.machine()}, {os.cpu_count()} cores (shared), torch threads {torch.get_num_threads()}",
-        windows=64,
         window_tokens=T,
         batch_windows=batch,
     )
-    plain_seconds(model, docs[:batch], batch)  # warm-up: first-call allocations are no one's cost
-    plain = plain_seconds(model, docs, batch)
-    local, _ = scan_seconds(model, docs, T, batch)
-    out.update(plain_s=round(plain, 2), scan_s=round(local, 2), scan_over_plain=round(local / plain, 3))
-    one, three = peak_child(tiny, 64, T, batch), peak_child(tiny, 192, T, batch)
-    out.update(peak_rss_64_mb=round(one / 2**20), peak_rss_192_mb=round(three / 2**20))
-    out["peak_growth_3x_mb"] = round((three - one) / 2**20)
+    if "speed" in parts:
+        docs = windows(64, T, config["vocab_size"])
+        plain_seconds(model, docs[:batch], batch)  # warm-up: first-call allocations are no one's cost
+        plain = plain_seconds(model, docs, batch)
+        local, _ = scan_seconds(model, docs, T, batch)
+        report(
+            out, windows=64, plain_s=round(plain, 2), scan_s=round(local, 2), scan_over_plain=round(local / plain, 3)
+        )
+    if "memory" in parts:
+        one, three = peak_child(tiny, mem_windows, T, batch), peak_child(tiny, 3 * mem_windows, T, batch)
+        report(out, mem_windows=mem_windows, peak_rss_1x_mb=round(one / 2**20), peak_rss_3x_mb=round(three / 2**20))
+        report(out, peak_growth_3x_mb=round((three - one) / 2**20))
+    if "ray" in parts:
+        many = windows(ray_windows, T, config["vocab_size"], seed=1)
+        tokens = len(many) * T
+        local_many, _ = scan_seconds(model, many, T, batch)
+        report(
+            out, ray_windows=len(many), local_scan_s=round(local_many, 2), local_tokens_per_s=round(tokens / local_many)
+        )
+        import ray
 
-    many = windows(512 if not tiny else 128, T, config["vocab_size"], seed=1)
-    tokens = len(many) * T
-    local_many, _ = scan_seconds(model, many, T, batch)
-    import ray
+        from .formats import save
 
-    from .formats import save
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = save(model, Path(tmp) / "model")  # each Ray worker loads it from the path
-        started = time.perf_counter()
-        ray.init(num_cpus=os.cpu_count(), object_store_memory=256 * 2**20, include_dashboard=False, log_to_driver=False)
-        ray_start = time.perf_counter() - started
-        try:
-            on_ray, _ = scan_seconds(str(path), many, T, batch, engine="ray")
-        finally:
-            ray.shutdown()
-    out.update(
-        ray_windows=len(many),
-        local_tokens_per_s=round(tokens / local_many),
-        ray_tokens_per_s=round(tokens / on_ray),
-        ray_over_local_throughput=round(local_many / on_ray, 3),
-        ray_init_s=round(ray_start, 2),
-        ray_scan_s=round(on_ray, 2),
-        local_scan_s=round(local_many, 2),
-        maxrss_this_process_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-    )
+        with tempfile.TemporaryDirectory() as tmp:
+            path = save(model, Path(tmp) / "model")  # each Ray worker loads it from the path
+            started = time.perf_counter()
+            ray.init(
+                num_cpus=os.cpu_count(), object_store_memory=256 * 2**20, include_dashboard=False, log_to_driver=False
+            )
+            ray_start = time.perf_counter() - started
+            try:
+                on_ray, _ = scan_seconds(str(path), many, T, batch, engine="ray")
+            finally:
+                ray.shutdown()
+        report(
+            out,
+            ray_init_s=round(ray_start, 2),
+            ray_scan_s=round(on_ray, 2),
+            ray_tokens_per_s=round(tokens / on_ray),
+            ray_over_local_throughput=round(local_many / on_ray, 3),
+        )
+    report(out, maxrss_this_process_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
     return out
 
 
 def main(args) -> None:
-    result = run(args.tiny, args.threads)
-    width = max(len(k) for k in result)
-    for key, value in result.items():
-        print(f"{key:<{width}}  {value}")
+    parts = set((args.parts or "speed,memory,ray").split(","))
+    result = run(args.tiny, args.threads, parts, args.ray_windows, args.mem_windows)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

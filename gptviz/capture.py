@@ -272,4 +272,5 @@ def trace(
     out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy)
     out.interventions = edits
     out.attention_specs = [block.attn.spec for block in model.transformer.h]  # how q, k become weights
+    out.config = model.config  # what the pages name: rotary, grouped heads, the MLP's width
     return out

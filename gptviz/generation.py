@@ -93,7 +93,10 @@ def filtered_probs(logits: Tensor, temperature: float, top_k: int | None, top_p:
     """The distribution a token is sampled from: softmax(logits / temperature) over the top_k most
     likely tokens and, within those, the smallest set whose probability reaches top_p; renormalised.
     logits: [V]. The most likely token always stays."""
-    z = logits.float() / temperature  # (V,)
+    # float64, less the largest logit first: logits / 1e-45 overflow to inf, and inf − inf is NaN, where
+    # a temperature that small means a one-hot on the best token (the shift changes no probability)
+    z = logits.double()  # (V,)
+    z = (z - z.max()) / temperature
     if top_k is not None and top_k < z.numel():
         kth = torch.topk(z, top_k).values[-1]
         z = z.masked_fill(z < kth, float("-inf"))
@@ -104,7 +107,7 @@ def filtered_probs(logits: Tensor, temperature: float, top_k: int | None, top_p:
         drop = order[before >= top_p]  # the first token has 0 before it: always kept
         probs = probs.index_fill(0, drop, 0.0)
         probs = probs / probs.sum()
-    return probs
+    return probs.float()
 
 
 def _check(max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None, seed: int | None) -> None:

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, ok, serve
+from apptest_helpers import APP, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -181,3 +181,61 @@ def test_a_link_in_the_same_session_brings_its_choices(env):
     # the session's own URL, read back on the next rerun, changes nothing the widgets chose
     at.radio(key="head").set_value(0).run()
     assert ok(at).session_state["head"] == 0 and at.query_params["head"] == "0"
+
+
+def test_a_class_opening_a_page_builds_its_figures_once(env, monkeypatch):
+    from gptviz import figures
+
+    built = []
+    for name in ("attention_heatmap", "topk_bars", "head_grid", "attention_lines"):
+        real = getattr(figures, name)
+        monkeypatch.setattr(figures, name, lambda *a, _real=real, _n=name, **k: built.append(_n) or _real(*a, **k))
+    first = open_page("views/attention.py")
+    after_first = len(built)
+    assert after_first >= 3
+    for _ in range(3):  # three more students open the same page on the same prompt
+        again = open_page("views/attention.py")
+        assert again.get_by_key("attn_heatmap").proto.spec == first.get_by_key("attn_heatmap").proto.spec
+    assert len(built) == after_first, built[after_first:]  # served from the caches, not rebuilt
+    at = open_page("views/overview.py")
+    n = len(built)
+    open_page("views/overview.py")
+    assert len(built) == n and at.get_by_key("overview_heatmap") is not None
+
+
+def test_worked_examples_a_class_can_follow(env):
+    at = open_page(WORKED)
+    # query and key labels on the matrices; the mask as True / False; −∞ written as a class writes it
+    scores = next(d.value for d in at.dataframe if d.value.index.name == "scores = Q·Kᵀ ÷ √d_k")
+    assert list(scores.index) == ["query t0", "query t1", "query t2"] and list(scores.columns)[0] == "key t0"
+    mask = table(at, "mask")
+    assert mask.dtype == bool and mask.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    masked = table(at, "masked scores")
+    assert masked[0, 1] == "−∞" and "-Infinity" not in str(masked) and masked[0, 0] != "−0.0000"
+    for d in at.dataframe:  # nothing that rounds to zero is sent as a negative number
+        v = d.value.to_numpy()
+        if v.dtype.kind == "f":
+            assert not np.any((np.abs(v) < 5e-5) & np.signbit(v)), d.value.index.name
+    # a heatmap beside each weights table, with the same numbers
+    heat = figure(at, "heat_weights = softmax(masked scores)")
+    z = array(heat["data"][0]["z"]).astype(float)
+    assert np.allclose(np.nan_to_num(z), table(at, "weights = softmax(masked scores)"), atol=1e-6)
+    for label in ("masked weights", "leak: without mask", "leak: with mask"):
+        assert at.get_by_key(f"heat_{label}") is not None
+    assert any("its own inputs" in i.value for i in at.info)  # the support reply says so
+    # the sharper preset: attention visibly chooses; reset brings the textbook's numbers back
+    at.segmented_control(key="w0_preset").set_value("sharp").run()
+    w = table(ok(at), "weights = softmax(masked scores)")
+    assert w[1, 0] > 0.99 and w[2, 1] > 0.99
+    at.toggle(key="w0_mask").set_value(False).run()
+    at.button(key="worked_reset").click().run()
+    assert ok(at).session_state["w0_preset"] == "textbook" and at.toggle(key="w0_mask").value is True
+    assert np.round(table(at, "weights = softmax(masked scores)"), 4)[1].tolist() == [0.4994, 0.5006, 0]
+
+
+def test_block_stats_do_not_call_healthy_growth_drifting(env):
+    at = open_page(WORKED)
+    caption = next(c.value for c in at.caption if "population std" in c.value)
+    stats = table(at, "block stats")
+    assert "drifting" not in caption or "doubles in every block" in caption
+    assert f"{stats[0, 2]:.4f}" in caption  # the numbers it speaks of are the table's

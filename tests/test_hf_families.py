@@ -16,6 +16,7 @@ from hf_helpers import FAMILIES, PROMPT_LEN, hf_random_decoder
 from safetensors.torch import save_file
 
 import gptviz
+from gptviz import figures
 from gptviz.analysis.lens import _site_logits
 from gptviz.analysis.patching import logit_diff, patched_run
 from gptviz.model import attention_weights
@@ -378,6 +379,9 @@ def test_tokenizer_json_gives_the_tokenizers_librarys_ids(tmp_path, make):
     assert "".join(shown[1:]) == "␣hello↵world" if make is _sentencepiece_style else "hello↵world"
     t = gptviz.trace(bundle.model, bundle.tokenizer.encode("hello world"), bundle.tokenizer)
     assert t.tokens[0] in ("<s>", "<|begin|>")
+    gptviz.save(bundle.model, tmp_path / "native", bundle.tokenizer)  # gptviz's own format keeps the BOS
+    again = gptviz.load(tmp_path / "native")
+    assert again.tokenizer.encode("hello world") == reference.encode("hello world").ids
 
 
 def test_sentencepiece_byte_fallback_shows_the_bytes(tmp_path):
@@ -565,3 +569,83 @@ def test_q_and_k_before_the_rotation(saved, kind):
     np.testing.assert_allclose(gptviz.analysis.before_rotation(model, t, 1, "q"), q[0].numpy(), atol=1e-5)
     np.testing.assert_allclose(gptviz.analysis.before_rotation(model, t, 1, "k"), k[0].numpy(), atol=1e-5)
     assert np.abs(t["blocks.1.attn.q"] - q[0].numpy()).max() > 1e-3  # the rotation did turn them
+
+
+def test_attention_figures_say_the_window_and_the_models_scale(saved):
+    _, path = saved("gemma2")  # layer 0 local (window 4), scores scaled by 20^-½ and capped at 2
+    model = gptviz.load(path).model
+    t = gptviz.trace(model, prompt()[0])
+    labels = figures.token_labels(t.tokens)
+    spec = model.transformer.h[0].attn.spec
+    rule = gptviz.analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
+    for layer, local in ((0, True), (1, False)):
+        fig = figures.attention_heatmap(
+            gptviz.analysis.attention_matrix(t, layer, 0, "masked scores"),
+            labels,
+            kind="masked scores",
+            mask=t[f"blocks.{layer}.attn.mask"],
+            score_rule=rule,
+        )
+        text = json.dumps(fig.to_plotly_json(), default=str)
+        assert ("older than the layer's window" in text) == local
+        assert "score 2·tanh((q·k × 0.2236) / 2)" in fig.data[0].colorbar.title.text
+
+
+def test_shapes_flow_names_rotary_and_the_real_score(saved):
+    for kind, words in [("gpt_neo", "scores = q·k (no scale)"), ("llama", "rotary positions turn q and k")]:
+        _, path = saved(kind)
+        model = gptviz.load(path).model
+        flow = gptviz.analysis.shape_flow(gptviz.trace(model, prompt()[0]))
+        assert any(words in w for w in flow["what"]), (kind, list(flow["what"]))
+        assert not any("q·kᵀ / √D" in w for w in flow["what"]) or kind == "llama"
+
+
+def test_corpus_scan_head_scores_use_each_layers_attention(saved):
+    """The scan scores heads from q and k in its hooks: with GPT-Neo's unscaled, windowed layers and
+    Gemma 2's caps they equal head_scores of each window's own Trace."""
+    for kind in ("gpt_neo", "gemma2"):
+        _, path = saved(kind)
+        model = gptviz.load(path).model
+        docs = [prompt(seed=s)[0].tolist() for s in (20, 21)]
+        result = gptviz.scan(model, docs, window=PROMPT_LEN, k=2)
+        names = ["previous_token", "induction", "sink", "self", "entropy"]
+        per_doc = [gptviz.head_scores(gptviz.trace(model, ids)).set_index(["layer", "head"])[names] for ids in docs]
+        expect = (per_doc[0] + per_doc[1]) / 2
+        got = result.heads.set_index(["layer", "head"])
+        for name in names:
+            np.testing.assert_allclose(got.loc[expect.index, name].to_numpy(), expect[name].to_numpy(), atol=1e-5)
+
+
+HOSTILE = [
+    ({"num_key_value_heads": "2"}, "n_kv_head='2'"),
+    ({"num_key_value_heads": 3}, "n_head=4 is not a multiple of n_kv_head=3"),
+    ({"head_dim": 10**9}, "head_size=1,000,000,000 is above gptviz's limit"),
+    ({"intermediate_size": -5}, "n_inner=-5"),
+    ({"sliding_window": -1}, "sliding_window=-1"),
+    ({"rope_parameters": [1, 2]}, "rope_parameters=[1, 2] must be an object"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 10.0}}, "rope scaling 'dynamic' is not implemented"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": "big"}}, "rope_theta='big'"),
+    ({"layer_types": "sliding_attention"}, "layer_types='sliding_attention' must be a list"),
+    ({"layer_types": ["sliding_attention", "chunked_attention"]}, "'chunked_attention' is not implemented"),
+    ({"hidden_act": "tanh"}, "activation 'tanh' is not implemented"),
+    ({"hidden_act": ["silu"]}, "activation ['silu'] is not implemented"),
+    ({"tie_word_embeddings": "yes"}, "tie_weights='yes'"),
+    ({"rms_norm_eps": "tiny"}, "norm_eps='tiny'"),
+    ({"num_local_experts": 8}, "mixture-of-experts"),
+    ({"vocab_size": 10**7}, "vocab_size=10,000,000 is above gptviz's limit"),
+]
+
+
+@pytest.mark.parametrize(("change", "words"), HOSTILE, ids=[str(c) for c, _ in HOSTILE])
+def test_a_hostile_config_json_is_one_sentence(saved, tmp_path, change, words):
+    """Each bad field of a decoder's config.json is refused in one sentence naming the file, before
+    any weight is read (the weights here are fine)."""
+    _, path = saved("mistral")
+    config = json.loads((path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    (tmp_path / "model.safetensors").symlink_to(path / "model.safetensors")
+    with pytest.raises(gptviz.CheckpointError) as err:
+        gptviz.load(tmp_path)
+    message = str(err.value)
+    assert words in message and "config.json" in message and "\n" not in message
+    assert "please report this" not in message  # not the last-resort net: a message of its own

@@ -125,3 +125,21 @@ def test_a_memory_folder_is_read_only_and_flat():
     for bad in ("../x", "a/b", "", "x\0"):
         with pytest.raises(ValueError):
             gptviz.MemoryPath({bad: b""})
+
+
+@pytest.mark.parametrize("kind, shard", [("llama", None), ("llama", "40KB"), ("qwen2", None), ("gpt_neox", None)])
+def test_a_decoder_family_uploaded_equals_transformers(tmp_path, kind, shard):
+    """A Hugging Face decoder (sharded too) read from memory gives transformers' own logits: the
+    shards are read from their bytes (safe_open only opens files)."""
+    from hf_helpers import PROMPT_LEN, hf_random_decoder
+
+    hf = hf_random_decoder(kind, seed=3)
+    hf.save_pretrained(tmp_path, **({"max_shard_size": shard} if shard else {}))
+    if shard:
+        assert len(list(tmp_path.glob("*.safetensors"))) > 1
+    bundle = gptviz.load(in_memory(tmp_path))
+    ids = torch.randint(0, hf.config.vocab_size, (1, PROMPT_LEN), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(bundle.model(ids), hf(ids).logits, atol=1e-4, rtol=1e-4)
+    disk = gptviz.load(tmp_path).model.state_dict()
+    assert all(torch.equal(v, disk[k]) for k, v in bundle.model.state_dict().items())

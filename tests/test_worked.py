@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import VARIANTS, tiny_model, variant_id
@@ -275,3 +276,24 @@ def test_the_induction_lesson_head_is_an_induction_head():
     scores = gptviz.head_scores(gptviz.trace(bundle.model, bundle.tokenizer.encode(lesson["prompt"])))
     row = scores[(scores.layer == lesson["layer"]) & (scores["head"] == lesson["head"])].iloc[0]
     assert row["label"] == "induction" and row["induction"] > 0.4
+
+
+def test_the_sharp_preset_chooses_where_the_textbook_spreads():
+    soft = worked.toy_attention(**worked.TOY_ATTENTION)["weights"]
+    sharp = worked.toy_attention(**worked.TOY_ATTENTION_SHARP)["weights"]
+    assert soft[2].max() < 0.34  # the textbook's small weights: every row nearly even
+    # by hand: scores 3·3/√2 ≈ 6.364 against 0, so weight e^6.364 / (e^6.364 + 2) on the previous token
+    e = np.exp(9 / np.sqrt(2))
+    assert sharp[1, 0] == pytest.approx(e / (e + 1)) and sharp[2, 1] == pytest.approx(e / (e + 2))
+    assert sharp[2, 1] > 0.99
+
+
+def test_growth_note_calls_only_real_drift_drifting():
+    def stats(stds):
+        return pd.DataFrame({"std": stds})
+
+    healthy = worked.growth_note(stats([0.087, 0.878, 1.013, 1.199, 2.087]))  # the shipped char model
+    assert "drifting" not in healthy and "normal" in healthy and "×1.15" in healthy
+    drift = worked.growth_note(stats([0.1, 1.0, 3.0, 9.0, 30.0]))
+    assert "drifting" in drift
+    assert "blown up" in worked.growth_note(stats([0.1, 1.0, float("nan")]))

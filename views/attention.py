@@ -2,10 +2,8 @@
 
 import streamlit as st
 
-from gptviz import analysis, figures
-from gptviz.analysis.attention import attention_mask
+from gptviz import analysis
 from gptviz.dashboard import caches, layout, widgets
-from gptviz.figures.attention import mark_tile
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
@@ -18,7 +16,8 @@ kind = c1.segmented_control(
     key="attn_kind",
     default="weights",
     required=True,
-    help="scores = q·kᵀ/√D before the mask; masked scores hide the future; weights = softmax",
+    help="scores = what the softmax reads (q·kᵀ/√D in GPT-2; this model's own scale and soft-cap) before the "
+    "mask; masked scores hide the future (and, in a local layer, keys beyond its window); weights = softmax",
 )
 skip = c2.checkbox(
     "Leave key 0 out of the colour scale",
@@ -26,43 +25,30 @@ skip = c2.checkbox(
     help="Key 0 often takes most of the weight (an attention sink)",
 )
 
-layer = analysis.layer_weights(t, v.layer)  # [H, T, T], masked cells NaN: built once per run of this page
-m = layer[v.head] if kind == "weights" else analysis.attention_matrix(t, v.layer, v.head, kind)
-widgets.chart(
-    figures.attention_heatmap(
-        m,
-        v.labels,
-        kind=kind,
-        skip_first_key=skip,
-        title=f"Layer {v.layer}, head {v.head}: {kind}",
-        mask=attention_mask(t, v.layer),
-    ),
-    key="attn_heatmap",
-)
+# every figure built once per process for every session (caches.py): a class opens this page together
+one, every = caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation)
+widgets.figure_chart(one, key="attn_heatmap")
 st.caption(
     "Rows are queries (the token that reads), columns are keys (the "
     "token read). Choose layer, head and position in the sidebar."
 )
 widgets.download(
     f"{kind} (.npz)",
-    lambda: {kind.replace(" ", "_"): m, "tokens": v.labels},
+    lambda: {kind.replace(" ", "_"): analysis.attention_matrix(t, v.layer, v.head, kind), "tokens": v.labels},
     f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz",
     key="attn_dl",
 )
 
 st.subheader(f"Where {widgets.plain(v.labels[v.position])} looks")
-widgets.chart(figures.attention_lines(layer[v.head, v.position], v.labels, v.position), key="attn_lines")
+widgets.figure_chart(caches.lines_figure(v.key, v.layer, v.head, v.position, v.presentation), key="attn_lines")
 
 st.subheader(f"Every head of layer {v.layer}")
-heads = figures.head_grid(
-    layer, v.labels, layer=v.layer, mask=attention_mask(t, v.layer), cols=2 if v.presentation else 4
-)
-widgets.chart(heads, key="attn_heads")
+widgets.figure_chart(every, key="attn_heads")
 
 
 st.subheader("Every layer × head")
 # the callback comes from widgets: one defined here would hold this page's globals (the Trace) per session
 on_click = widgets.select_head_on_click("attn_grid")
-grid = mark_tile(caches.layer_head_grid(v.key), v.layer, v.head)  # outline the head on view
-widgets.chart(grid, key="attn_grid", on_select=on_click, selection_mode="points")
+grid = caches.marked_grid(v.key, v.layer, v.head, v.presentation)  # the head on view outlined
+widgets.figure_chart(grid, key="attn_grid", on_select=on_click, selection_mode="points")
 st.caption("Click a tile to open that head above.")

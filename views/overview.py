@@ -4,8 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from gptviz import analysis, figures
-from gptviz.analysis.attention import attention_mask
-from gptviz.dashboard import layout, widgets
+from gptviz.dashboard import caches, layout, widgets
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
@@ -21,24 +20,19 @@ st.caption("Each chip: position · token id, then the token (␣ space, ↵ newl
 
 left, right = layout.columns(2)  # stacked in presentation mode
 with left:
-    top = analysis.top_k(t.part("logits", -1), 10, display=v.display)
-    widgets.chart(figures.topk_bars(top, position_label=v.labels[-1]), key="overview_topk")
-    widgets.download("top-10 (CSV)", lambda: top, "top_k.csv", key="overview_topk_dl")
-with right:
-    w = analysis.attention_matrix(t, v.layer, v.head)
-    widgets.chart(
-        figures.attention_heatmap(
-            w,
-            v.labels,
-            title=f"Layer {v.layer}, head {v.head}: attention weights",
-            height=520,
-            mask=attention_mask(t, v.layer),
-        ),
-        key="overview_heatmap",
+    # figures built once per process for every session (caches.py): a class opens this page together
+    widgets.figure_chart(caches.topk_figure(v.key, 10, v.presentation), key="overview_topk")
+    widgets.download(
+        "top-10 (CSV)",
+        lambda: analysis.top_k(t.part("logits", -1), 10, display=v.display),
+        "top_k.csv",
+        key="overview_topk_dl",
     )
+with right:
+    widgets.figure_chart(caches.head_figure(v.key, v.layer, v.head, 520, v.presentation), key="overview_heatmap")
     widgets.download(
         "these weights (.npz)",
-        lambda: {"weights": w, "tokens": v.labels},
+        lambda: {"weights": analysis.attention_matrix(t, v.layer, v.head), "tokens": v.labels},
         f"attention_L{v.layer}_H{v.head}.npz",
         key="overview_heatmap_dl",
     )

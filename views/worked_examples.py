@@ -6,7 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from gptviz.analysis import worked
+from gptviz.dashboard import widgets
 from gptviz.dashboard.state import link_params, view
+from gptviz.lessons import content
 
 NUM = st.column_config.NumberColumn(format="%.4f")
 
@@ -30,22 +32,64 @@ def edit(label: str, default, key: str, rows: list[str] | None = None, columns: 
     return values
 
 
-def show(label: str, a, note: str = "", rows: list[str] | None = None, columns: list[str] | None = None) -> None:
-    """A computed matrix with its shape, to 4 decimals (the index name is the step's label)."""
+def qk(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """Row and column labels of a query × key matrix."""
+    return [f"query {t}" for t in tokens], [f"key {t}" for t in tokens]
+
+
+def show(
+    label: str,
+    a,
+    note: str = "",
+    rows: list[str] | None = None,
+    columns: list[str] | None = None,
+    heat: list[str] | None = None,
+    causal: bool = True,
+) -> None:
+    """A computed matrix with its shape, to 4 decimals (the index name is the step's label).
+    A value that rounds to 0 is sent as 0 (never −0.0000); a matrix with −∞ in it is written as text
+    (−∞, not -Infinity). heat: the tokens of a weights matrix, drawn as a heatmap beside it."""
     a = np.asarray(a)
     a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    if a2.dtype.kind == "f":
+        if np.isinf(a2).any():
+            a2 = np.vectorize(content.num, otypes=[object])(a2)
+        else:
+            a2 = np.where(np.abs(a2) < 5e-5, 0.0, a2)
     df = pd.DataFrame(a2, index=rows or cols(a2.shape[0], "r"), columns=columns or cols(a2.shape[1]))
     df.index.name = label
-    st.markdown(f"**{label}** · shape {tuple(a.shape)}" + (f" · {note}" if note else ""))
-    config = dict.fromkeys(df.columns, NUM) if a.dtype.kind == "f" else None
-    st.dataframe(df, column_config=config, width="content")
+    place = st.columns([1, 1], vertical_alignment="center") if heat else [st.container()]
+    with place[0]:
+        st.markdown(f"**{label}** · shape {tuple(a.shape)}" + (f" · {note}" if note else ""))
+        config = dict.fromkeys(df.columns, NUM) if a2.dtype.kind == "f" else None
+        st.dataframe(df, column_config=config, width="content")
+    if heat:
+        T = len(heat)
+        mask = np.tril(np.ones((T, T), bool)) if causal else np.ones((T, T), bool)
+        fig = content.small_heatmap(a, heat, label, mask)
+        fig.update_layout(height=320, margin=dict(t=50, b=40))
+        fig.update_xaxes(title_text="key")
+        fig.update_yaxes(title_text="query")
+        with place[1]:
+            widgets.chart(fig, key=f"heat_{label}")
+
+
+RESET_PREFIXES = ("w0_", "w4_")
+
+
+def reset() -> None:
+    """Every input back to the teaching text's numbers, every switch back on."""
+    for key in [k for k in st.session_state if str(k).startswith(RESET_PREFIXES)]:
+        del st.session_state[key]
 
 
 def mass(label: str, value: float) -> None:
     st.metric(label, f"{value:.4f}")
 
 
-st.title("Worked examples")
+head, button = st.columns([5, 1], vertical_alignment="bottom")
+head.title("Worked examples")
+button.button("↺ Reset every input", key="worked_reset", on_click=reset, help="Back to the teaching text's numbers")
 st.caption(
     "Small numbers a class can check by hand. Every number below is computed on this page from the "
     "inputs above it: edit an input cell and every later step follows."
@@ -56,16 +100,28 @@ tab000, tab004, tab002, tablinks = st.tabs(
 
 with tab000:
     st.subheader("One attention head, T = 3 tokens, C = 4, d_k = 2")
-    d = worked.TOY_ATTENTION
+    preset = st.segmented_control(
+        "Numbers",
+        list(worked.TOY_PRESETS),
+        default="textbook",
+        required=True,
+        key="w0_preset",
+        format_func={"textbook": "the textbook's", "sharp": "sharper: attention chooses"}.get,
+        help="The textbook's weights are small, so every weight is close to 1/3; the sharper ones make "
+        "each token pick the one before it",
+    )
+    d = worked.TOY_PRESETS[preset]
+    sfx = "" if preset == "textbook" else f"_{preset}"  # each preset keeps its own edits
     toks = ["t0", "t1", "t2"]
-    X = edit("X", d["X"], "w0_X", rows=toks)
+    queries, keys = qk(toks)
+    X = edit("X", d["X"], "w0_X" + sfx, rows=toks)
     c1, c2, c3 = st.columns(3)
     with c1:
-        Wq = edit("Wq", d["Wq"], "w0_Wq")
+        Wq = edit("Wq", d["Wq"], "w0_Wq" + sfx)
     with c2:
-        Wk = edit("Wk", d["Wk"], "w0_Wk")
+        Wk = edit("Wk", d["Wk"], "w0_Wk" + sfx)
     with c3:
-        Wv = edit("Wv", d["Wv"], "w0_Wv")
+        Wv = edit("Wv", d["Wv"], "w0_Wv" + sfx)
     causal = st.toggle("Causal mask on", value=True, key="w0_mask")
     r = worked.toy_attention(X, Wq, Wk, Wv, causal=causal)
     c1, c2, c3 = st.columns(3)
@@ -73,15 +129,24 @@ with tab000:
         with col:
             show(name, m, rows=toks)
     dk = r["Q"].shape[1]
-    show("scores = Q·Kᵀ ÷ √d_k", r["scores"], f"÷ √{dk} = ÷ {np.sqrt(dk):.4f}", rows=toks, columns=toks)
+    show("scores = Q·Kᵀ ÷ √d_k", r["scores"], f"÷ √{dk} = ÷ {np.sqrt(dk):.4f}", rows=queries, columns=keys)
+    show("mask", ~worked.future(3) if causal else np.ones((3, 3), bool), "True = may read", queries, keys)
     show(
         "masked scores",
         r["masked"],
         "future keys set to −∞" if causal else "mask OFF: nothing hidden",
-        rows=toks,
-        columns=toks,
+        rows=queries,
+        columns=keys,
     )
-    show("weights = softmax(masked scores)", r["weights"], "each row sums to 1", rows=toks, columns=toks)
+    show(
+        "weights = softmax(masked scores)",
+        r["weights"],
+        "each row sums to 1",
+        rows=queries,
+        columns=keys,
+        heat=toks,
+        causal=causal,
+    )
     mass("Future attention mass (weights above the diagonal)", r["future_mass"])
     if not causal:
         st.warning("Mask off: earlier tokens read later ones. In training, that is the answer leaking in.")
@@ -89,6 +154,10 @@ with tab000:
 
 with tab004:
     st.subheader("A support reply: “Order shipped from” → “hub”")
+    st.info(
+        "Each step below has **its own inputs**, as the teaching text gives them: step 2's q and k are not "
+        "computed from step 1's x, and so on. Each step shows one idea with numbers small enough to check by hand."
+    )
     st.markdown("**1. Embedding + positions** (token ids 0, 1, 2)")
     c1, c2 = st.columns(2)
     with c1:
@@ -103,7 +172,7 @@ with tab004:
         q = edit("q", worked.SUPPORT_QKV["q"], "w4_q", rows=worked.SUPPORT_TOKENS)
     with c2:
         k = edit("k", worked.SUPPORT_QKV["k"], "w4_k", rows=worked.SUPPORT_TOKENS)
-    show("q·kᵀ", worked.raw_scores(q, k), "no scaling yet", rows=worked.SUPPORT_TOKENS, columns=worked.SUPPORT_TOKENS)
+    show("q·kᵀ", worked.raw_scores(q, k), "no scaling yet", *qk(worked.SUPPORT_TOKENS))
 
     st.markdown(f"**3. Why ÷ √d_k**: one query's scores in a head of d_k = {worked.SCALING_HEAD_DIM}")
     s = worked.scaling(edit("raw scores", worked.SCALING_SCORES, "w4_scale")[0], worked.SCALING_HEAD_DIM)
@@ -116,22 +185,19 @@ with tab004:
 
     st.markdown("**4. The causal mask** on “Order shipped from hub”")
     four = [*worked.SUPPORT_TOKENS, "hub"]
-    scores = edit("scores before the mask", worked.MASK_SCORES, "w4_mask_scores", rows=four, columns=four)
+    scores = edit("scores before the mask", worked.MASK_SCORES, "w4_mask_scores", *qk(four))
     causal4 = st.toggle("Causal mask on", value=True, key="w4_mask")
     m = worked.masked_softmax(scores, causal=causal4)
-    show("masked weights", m["weights"], "" if causal4 else "mask OFF", rows=four, columns=four)
+    show("masked weights", m["weights"], "" if causal4 else "mask OFF", *qk(four), heat=four, causal=causal4)
     mass("Future attention mass", m["future_mass"])
 
     st.markdown("**5. A bad mask shows the leak**: large scores on future keys")
     three = worked.SUPPORT_TOKENS
-    lk = worked.leak(edit("leak scores", worked.LEAK_SCORES, "w4_leak", rows=three, columns=three))
-    c1, c2 = st.columns(2)
-    with c1:
-        show("leak: without mask", lk["unmasked"], rows=three, columns=three)
-        mass("Future mass without the mask", lk["unmasked_mass"])
-    with c2:
-        show("leak: with mask", lk["masked"], rows=three, columns=three)
-        mass("Future mass with the mask", lk["masked_mass"])
+    lk = worked.leak(edit("leak scores", worked.LEAK_SCORES, "w4_leak", *qk(three)))
+    show("leak: without mask", lk["unmasked"], "", *qk(three), heat=three, causal=False)
+    mass("Future mass without the mask", lk["unmasked_mass"])
+    show("leak: with mask", lk["masked"], "", *qk(three), heat=three, causal=True)
+    mass("Future mass with the mask", lk["masked_mass"])
 
     st.markdown("**6. Feed-forward**: widen to 6, ReLU, back to 4")
     x_ff = edit("FFN input x", worked.FFN["x"], "w4_ffn_x", rows=worked.SUPPORT_TOKENS)
@@ -172,11 +238,12 @@ with tab002:
     if v is None or v.trace is None:
         st.info("Choose a checkpoint and a prompt in the sidebar to see this on a real model.")
     else:
+        stats = worked.block_stats(v.trace)
         st.caption(
             f"On the loaded model and prompt ({v.trace.n_tokens} tokens): over every position and feature, "
-            "population std. A stream whose std keeps growing block after block is drifting."
+            f"population std. {worked.growth_note(stats)}"
         )
-        bs = worked.block_stats(v.trace).set_index("where")
+        bs = stats.set_index("where")
         bs.index.name = "block stats"
         st.dataframe(bs, column_config={"mean": NUM, "std": NUM}, width="content")
 

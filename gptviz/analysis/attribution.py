@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from ..checks import whole
 from ..errors import PromptError
 from ..model import GPT, RMSNorm
 from ..names import point
@@ -86,6 +87,7 @@ def logit_attribution(
     """
     check_linear(model)
     T = trace.n_tokens
+    position = whole(position, "position")  # 1.5 would pass the range check and fail as an index
     if not -T <= position < T:
         raise PromptError(f"position {position} is outside the prompt's {T} tokens")
     pos = position % T

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from ..errors import ArgumentError
 from ..model import GPT
 from ..names import ATTENTION_MAPS, point
 from ..record import Trace
@@ -378,6 +379,8 @@ def check_vocabulary(model: GPT, trace: Trace, tokenizer=None) -> Finding:
 def health(model: GPT, trace: Trace, tokenizer=None) -> list[Finding]:
     """Every health finding for `model` on the run `trace`, in a fixed order. tokenizer (optional)
     lets the vocabulary and embedding checks compare the model's ids with the ones it can produce."""
+    if tokenizer is not None and not isinstance(getattr(tokenizer, "vocab_size", None), int):
+        raise ArgumentError(f"tokenizer must be a gptviz tokenizer or None, got {type(tokenizer).__name__}")
     n_layer = model.config.n_layer
     return [
         check_weights(model),

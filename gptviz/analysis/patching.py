@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ..capture import as_ids, edited, trace
+from ..checks import whole
 from ..errors import PromptError
 from ..interventions import patch
 from ..model import GPT, KVCache
@@ -112,6 +113,8 @@ def patching_sweep(
     (clean − corrupt) of logit(answer) − logit(wrong) at the last position. float64.
 
     batch_size: patched runs per forward batch (default: about 8192 tokens per batch)."""
+    if batch_size is not None:  # -1 or 0 would make no batches and leave every cell unwritten
+        batch_size = whole(batch_size, "batch_size", low=1)
     clean, corrupt = as_ids(clean_ids, model.device), as_ids(corrupt_ids, model.device)
     _check(model, clean, corrupt, answer, wrong, site)
     ct, rt = trace(model, clean[0]), trace(model, corrupt[0])
@@ -124,7 +127,7 @@ def patching_sweep(
         )
     L, T = model.config.n_layer, clean.size(1)
     n = model.config.n_head if site == "attn.z" else T
-    raw = np.empty((L, n), dtype=np.float64)
+    raw = np.full((L, n), np.nan)  # NaN, not whatever memory held, should a cell ever go unwritten
     for l in range(L):
         # the clean value at this layer, fetched once for all its batches (mlp.out is rebuilt on request)
         source = ct.tensor(point(site, l))

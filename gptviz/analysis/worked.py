@@ -207,6 +207,33 @@ def block_stats(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["where", "point", "mean", "std"])
 
 
+DRIFT_FACTOR = 2.0  # a std that more than doubles in every block after the first keeps multiplying: drift
+
+
+def growth_note(stats: pd.DataFrame) -> str:
+    """What block_stats says about the stream's scale, in words a class reads: "drifting" only when
+    the std multiplies block after block (or is not finite), never for the steady growth of a
+    healthy pre-norm model, where each block adds its output to the stream."""
+    std = stats["std"].to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(std)):
+        return "The std is not finite: the stream has blown up (NaN or Inf somewhere)."
+    if len(std) < 2:
+        return ""
+    ratios = std[2:] / np.maximum(std[1:-1], 1e-30)  # block to block, after block 0
+    if len(ratios) >= 2 and np.all(ratios > DRIFT_FACTOR):
+        return (
+            f"The std more than doubles in every block after the first (×{ratios.min():.2f} at least): the stream "
+            "is drifting, growing block after block."
+        )
+    per_block = f"; later blocks change it by ×{ratios.min():.2f} to ×{ratios.max():.2f} each" if len(ratios) else ""
+    return (
+        f"The std goes from {std[0]:.4f} before block 0 to {std[-1]:.4f} after the last block: block 0 lifts the "
+        f"embedding's small scale (×{std[1] / max(std[0], 1e-30):.2f}){per_block}. Growth like this is normal in a "
+        "pre-norm model (each block adds its output to the stream); drift would be a std that keeps multiplying "
+        "block after block."
+    )
+
+
 # --- lesson links ---------------------------------------------------------------------------------
 LESSON_PROMPT = (
     "First Citizen:\nBefore we proceed any further,\nhear me speak.\n\nAll:\nSpeak, speak.\n\n"

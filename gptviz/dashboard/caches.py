@@ -26,6 +26,7 @@ from .. import analysis, figures
 from ..analysis.attention import attention_mask
 from ..capture import trace
 from ..errors import CheckpointError, GptvizError
+from ..figures.attention import mark_tile
 from ..formats import Bundle, load
 from ..formats.demo import demo_bundle
 from ..record import Trace
@@ -136,3 +137,72 @@ def prompt_loss(key: RunKey) -> pd.DataFrame:
     with GPT-2's vocabulary) that a temperature or top-k change must not repeat. Read-only."""
     t = run_trace(key)
     return analysis.per_token_loss(t.tensor("logits"), t.token_ids)
+
+
+# --- figures, built and styled once per process -------------------------------------------------
+# A page view with a cached run spent most of its server time building Plotly figures and styling
+# them (tens of ms each): pure work on a read-only Trace. The figures a class opens together are
+# built once here for every session, keyed by the run and the choices; st.plotly_chart only
+# serialises them. Read-only: nothing may change a figure it gets from here.
+FIGURE_ENTRIES = 4 * RUN_ENTRIES  # per kind of figure: a class looks at a few heads of one run
+
+
+def run_labels(key: RunKey) -> list[str]:
+    """The run's 'index token' axis labels (as View.labels)."""
+    bundle, t = bundle_for(key.model), run_trace(key)
+    ids = [int(i) for i in t.token_ids]
+    return figures.token_labels(bundle.tokenizer.display(ids) if bundle.tokenizer is not None else map(str, ids))
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def topk_figure(key: RunKey, k: int, presentation: bool) -> go.Figure:
+    """The next-token bars at the last position of one run."""
+    bundle, t = bundle_for(key.model), run_trace(key)
+    display = bundle.tokenizer.display if bundle.tokenizer is not None else (lambda ids: [str(i) for i in ids])
+    top = analysis.top_k(t.part("logits", -1), k, display=display)
+    return figures.presentation(figures.topk_bars(top, position_label=run_labels(key)[-1]), presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def head_figure(key: RunKey, layer: int, head: int, height: int, presentation: bool) -> go.Figure:
+    """One head's attention weights on one run."""
+    t = run_trace(key)
+    fig = figures.attention_heatmap(
+        analysis.attention_matrix(t, layer, head),
+        run_labels(key),
+        title=f"Layer {layer}, head {head}: attention weights",
+        height=height,
+        mask=attention_mask(t, layer),
+    )
+    return figures.presentation(fig, presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def attention_figures(key: RunKey, layer: int, head: int, kind: str, skip_first: bool, presentation: bool):
+    """The Attention page's head heatmap (of `kind`) and its layer's every head, for one run."""
+    t = run_trace(key)
+    labels, mask = run_labels(key), attention_mask(t, layer)
+    weights = analysis.layer_weights(t, layer)  # [H, T, T], masked cells NaN
+    m = weights[head] if kind == "weights" else analysis.attention_matrix(t, layer, head, kind)
+    title = f"Layer {layer}, head {head}: {kind}"
+    model = bundle_for(key.model).model
+    spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
+    rule = analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
+    one = figures.attention_heatmap(
+        m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule
+    )
+    every = figures.head_grid(weights, labels, layer=layer, mask=mask, cols=2 if presentation else 4)
+    return figures.presentation(one, presentation), figures.presentation(every, presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def lines_figure(key: RunKey, layer: int, head: int, position: int, presentation: bool) -> go.Figure:
+    """Where one query looks: the Attention page's line view."""
+    row = analysis.layer_weights(run_trace(key), layer)[head, position]
+    return figures.presentation(figures.attention_lines(row, run_labels(key), position), presentation)
+
+
+@st.cache_resource(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def marked_grid(key: RunKey, layer: int, head: int, presentation: bool) -> go.Figure:
+    """The layer × head overview with the head on view outlined, styled."""
+    return figures.presentation(mark_tile(layer_head_grid(key), layer, head), presentation)

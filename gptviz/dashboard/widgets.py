@@ -61,6 +61,11 @@ def nan_logits(logits, where: str) -> bool:
     return True
 
 
+def figure_chart(fig, key: str, **kwargs):
+    """Draw a figure already styled for this session's presentation setting (from the caches)."""
+    return st.plotly_chart(fig, key=key, width="stretch", config=CHART_CONFIG, **kwargs)
+
+
 def download(label: str, data: Callable[[], pd.DataFrame | dict[str, np.ndarray]], file_name: str, key: str) -> None:
     """A download button for the numbers behind a figure: a DataFrame as CSV, arrays as .npz.
 

@@ -99,7 +99,7 @@ def query_scores(
     )
     style(
         fig,
-        f"Query {query_label}: q·k for every key, ÷√D, mask, softmax",
+        f"Query {query_label}: {rule or 'q·k / √D'} for every key, mask, softmax",
         height=560,
         barmode="overlay",
         legend=dict(orientation="h", y=-0.18),

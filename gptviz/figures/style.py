@@ -146,6 +146,7 @@ def nan_overlay(nan_cells: np.ndarray, x, y, **trace) -> go.Heatmap:
     """A heatmap drawn over another one that paints the cells where the model computed NaN red,
     so they cannot be taken for masked (grey) cells. nan_cells: bool, True where NaN."""
     z = np.where(np.asarray(nan_cells, dtype=bool), 1.0, np.nan).astype(np.float32)
+    trace = {"hovertemplate": "query %{y}<br>key %{x}<br>NaN computed by the model<extra></extra>", **trace}
     return go.Heatmap(
         z=z,
         x=x,
@@ -156,14 +157,25 @@ def nan_overlay(nan_cells: np.ndarray, x, y, **trace) -> go.Heatmap:
         showscale=False,
         hoverongaps=False,
         name="NaN",
-        hovertemplate="query %{y}<br>key %{x}<br>NaN computed by the model<extra></extra>",
         **trace,
     )
 
 
-def cell_notes(masked: bool, nan: bool) -> str:
-    """The caption of a heatmap's colourless cells: what grey and red mean, when they occur."""
-    notes = ([MASKED_NOTE] if masked else []) + ([NAN_NOTE] if nan else [])
+WINDOW_NOTE = "grey = masked (a key after its query, or older than the layer's window: not read)"
+
+
+def windowed(mask) -> bool:
+    """Whether an attention mask [T, T] also hides earlier keys (a sliding-window or local layer)."""
+    if mask is None:
+        return False
+    m = np.asarray(mask, dtype=bool)
+    return bool((~m & np.tri(*m.shape, dtype=bool)).any())
+
+
+def cell_notes(masked: bool, nan: bool, window: bool = False) -> str:
+    """The caption of a heatmap's colourless cells: what grey and red mean, when they occur.
+    window: the mask also hides keys older than a sliding window."""
+    notes = ([WINDOW_NOTE if window else MASKED_NOTE] if masked else []) + ([NAN_NOTE] if nan else [])
     return "; ".join(notes) if notes else "no masked cells"
 
 

@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import LOSS_AXIS, LOSS_UNIT, NAN, mean_loss, style
+from .style import FONT, LOSS_AXIS, LOSS_UNIT, NAN, mean_loss, style
 
-MAX_TEXT_CELLS = 600  # numbers written in the cells up to this many
+# Numbers are written in the cells up to this many columns, in a fixed readable size: Plotly
+# otherwise shrinks them to fit the cell (about 5 px tall at 60 columns); beyond it the hover has them.
+MAX_TEXT_COLUMNS = 24
 
 
 def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None = None) -> go.Figure:
@@ -20,7 +22,7 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
     heads = site == "attn.z"
     cols = [f"H{h}" for h in range(n)] if heads else list(labels or [str(i) for i in range(n)])
     top = max(1.0, float(np.nanmax(np.abs(sweep))) if sweep.size else 1.0)
-    text = np.vectorize(lambda v: f"{v:.2f}")(sweep) if sweep.size <= MAX_TEXT_CELLS else None
+    text = np.vectorize(lambda v: f"{v:.2f}")(sweep) if sweep.size and n <= MAX_TEXT_COLUMNS else None
     fig = go.Figure(
         go.Heatmap(
             z=sweep,
@@ -33,6 +35,7 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
             zmax=top,
             text=text,
             texttemplate="%{text}" if text is not None else None,
+            textfont=dict(size=FONT - 2),
             customdata=np.array([[cols[c] for c in range(n)]] * L),
             colorbar=dict(
                 title=dict(text="restored"),
@@ -46,7 +49,8 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
         )
     )
     what = "head" if heads else "position"
-    style(fig, f"Patching {site}: every layer × {what}", height=max(300, 40 * L + 160))
+    note = "" if text is not None else f"more than {MAX_TEXT_COLUMNS} columns: each cell's value is in its hover"
+    style(fig, f"Patching {site}: every layer × {what}", height=max(300, 40 * L + 160), subtitle=note)
     fig.update_xaxes(title_text=what, tickvals=list(range(n)), ticktext=cols)
     fig.update_yaxes(title_text="layer", tickvals=list(range(L)), autorange="reversed")
     return fig

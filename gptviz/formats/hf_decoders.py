@@ -27,7 +27,8 @@ from ..limits import MAX_CONFIG, MAX_TOKENIZER_BYTES
 from ..model import GPT
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, check_shapes, finish, load_state_into
-from .native import safetensors_shapes
+from .inmemory import on_disk
+from .native import read_safetensors, safetensors_shapes
 from .safe import check_file, read_json, torch_load
 
 DECODERS = (
@@ -105,6 +106,10 @@ def _rope(hf: dict, kind: str) -> dict:
     """The GPTConfig rotary fields from rope_parameters (transformers v5) or the older rope_theta /
     rope_scaling / partial_rotary_factor (and GPT-NeoX's rotary_pct / rotary_emb_base)."""
     params = hf.get("rope_parameters")
+    if params is not None and not isinstance(params, dict):
+        raise _Refuse(f"rope_parameters={_shown(params)} must be an object (rope_type, rope_theta, ...)")
+    if hf.get("rope_scaling") is not None and not isinstance(hf["rope_scaling"], dict):
+        raise _Refuse(f"rope_scaling={_shown(hf['rope_scaling'])} must be an object or null")
     local = None
     if isinstance(params, dict) and "full_attention" in params:  # Gemma 3: one set per layer type
         local, params = params.get("sliding_attention"), params["full_attention"]
@@ -144,6 +149,8 @@ def _rope(hf: dict, kind: str) -> dict:
 def _layer_types(hf: dict, kind: str, n_layer: int) -> str:
     """One letter per layer, g global or l local, from layer_types or each family's own rule."""
     types = hf.get("layer_types")
+    if types is not None and not isinstance(types, list):
+        raise _Refuse(f"layer_types={_shown(types)} must be a list with one attention type per layer")
     if kind == "gpt_neo":
         types = hf.get("attention_layers")
         if not isinstance(types, list):  # attention_types: [[["global", "local"], 12]]
@@ -461,6 +468,7 @@ class Weights:
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.dtypes: set[str] = set()
         self._loaded: dict[str, torch.Tensor] = {}
+        self._in_memory: dict[Path, dict[str, torch.Tensor]] = {}  # an upload's shards, read from bytes
         for file in files:
             if file.suffix == ".safetensors":
                 for k, shape in safetensors_shapes(file).items():
@@ -480,6 +488,10 @@ class Weights:
             t = self._loaded.pop(key)
         else:
             file = self.where[key]
+            if not on_disk(file):  # an upload held in memory: safe_open needs a file, so read its bytes
+                if file not in self._in_memory:
+                    self._in_memory[file] = read_safetensors(file)
+                return self._finish(self._in_memory[file].pop(key))
             try:
                 with safe_open(str(file), framework="pt") as f:
                     t = f.get_tensor(key)
@@ -488,6 +500,9 @@ class Weights:
                 raise CheckpointError(
                     f"{file}: not a readable safetensors file, truncated or corrupt ({first})"
                 ) from None
+        return self._finish(t)
+
+    def _finish(self, t: torch.Tensor) -> torch.Tensor:
         if t.is_floating_point():
             self.dtypes.add(str(t.dtype).removeprefix("torch."))
             t = t.float()

@@ -11,18 +11,25 @@ import os
 import sys
 from pathlib import Path
 
+from .. import cli_args
+
 
 def add_arguments(p) -> None:
-    p.add_argument("--checkpoint", required=True, help="checkpoint directory or file")
-    p.add_argument("--data", required=True, help=".txt file, folder of .txt files, or .jsonl / .parquet with `text`")
-    p.add_argument("--out", required=True, help="folder to write the tables and summary.json into")
-    p.add_argument("--window", type=int, default=128, help="tokens per window (default: 128, or block_size)")
-    p.add_argument("--k", type=int, default=20, help="strongest contexts kept per neuron (default: 20)")
+    path = cli_args.path  # any bytes the OS allows, never a NUL
+    p.add_argument("--checkpoint", required=True, type=path, help="checkpoint directory or file")
+    p.add_argument(
+        "--data", required=True, type=path, help=".txt file, folder of .txt files, or .jsonl / .parquet with `text`"
+    )
+    p.add_argument("--out", required=True, type=path, help="folder to write the tables and summary.json into")
+    p.add_argument(
+        "--window", type=cli_args.whole(2), default=128, help="tokens per window (default: 128, or block_size)"
+    )
+    p.add_argument("--k", type=cli_args.whole(1), default=20, help="strongest contexts kept per neuron (default: 20)")
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default) or ray")
     p.add_argument("--ray-address", help="a Ray cluster to use (default: $RAY_ADDRESS, else a Ray started here)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
-    p.add_argument("--batch-size", type=int, help="windows per batch (default: 2,048 tokens' worth)")
-    p.add_argument("--progress-file", help="also write progress as JSON to this file (for the dashboard)")
+    p.add_argument("--batch-size", type=cli_args.whole(1), help="windows per batch (default: 2,048 tokens' worth)")
+    p.add_argument("--progress-file", type=path, help="also write progress as JSON to this file (for the dashboard)")
 
 
 def write_progress(path: str | None, **state) -> None:

@@ -98,9 +98,10 @@ ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-te
 
 def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
     """Click a page's link in the top bar, where each section is a menu: open the menus in turn
-    until one lists the page (the bar folds sections into a "more" menu on a narrow screen too)."""
+    until one lists the page (on a narrow screen the bar folds the last sections into an "N more"
+    menu, and the folded ones stay in the page, hidden)."""
     link = page.get_by_role("menuitem", name=title, exact=True)
-    sections = page.get_by_test_id("stTopNavSection")
+    sections = page.locator("[data-testid=stTopNavSection]:visible")
     expect(sections.first).to_be_visible(timeout=timeout)
     for i in range(sections.count()):
         sections.nth(i).click()
@@ -115,12 +116,12 @@ def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
 def page_titles(page: Page) -> list[str]:
     """Every page's title as the top bar lists it, section by section."""
     titles = []
-    sections = page.get_by_test_id("stTopNavSection")
+    sections = page.locator("[data-testid=stTopNavSection]:visible")
     expect(sections.first).to_be_visible()
     for i in range(sections.count()):
         sections.nth(i).click()
         expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
-        titles += [t.strip() for t in page.get_by_role("menuitem").all_inner_texts()]
+        titles += [t.strip() for t in page.get_by_role("menuitem").all_inner_texts() if t.strip() not in titles]
         page.keyboard.press("Escape")
     return titles
 

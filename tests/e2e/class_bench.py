@@ -1,0 +1,219 @@
+"""A class of 30 on one laptop (a script, not a test): one dashboard server on the shipped default
+checkpoint, 30 simulated students over Streamlit's own websocket protocol (ws_client.py) and a few
+real Chromium pages, all on 127.0.0.1, each step bounded in time.
+
+1. open: every student opens the dashboard at once; seconds until its first page has finished
+   (simulated: the script run is over; Chromium: every chart drawn).
+2. prompt: every student submits a prompt of its own at once; seconds until the page shows it.
+3. view: server time per page view with a cached run: one student reruns the Overview (and the
+   Attention page) with nothing else going on; the median of 20.
+4. follow: a teacher opens the shipped lesson, the 30 students follow its code, the teacher presses
+   Next three times; seconds from each press to each follower's new slide (only where the
+   dashboard has lessons).
+5. the server's RSS (now and its peak) at the end.
+
+    .venv/bin/python tests/e2e/class_bench.py [--students 30] [--browsers 3] [--app-dir DIR]
+                                              [--label after] [--json FILE]
+
+--app-dir runs another copy of the dashboard (e.g. `git archive main | tar -x -C DIR` for the
+figures before a change); its own checkpoints/ are used. Prints a table and writes JSON
+(artifacts/e2e/class_bench-LABEL.json by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from e2e_server import ALL_CHARTS_DRAWN, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, free_port  # noqa: E402
+from playwright.async_api import async_playwright  # noqa: E402
+from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
+from ws_client import Student  # noqa: E402
+
+STEP_S = 300  # no step may take longer than this
+PROMPTS = [  # distinct prompts in the shipped model's alphabet, one per student
+    f"{who}: {what}"
+    for who in ("ROMEO", "JULIET", "HAMLET", "OPHELIA", "LEAR", "CORDELIA")
+    for what in ("What light is this?", "Speak again.", "To sleep, perchance.", "Nothing comes.", "Be brief.")
+]
+
+
+def p95(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+
+
+def summary(xs: list[float]) -> dict:
+    return {"n": len(xs), "median": round(statistics.median(xs), 3), "p95": round(p95(xs), 3), "max": round(max(xs), 3)}
+
+
+def rss_mb(pid: int) -> dict:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {k: round(int(fields[k].split()[0]) / 1024) for k in ("VmRSS", "VmHWM")}
+
+
+@contextlib.contextmanager
+def server(app_dir: Path, log: Path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(app_dir),
+        "GPTVIZ_CHECKPOINTS_DIR": str(app_dir / "checkpoints"),
+        "GPTVIZ_DEFAULT_CHECKPOINT": "shakespeare-char",
+    }
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    cmd += ["--server.fileWatcherType", "none"]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=app_dir, env=env, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                with contextlib.suppress(OSError):
+                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                        break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the server did not start; see {log}")
+                time.sleep(0.2)
+            yield url, proc.pid
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+async def drawn(page, timeout_ms: int = STEP_S * 1000) -> None:
+    """A real page's script run is over and every chart on it is drawn."""
+    await page.wait_for_timeout(200)
+    await page.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(
+        state="attached", timeout=timeout_ms
+    )
+    await page.wait_for_function(ALL_CHARTS_DRAWN, polling="raf", timeout=timeout_ms)
+
+
+async def browser_open(page, url: str) -> float:
+    t0 = time.monotonic()
+    await page.goto(url)
+    await drawn(page)
+    return time.monotonic() - t0
+
+
+async def browser_prompt(page, text: str) -> float:
+    t0 = time.monotonic()
+    box = page.get_by_label("Prompt", exact=True)
+    await box.fill(text)
+    await box.press("Control+Enter")
+    await page.get_by_text(f"{len(text)} tokens").first.wait_for(timeout=STEP_S * 1000)
+    await drawn(page)
+    return time.monotonic() - t0
+
+
+async def bench(url: str, pid: int, n: int, n_browsers: int) -> dict:
+    out: dict = {}
+    warm = Student(url)  # the model loaded and the default prompt run once, as a teacher would before class
+    out["warm_up_s"] = round(await warm.open(), 3)
+    await warm.close()
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pages = [
+            await (await browser.new_context(viewport={"width": 1280, "height": 800})).new_page()
+            for _ in range(n_browsers)
+        ]
+        students = [Student(url) for _ in range(n)]
+        # 1. everyone opens the dashboard at once
+        opened = await asyncio.wait_for(
+            asyncio.gather(*(s.open() for s in students), *(browser_open(p, url) for p in pages)), STEP_S
+        )
+        out["open"] = {"simulated": summary(opened[:n]), "chromium": summary(opened[n:]) if pages else None}
+        # 2. everyone submits a prompt of their own at once
+        prompts = await asyncio.wait_for(
+            asyncio.gather(
+                *(s.prompt(PROMPTS[i % len(PROMPTS)] + f" {i}") for i, s in enumerate(students)),
+                *(browser_prompt(p, PROMPTS[i % len(PROMPTS)] + f" b{i}") for i, p in enumerate(pages)),
+            ),
+            STEP_S,
+        )
+        out["prompt"] = {"simulated": summary(prompts[:n]), "chromium": summary(prompts[n:]) if pages else None}
+        for s in students:
+            await s.close()
+        # 3. server time per page view with a cached run, nothing else going on
+        views = {}
+        for path in ("", "attention"):
+            one = Student(url)
+            await one.open(path)
+            times = []
+            for _ in range(20):
+                t0 = time.monotonic()
+                await one._send()
+                await one._read_run(STEP_S)
+                times.append(time.monotonic() - t0)
+            views[path or "overview"] = summary(times)
+            await one.close()
+        out["page_view_cached"] = views
+        # 4. followers
+        teacher = Student(url)
+        await teacher.open(lesson="how-attention-works", slide="1")
+        code = next((t.split("**")[1] for t in teacher.last.texts if t.startswith("Class code")), None)
+        if code is None:
+            out["follow"] = None  # this dashboard has no lessons
+        else:
+            followers = [Student(url) for _ in range(n)]
+            await asyncio.wait_for(asyncio.gather(*(f.open(follow=code) for f in followers)), STEP_S)
+            real = []
+            for p in pages:
+                await p.goto(f"{url}/?follow={code}")
+                await p.get_by_text("slide 1 of").wait_for(timeout=STEP_S * 1000)
+                real.append(p)
+            delays, browser_delays = [], []
+            for k in (2, 3, 4):
+                t0 = time.monotonic()
+                await teacher._send([WidgetState(id=teacher.widgets["slide_next"], trigger_value=True)])
+                watch = [f.follow_until(lambda x, k=k: f"slide {k} of" in x, STEP_S) for f in followers]
+                seen = [p.get_by_text(f"slide {k} of").wait_for(timeout=STEP_S * 1000) for p in real]
+                done = await asyncio.wait_for(asyncio.gather(*watch, *seen, teacher._read_run(STEP_S)), STEP_S)
+                delays += [d - t0 for d in done[:n]]
+                browser_delays.append(time.monotonic() - t0)  # all real followers saw it by now
+            out["follow"] = {"simulated": summary(delays), "chromium_all_seen": summary(browser_delays)}
+            for f in followers:
+                await f.close()
+        await teacher.close()
+        await browser.close()
+    out["server_mb"] = rss_mb(pid)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--students", type=int, default=30)
+    ap.add_argument("--browsers", type=int, default=3)
+    ap.add_argument("--app-dir", type=Path, default=ROOT)
+    ap.add_argument("--label", default="after")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    if not 1 <= args.students <= 60 or not 0 <= args.browsers <= 5:
+        ap.error("--students 1..60, --browsers 0..5: the machine is shared")
+    with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log") as (url, pid):
+        result = asyncio.run(bench(url, pid, args.students, args.browsers))
+    result.update(label=args.label, students=args.students, browsers=args.browsers, load=os.getloadavg())
+    path = args.json or ARTIFACTS / f"class_bench-{args.label}.json"
+    path.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
