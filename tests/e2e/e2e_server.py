@@ -96,12 +96,17 @@ ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-te
       .every(i => i.getAttribute('href') || i.getAttribute('xlink:href'))); }"""
 
 
+# The top bar's menus; on a narrow screen it folds the last ones into an "N more" menu and keeps the
+# folded ones in the page, inert and transparent (still "visible" to Playwright).
+TOP_SECTIONS = "[data-testid=stTopNavSection]:not([inert] *)"
+
+
 def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
     """Click a page's link in the top bar, where each section is a menu: open the menus in turn
     until one lists the page (on a narrow screen the bar folds the last sections into an "N more"
     menu, and the folded ones stay in the page, hidden)."""
     link = page.get_by_role("menuitem", name=title, exact=True)
-    sections = page.locator("[data-testid=stTopNavSection]:visible")
+    sections = page.locator(TOP_SECTIONS)
     expect(sections.first).to_be_visible(timeout=timeout)
     for i in range(sections.count()):
         sections.nth(i).click()
@@ -116,7 +121,7 @@ def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
 def page_titles(page: Page) -> list[str]:
     """Every page's title as the top bar lists it, section by section."""
     titles = []
-    sections = page.locator("[data-testid=stTopNavSection]:visible")
+    sections = page.locator(TOP_SECTIONS)
     expect(sections.first).to_be_visible()
     for i in range(sections.count()):
         sections.nth(i).click()
