@@ -97,8 +97,9 @@ ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-te
 
 
 # The top bar's menus; on a narrow screen it folds the last ones into an "N more" menu and keeps the
-# folded ones in the page, inert and transparent (still "visible" to Playwright).
-TOP_SECTIONS = "[data-testid=stTopNavSection]:not([inert] *)"
+# folded ones (and the "more" menu while nothing is folded) in the page, inert or aria-hidden and
+# transparent: still "visible" to Playwright.
+TOP_SECTIONS = "[data-testid=stTopNavSection]:not([inert] *):not([aria-hidden=true] *)"
 
 
 def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
@@ -106,28 +107,32 @@ def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
     until one lists the page (on a narrow screen the bar folds the last sections into an "N more"
     menu, and the folded ones stay in the page, hidden)."""
     link = page.get_by_role("menuitem", name=title, exact=True)
-    sections = page.locator(TOP_SECTIONS)
-    expect(sections.first).to_be_visible(timeout=timeout)
-    for i in range(sections.count()):
-        sections.nth(i).click()
-        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+    for _ in each_menu(page, timeout):
         if link.count():
             link.click()
             return
-        page.keyboard.press("Escape")
     raise AssertionError(f"no page {title!r} in the top bar's menus")
+
+
+def each_menu(page: Page, timeout: int = 60_000):
+    """Open the top bar's menus one after the other (yielding while each is open). The bar may fold
+    or unfold a menu while another opens, so the count is read again at every step."""
+    sections = page.locator(TOP_SECTIONS)
+    expect(sections.first).to_be_visible(timeout=timeout)
+    i = 0
+    while i < sections.count():
+        sections.nth(i).click()
+        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+        yield
+        page.keyboard.press("Escape")
+        i += 1
 
 
 def page_titles(page: Page) -> list[str]:
     """Every page's title as the top bar lists it, section by section."""
     titles = []
-    sections = page.locator(TOP_SECTIONS)
-    expect(sections.first).to_be_visible()
-    for i in range(sections.count()):
-        sections.nth(i).click()
-        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+    for _ in each_menu(page):
         titles += [t.strip() for t in page.get_by_role("menuitem").all_inner_texts() if t.strip() not in titles]
-        page.keyboard.press("Escape")
     return titles
 
 
