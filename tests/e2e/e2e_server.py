@@ -131,8 +131,9 @@ def each_menu(page: Page, timeout: int = 60_000):
 def page_titles(page: Page) -> list[str]:
     """Every page's title as the top bar lists it, section by section."""
     titles = []
-    for _ in each_menu(page):
-        titles += [t.strip() for t in page.get_by_role("menuitem").all_inner_texts() if t.strip() not in titles]
+    for _ in each_menu(page):  # an item's text starts with its icon's name ("home\n\nOverview")
+        shown = [t.split("\n")[-1].strip() for t in page.get_by_role("menuitem").all_inner_texts()]
+        titles += [t for t in shown if t not in titles]
     return titles
 
 
