@@ -690,3 +690,19 @@ def test_a_model_that_is_not_a_llama_is_not_saved_as_one(tmp_path):
     with pytest.raises(gptviz.ConfigError, match=r"its MLP \(Llama: SwiGLU, gated with silu\)"):
         save_hf_llama(gptviz.GPT(gptviz.GPTConfig()), tmp_path)
     assert not (tmp_path / "config.json").exists()
+
+
+def test_sharded_pytorch_model_bin(tmp_path):
+    """pytorch_model.bin.index.json naming two weights-only torch files, as older save_pretrained wrote."""
+    hf = hf_random_decoder("olmo2", seed=13)
+    hf.config.save_pretrained(tmp_path)
+    state = hf.state_dict()
+    names = sorted(state)
+    shards = {"pytorch_model-00001-of-00002.bin": names[::2], "pytorch_model-00002-of-00002.bin": names[1::2]}
+    for file, keys in shards.items():
+        torch.save({k: state[k] for k in keys}, tmp_path / file)
+    index = {"metadata": {}, "weight_map": {k: file for file, keys in shards.items() for k in keys}}
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    bundle = gptviz.load(tmp_path)
+    assert bundle.report.format == "hf-olmo2 (2 shards)"
+    assert_parity(hf, bundle, prompt())
