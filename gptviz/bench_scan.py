@@ -76,7 +76,7 @@ def report(out: dict, **values) -> None:
         print(f"{key:<28}  {value}", flush=True)
 
 
-def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int) -> dict:
+def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int, mem_windows: int = 64) -> dict:
     config = TINY if tiny else GPT2_SMALL
     T = 32 if tiny else 256
     batch = 8
@@ -100,8 +100,8 @@ def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int) -> d
             out, windows=64, plain_s=round(plain, 2), scan_s=round(local, 2), scan_over_plain=round(local / plain, 3)
         )
     if "memory" in parts:
-        one, three = peak_child(tiny, 64, T, batch), peak_child(tiny, 192, T, batch)
-        report(out, peak_rss_64_mb=round(one / 2**20), peak_rss_192_mb=round(three / 2**20))
+        one, three = peak_child(tiny, mem_windows, T, batch), peak_child(tiny, 3 * mem_windows, T, batch)
+        report(out, mem_windows=mem_windows, peak_rss_1x_mb=round(one / 2**20), peak_rss_3x_mb=round(three / 2**20))
         report(out, peak_growth_3x_mb=round((three - one) / 2**20))
     if "ray" in parts:
         many = windows(ray_windows, T, config["vocab_size"], seed=1)
@@ -138,6 +138,6 @@ def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int) -> d
 
 def main(args) -> None:
     parts = set((args.parts or "speed,memory,ray").split(","))
-    result = run(args.tiny, args.threads, parts, args.ray_windows)
+    result = run(args.tiny, args.threads, parts, args.ray_windows, args.mem_windows)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

@@ -181,8 +181,9 @@ def dashboard_checkpoint(choice: str) -> str:
     elsewhere), a shipped checkpoint's name, or "demo"; anything else is a PromptError now, not a
     red box in the browser later."""
     from .dashboard.sources import DEMO, shipped
+    from .formats.safe import user_path
 
-    path = Path(choice).expanduser()
+    path = user_path(choice)  # a NUL byte: one line, not a ValueError from exists()
     if path.exists():
         return str(path.resolve())
     if choice == DEMO or choice in shipped():
@@ -333,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.add_argument("--parts", help="with --scan: any of speed,memory,ray (default: all three)")
     p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
+    p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")

@@ -4,6 +4,7 @@ cluster would (the head is stopped after, and no process of it may remain)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -135,3 +136,16 @@ def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
     assert "(ray)" in on_ray.stdout
     same_tables(gptviz.load_scan(tmp_path / "local"), gptviz.load_scan(tmp_path / "ray"))
     assert gptviz.load_scan(tmp_path / "ray").summary["engine"] == "ray"
+
+
+def test_bench_scan_runs_on_a_tiny_model(tmp_path):
+    """`python -m gptviz bench --scan --tiny` measures and writes its JSON (no figure is asserted)."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "gptviz", "bench", "--scan", "--tiny", "--parts", "speed,memory"]
+    done = subprocess.run([*cmd, "--mem-windows", "4", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert {"plain_s", "scan_s", "scan_over_plain", "peak_rss_1x_mb", "peak_rss_3x_mb", "peak_growth_3x_mb"} <= set(
+        result
+    )
+    assert result["scan_s"] > 0 and result["peak_rss_3x_mb"] > 0

@@ -96,7 +96,12 @@ def progress() -> None:
     state = cp.job_state(job)
     if state["state"] == "running":
         total, done = state.get("total") or 0, state.get("done") or 0
-        st.progress(done / total if total else 0.0, text=f"Scanning: {done:,} of {total:,} windows")
+        text = (
+            f"Scanning: {done:,} of {total:,} windows"
+            if total
+            else "Starting the scan: loading the model, reading the corpus"
+        )
+        st.progress(done / total if total else 0.0, text=text)
         return
     st.session_state.pop("corpus_job")
     if state["state"] == "error":

@@ -4,7 +4,7 @@ The forward pass is the plain one; hooks on the contract points (gptviz.capture.
 layer's q, k and mlp.hidden as they are made and reduce them right there, so no more than one
 layer's activations of one batch are alive at a time:
 
-    attn.q, attn.k   -> each window's head scores (layer_head_scores_from_qk: no [H, T, T] map)
+    attn.q, attn.k   -> each window's head scores (head_scores_batch: the maps of one layer of one batch)
     mlp.hidden       -> each window's largest activation of every neuron, and where it is
     logits           -> the loss of every predicted token
 
@@ -18,6 +18,7 @@ union is the top-k of the two top-ks), so the engines may reduce in any grouping
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,8 +27,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..analysis.heads import SCORES, detection_patterns, layer_head_scores_from_qk, pattern_blocks
+from ..analysis.heads import SCORES
 from ..capture import edited
+from ..model import AttentionSpec, attention_weights
 from ..names import point
 
 
@@ -104,12 +106,43 @@ class Accumulator:
 EMPTY = (np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.int32))
 
 
+def batch_patterns(ids: Tensor) -> Tensor:
+    """The previous-token, duplicate-token and induction patterns (gptviz.analysis.heads's, which
+    follow TransformerLens's detect_head) of G windows of n tokens at once: [G, n, n, 3] floats."""
+    G, n = ids.shape
+    same = ids[:, :, None] == ids[:, None, :]  # [G, n, n]: query i and key j hold the same token
+    duplicate = torch.tril(same, diagonal=-1)  # an earlier copy; a token is no duplicate of itself
+    induction = torch.zeros_like(duplicate)
+    induction[:, :, 1:] = duplicate[:, :, :-1]  # key j follows an earlier copy of the query's token
+    previous = torch.zeros_like(duplicate)
+    previous[:, 1:, :-1] = torch.eye(n - 1, dtype=torch.bool, device=ids.device)
+    return torch.stack([previous, duplicate, induction], dim=-1).float()
+
+
+def head_scores_batch(q: Tensor, k: Tensor, patterns: Tensor, spec: AttentionSpec | None = None) -> Tensor:
+    """Every head's scores (SCORES order) in G windows of n tokens: q, k [G, H, n, D] -> [G, H, 6].
+    The same quantities as gptviz.analysis.heads.layer_head_scores_from_qk, for a batch, from the
+    maps the model's own functions build with the layer's spec (its scale, soft-cap and window;
+    1/√D and no window when None). Tests hold it to head_scores of a Trace per window."""
+    G, H, n, D = q.shape
+    spec = spec or AttentionSpec(scale=1.0 / math.sqrt(D))
+    w = attention_weights(spec.scores(q, k), spec.mask(n, q.device)).float()  # [G, H, n, n]
+    total = w.sum(dim=(-2, -1))  # [G, H]
+    hits = torch.bmm(w.reshape(G, H, n * n), patterns.reshape(G, n * n, 3)) / total[..., None]  # [G, H, 3]
+    sink = w[..., 1:, 0].sum(-1) / (n - 1)  # n >= 2: a window of one token is never scanned
+    self_ = w.diagonal(dim1=-2, dim2=-1).sum(-1) / n
+    entropy = torch.special.entr(w).sum(dim=(-2, -1)) / n
+    return torch.cat([hits, torch.stack([sink, self_, entropy], dim=-1)], dim=-1)
+
+
 class _Layers:
     """The hooks' state for one batch: each layer's reductions as they arrive."""
 
-    def __init__(self, lengths: Tensor, blocks: list[list[Tensor]]):
+    def __init__(self, lengths: Tensor, idx: Tensor):
         self.lengths = lengths  # [B]
-        self.blocks = blocks  # per window: pattern_blocks of its own tokens
+        # the windows grouped by length (rows of the batch), and each group's patterns [G, n, n, 3]
+        self.groups = [(n, (lengths == n).nonzero().flatten().to(idx.device)) for n in lengths.unique().tolist()]
+        self.patterns = {n: batch_patterns(idx[rows, :n]) for n, rows in self.groups}
         self.q: Tensor | None = None
         self.heads: dict[int, Tensor] = {}  # layer -> [B, H, scores]
         self.neuron: dict[int, tuple[Tensor, Tensor]] = {}  # layer -> ([B, F] max, [B, F] argmax)
@@ -124,14 +157,11 @@ class _Layers:
         def hook(k: Tensor) -> Tensor:  # k arrives right after q of the same layer
             q = self.q  # [B, H, T, D]
             if k.size(1) != q.size(1):  # grouped-query attention: query head h reads KV head h // group
-                k_full = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
-            else:
-                k_full = k
-            rows = []
-            for b, n in enumerate(self.lengths.tolist()):
-                s = layer_head_scores_from_qk(q[b, :, :n].float(), k_full[b, :, :n].float(), self.blocks[b], spec=spec)
-                rows.append(torch.stack([s[name] for name in SCORES], dim=-1))  # [H, scores]
-            self.heads[layer] = torch.stack(rows)  # [B, H, scores]
+                k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
+            out = torch.empty(q.size(0), q.size(1), len(SCORES), device=q.device)
+            for n, rows in self.groups:  # windows of one length together: a few large ops, not many small ones
+                out[rows] = head_scores_batch(q[rows, :, :n].float(), k[rows, :, :n].float(), self.patterns[n], spec)
+            self.heads[layer] = out
             self.q = None
             return k
 
@@ -158,8 +188,7 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
     for b, ids in enumerate(batch):
         idx[b, : len(ids)] = torch.as_tensor(ids)
     idx = idx.to(device)
-    blocks = [pattern_blocks(detection_patterns(ids, device)) for ids in batch]
-    state = _Layers(lengths, blocks)
+    state = _Layers(lengths, idx)
     L = model.config.n_layer
     hooks = {}
     for l in range(L):
