@@ -181,8 +181,9 @@ def dashboard_checkpoint(choice: str) -> str:
     elsewhere), a shipped checkpoint's name, or "demo"; anything else is a PromptError now, not a
     red box in the browser later."""
     from .dashboard.sources import DEMO, shipped
+    from .formats.safe import user_path
 
-    path = Path(choice).expanduser()
+    path = user_path(choice)  # a NUL byte: one line, not a ValueError from exists()
     if path.exists():
         return str(path.resolve())
     if choice == DEMO or choice in shipped():

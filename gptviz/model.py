@@ -1,9 +1,11 @@
 """The GPT model family: one decoder-only transformer, every variant chosen by GPTConfig.
 
-Read top to bottom: norm -> attention -> MLP -> Block -> GPT. Submodule names equal
-GPT-2 checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing
-weights is a name-for-name copy. Probes (gptviz.probes) mark every point the Trace contract
-names; nothing in here knows about capture.
+Read top to bottom: norms -> positions (sin/cos, rotary) -> attention (its AttentionSpec: scale,
+soft-cap, window) -> the KV cache -> attention -> MLP -> Block -> GPT. Submodule names equal GPT-2
+checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing GPT-2 weights is
+a name-for-name copy; the other families (Llama, Qwen, Gemma, NeoX, ...) are the same modules with
+their config fields set, and formats/hf_decoders.py maps their weight names onto these. Probes
+(gptviz.probes) mark every point the Trace contract names; nothing in here knows about capture.
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ class CausalSelfAttention(nn.Module):
             self.q_norm = make_norm(config, D if config.qk_norm == "head" else H * D)
             self.k_norm = make_norm(config, D if config.qk_norm == "head" else Hkv * D)
         self.c_proj = nn.Linear(H * D, C, bias=config.bias and config.out_bias)
-        self.ln_post = make_norm(config) if config.post_norm else nn.Identity()  # Gemma 2/3, OLMo 2
+        self.ln_post = make_norm(config) if config.post_norm else None  # Gemma 2/3, OLMo 2
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
         local = config.is_local(layer)
@@ -249,7 +251,8 @@ class CausalSelfAttention(nn.Module):
         heads merged, c_proj, then the post-norm where the model has one."""
         B, H, T, D = z.shape
         y = z.transpose(1, 2).contiguous().view(B, T, H * D)  # merge heads: (B, T, H·D)
-        return self.ln_post(self.resid_dropout(self.c_proj(y)))  # (B, T, C)
+        y = self.resid_dropout(self.c_proj(y))  # (B, T, C)
+        return y if self.ln_post is None else self.ln_post(y)
 
     def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
         B, T, C = x.size()
@@ -307,7 +310,7 @@ class MLP(nn.Module):
         self.c_gate = nn.Linear(C, F_, bias=bias) if config.mlp_gated else None  # SwiGLU / GeGLU's gate
         self.act = ACTIVATIONS[config.activation]()
         self.c_proj = nn.Linear(F_, C, bias=bias)  # down
-        self.ln_post = make_norm(config) if config.post_norm else nn.Identity()  # Gemma 2/3, OLMo 2
+        self.ln_post = make_norm(config) if config.post_norm else None  # Gemma 2/3, OLMo 2
         self.dropout = nn.Dropout(config.dropout)
         self.hidden, self.out = Probe(), Probe()  # the down projection's input (the neurons); what the sub-layer adds
 
@@ -319,7 +322,8 @@ class MLP(nn.Module):
 
     def project(self, h: Tensor) -> Tensor:
         """What the sub-layer adds to the residual stream from its neurons: down, then any post-norm."""
-        return self.ln_post(self.dropout(self.c_proj(h)))  # (B, T, C)
+        y = self.dropout(self.c_proj(h))  # (B, T, C)
+        return y if self.ln_post is None else self.ln_post(y)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.out(self.project(self.hidden(self.neurons(x))))

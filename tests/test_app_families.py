@@ -27,7 +27,12 @@ PAGES = [
     "views/patching.py",
     "views/generate.py",
     "views/forward_pass.py",
+    "views/compare.py",
+    "views/timeline.py",
+    "views/worked_examples.py",
+    "views/mask_leak.py",
     "views/corpus.py",
+    "views/lesson.py",
 ]
 MODELS = {"llama-gqa": "llama", "gpt-neo": "gpt_neo", "gemma-2": "gemma2"}
 

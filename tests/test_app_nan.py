@@ -159,3 +159,22 @@ def test_one_unit_of_loss_on_every_page(root, monkeypatch, page, setup):
     texts += [m.label for m in at.metric] + [c.value for c in [*at.caption, *at.markdown]]
     assert any("nats" in t for t in texts), page
     assert not [t for t in texts if re.search(r"\bbits\b|log₂", t)], page
+
+
+def test_generate_refuses_nan_logits_in_one_line(root, monkeypatch):
+    at = open_app(root, monkeypatch, "broken-mlp", "views/generate.py")
+    assert any("are NaN" in e.value for e in at.error)
+    assert not [b for b in at.button if b.key in ("gen_step", "gen_run")]  # nothing to press that would lie
+
+
+def test_the_logit_lens_says_nan_instead_of_a_top_token(root, monkeypatch):
+    at = open_app(root, monkeypatch, "broken-mlp", "views/logit_lens.py")
+    figs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    grid = next(f for f in figs if f["layout"]["title"]["text"].startswith("Logit lens"))
+    red = [tr for tr in grid["data"] if tr.get("name") == "NaN"]
+    assert red and set(np.asarray(red[0]["text"]).ravel()) >= {"NaN"}  # NaN cells say so, in red
+    depth = [f for f in figs if f is not grid and any(tr.get("name") == "rank" for tr in f["data"])]
+    assert depth
+    for f in depth:  # the last site's logits are the model's own, NaN: no rank drawn there
+        rank = next(tr for tr in f["data"] if tr.get("name") == "rank")
+        assert np.isnan(array(rank["y"]).astype(float)[-1])

@@ -614,3 +614,38 @@ def test_corpus_scan_head_scores_use_each_layers_attention(saved):
         got = result.heads.set_index(["layer", "head"])
         for name in names:
             np.testing.assert_allclose(got.loc[expect.index, name].to_numpy(), expect[name].to_numpy(), atol=1e-5)
+
+
+HOSTILE = [
+    ({"num_key_value_heads": "2"}, "n_kv_head='2'"),
+    ({"num_key_value_heads": 3}, "n_head=4 is not a multiple of n_kv_head=3"),
+    ({"head_dim": 10**9}, "head_size=1,000,000,000 is above gptviz's limit"),
+    ({"intermediate_size": -5}, "n_inner=-5"),
+    ({"sliding_window": -1}, "sliding_window=-1"),
+    ({"rope_parameters": [1, 2]}, "rope_parameters=[1, 2] must be an object"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 10.0}}, "rope scaling 'dynamic' is not implemented"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": "big"}}, "rope_theta='big'"),
+    ({"layer_types": "sliding_attention"}, "layer_types='sliding_attention' must be a list"),
+    ({"layer_types": ["sliding_attention", "chunked_attention"]}, "'chunked_attention' is not implemented"),
+    ({"hidden_act": "tanh"}, "activation 'tanh' is not implemented"),
+    ({"hidden_act": ["silu"]}, "activation ['silu'] is not implemented"),
+    ({"tie_word_embeddings": "yes"}, "tie_weights='yes'"),
+    ({"rms_norm_eps": "tiny"}, "norm_eps='tiny'"),
+    ({"num_local_experts": 8}, "mixture-of-experts"),
+    ({"vocab_size": 10**7}, "vocab_size=10,000,000 is above gptviz's limit"),
+]
+
+
+@pytest.mark.parametrize(("change", "words"), HOSTILE, ids=[str(c) for c, _ in HOSTILE])
+def test_a_hostile_config_json_is_one_sentence(saved, tmp_path, change, words):
+    """Each bad field of a decoder's config.json is refused in one sentence naming the file, before
+    any weight is read (the weights here are fine)."""
+    _, path = saved("mistral")
+    config = json.loads((path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    (tmp_path / "model.safetensors").symlink_to(path / "model.safetensors")
+    with pytest.raises(gptviz.CheckpointError) as err:
+        gptviz.load(tmp_path)
+    message = str(err.value)
+    assert words in message and "config.json" in message and "\n" not in message
+    assert "please report this" not in message  # not the last-resort net: a message of its own

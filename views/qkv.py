@@ -68,7 +68,8 @@ st.caption(
     f"by at most {work['max_diff']['scores']:.1e} (scores) and "
     f"{work['max_diff']['weights']:.1e} (weights): float32 rounding."
 )
-layout.table(work["keys"].assign(token=v.labels[: len(work["keys"])]), height=260)
+# a table shows text as text: the display strings, not the labels escaped for Plotly ("<s>", not "&lt;s&gt;")
+layout.table(work["keys"].assign(token=v.display(t.token_ids)[: len(work["keys"])]), height=260)
 widgets.download("this computation (CSV)", lambda: work["keys"], f"query_{q}_L{L}_H{H}.csv", key="qkv_work_dl")
 allowed = work["keys"]["allowed"].to_numpy()  # masked keys add nothing: leave their rows out
 read = [label for label, ok in zip(v.labels, allowed) if ok]

@@ -33,6 +33,8 @@ UNIFORM_RATIO = 0.98  # entropy ÷ log(allowed keys), mean over queries 1…T−
 SINK_LIMIT = 0.4  # mean weight on key 0 over queries 1…T−1 (head_scores' `sink`); the label convention
 ATTN_LOGIT_LIMIT = 100.0  # |q·k/√D| on a readable cell: e^−100 underflows float32's normal range
 UNTRAINED_NORM_RATIO = 0.25  # an embedding row shorter than this × the median row looks untouched
+PAD_MULTIPLE = 64  # nanoGPT pads GPT-2's 50,257 ids to 50,304, the next multiple of 64, for speed
+PAD_MASS_LIMIT = 0.01  # probability the model may give such padding ids before it is worth a look
 # GROWTH_LIMIT (per block, after block 0) and NORM_LIMIT (any residual norm) come from analysis.residual.
 
 THRESHOLDS = {
@@ -42,6 +44,8 @@ THRESHOLDS = {
     "SINK_LIMIT": SINK_LIMIT,
     "ATTN_LOGIT_LIMIT": ATTN_LOGIT_LIMIT,
     "UNTRAINED_NORM_RATIO": UNTRAINED_NORM_RATIO,
+    "PAD_MULTIPLE": PAD_MULTIPLE,
+    "PAD_MASS_LIMIT": PAD_MASS_LIMIT,
     "GROWTH_LIMIT": GROWTH_LIMIT,
     "NORM_LIMIT": NORM_LIMIT,
 }
@@ -351,6 +355,16 @@ def check_vocabulary(model: GPT, trace: Trace, tokenizer=None) -> Finding:
     if n == V:
         return Finding("unreachable_vocab", "ok", 0, f"the tokenizer produces exactly the model's {V:,} ids.")
     p = torch.softmax(float64(trace.tensor("logits")[-1]), -1)[n:].sum().item()
+    if V % PAD_MULTIPLE == 0 and V - n < PAD_MULTIPLE and p < PAD_MASS_LIMIT:
+        # padding for speed, and the model has learnt that those ids never come: nothing to look at
+        return Finding(
+            "unreachable_vocab",
+            "ok",
+            V - n,
+            f"the model's {V:,} ids are the tokenizer's {n:,} padded to a multiple of {PAD_MULTIPLE} (as nanoGPT "
+            f"pads GPT-2's to 50,304), and the model gives the {V - n} padding ids {p:.3g} of its probability at the "
+            f"last position (threshold: {PAD_MASS_LIMIT:g}).",
+        )
     return Finding(
         "unreachable_vocab",
         "warn",

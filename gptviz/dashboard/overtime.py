@@ -24,8 +24,6 @@ from ..tokenizers import Tokenizer
 from .caches import ModelKey, RunKey, cached
 from .sources import checkpoint_path, checkpoints_dir, path_version, shipped, version
 
-PROGRESS_FROM = 4  # steps: a shorter run is scored before a bar would be seen
-
 TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
 
 
@@ -97,7 +95,7 @@ def first_bundle(folder: str, stamp: str, steps_stamp: str = "") -> Bundle | str
         return str(e)
 
 
-@cached(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
+@cached(max_entries=TIMELINE_ENTRIES, show_spinner=False)  # its own progress bar says more
 def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, steps_stamp: str = "") -> Timeline | str:
     """The timeline of one run on one prompt, or the one-line reason there is none. A progress bar
     counts the checkpoints while they are scored (made here: a cached call's elements are replayed
@@ -106,19 +104,17 @@ def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, ste
     if isinstance(scan, str):
         return scan
     n = len(scan.steps)
-    bar = st.progress(0.0, text=f"Running the prompt through {n} checkpoints…") if n >= PROGRESS_FROM else None
+    bar = st.progress(0.0, text=f"Running the prompt through {n} checkpoints…")
 
     def progress(i: int, total: int) -> None:
-        if bar is not None:
-            bar.progress(i / total, text=f"Running the prompt through checkpoint {i} of {total}…")
+        bar.progress(i / total, text=f"Running the prompt through checkpoint {i} of {total}…")
 
     try:
         return timeline(folder, list(ids), device, progress=progress, scan=scan)
     except GptvizError as e:
         return str(e)
     finally:
-        if bar is not None:
-            bar.empty()
+        bar.empty()
 
 
 def step_run_key(step: RunStep, device: str, ids: tuple[int, ...]) -> RunKey:

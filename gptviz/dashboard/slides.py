@@ -8,11 +8,15 @@ class of followers costs one computation, not one per student.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from .. import figures
 from ..errors import GptvizError
@@ -23,6 +27,7 @@ from .caches import ModelKey, RunKey
 from .state import PRESET_PROMPT, link_params
 from .widgets import CHART_CONFIG, plain
 
+log = logging.getLogger("gptviz.dashboard")
 LESSON_KEY = "_lesson"  # session key of the open Lesson (a small frozen record, no tensors)
 SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
 CODE_KEY = "_class_code"
@@ -159,6 +164,35 @@ def _move(n: int, delta: int) -> None:
     lesson, code = st.session_state.get(LESSON_KEY), st.session_state.get(CODE_KEY)
     if lesson is not None and code:
         live.publish(code, lesson, i)
+        nudge(code)
+
+
+def _rerun_full(session) -> None:
+    """On the server's event loop: rerun a session's whole script with its last client state (its
+    URL: request_rerun(None) would run it without ?follow=), not the fragment it last ran."""
+    state = ClientState()
+    state.CopyFrom(session._client_state)
+    state.fragment_id, state.is_auto_rerun = "", False
+    session.request_rerun(state)
+
+
+def nudge(code: str) -> None:
+    """Ask every follower's session to rerun now (it then draws the new slide). This reaches into
+    Streamlit's runtime (Runtime._session_mgr, the event loop), which has no public call for it: if
+    that ever fails, the followers' own poll (FOLLOW_POLL_S) still brings the change, later."""
+    if not Runtime.exists():  # AppTest: no server, no other sessions
+        return
+    try:
+        rt = Runtime.instance()
+        loop = rt._get_async_objs().eventloop
+        for sid in live.followers(code):
+            info = rt._session_mgr.get_active_session_info(sid)
+            if info is None:  # the student closed the tab
+                live.unfollow(code, sid)
+                continue
+            loop.call_soon_threadsafe(_rerun_full, info.session)
+    except Exception:  # Streamlit's internals changed: polling is the fallback
+        log.warning("could not nudge the followers of %s; they will poll", code, exc_info=True)
 
 
 def class_code() -> str:
@@ -173,7 +207,9 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     i = min(max(st.session_state.get(SLIDE_KEY, 0), 0), n - 1)
     st.session_state[SLIDE_KEY] = i
     code = class_code()
-    live.publish(code, lesson, i)
+    if live.lookup(code) is None or live.lookup(code).slide != i or live.lookup(code).lesson != lesson:
+        live.publish(code, lesson, i)
+        nudge(code)
     write_lesson_url(lesson, i)
     back, where, forward, share = st.columns([1.3, 3, 1.3, 2.6], vertical_alignment="center")
     back.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0, width="stretch")
@@ -244,14 +280,17 @@ def full_page_link(slide: Slide) -> None:
     st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
 
 
-FOLLOW_POLL_S = 0.5  # how often a follower asks whether the teacher moved: the delay a class sees
+FOLLOW_POLL_S = 4.0  # a follower's own check, the safety net behind the teacher's nudge
 
 
 def follower(code: str, presentation: bool) -> None:
-    """A student's page for ?follow=CODE: the teacher's current slide, read-only, and a tiny fragment
-    that asks the registry every FOLLOW_POLL_S whether it changed (a full rerun only when it did).
-    No sidebar is built: a follower runs no prompt of its own."""
+    """A student's page for ?follow=CODE: the teacher's current slide, read-only. The teacher's move
+    nudges this session to rerun; a tiny fragment also asks the registry every FOLLOW_POLL_S whether
+    the slide changed (a full rerun only when it did). No sidebar is built: a follower runs no prompt."""
     code = live.normal(code)
+    ctx = get_script_run_ctx()
+    if code and ctx is not None:
+        live.follow(code, ctx.session_id)
     now = live.lookup(code) if code else None
     st.session_state["_follow_version"] = now.version if now else None
 

@@ -146,6 +146,7 @@ def nan_overlay(nan_cells: np.ndarray, x, y, **trace) -> go.Heatmap:
     """A heatmap drawn over another one that paints the cells where the model computed NaN red,
     so they cannot be taken for masked (grey) cells. nan_cells: bool, True where NaN."""
     z = np.where(np.asarray(nan_cells, dtype=bool), 1.0, np.nan).astype(np.float32)
+    trace = {"hovertemplate": "query %{y}<br>key %{x}<br>NaN computed by the model<extra></extra>", **trace}
     return go.Heatmap(
         z=z,
         x=x,
@@ -156,7 +157,6 @@ def nan_overlay(nan_cells: np.ndarray, x, y, **trace) -> go.Heatmap:
         showscale=False,
         hoverongaps=False,
         name="NaN",
-        hovertemplate="query %{y}<br>key %{x}<br>NaN computed by the model<extra></extra>",
         **trace,
     )
 

@@ -106,6 +106,10 @@ def _rope(hf: dict, kind: str) -> dict:
     """The GPTConfig rotary fields from rope_parameters (transformers v5) or the older rope_theta /
     rope_scaling / partial_rotary_factor (and GPT-NeoX's rotary_pct / rotary_emb_base)."""
     params = hf.get("rope_parameters")
+    if params is not None and not isinstance(params, dict):
+        raise _Refuse(f"rope_parameters={_shown(params)} must be an object (rope_type, rope_theta, ...)")
+    if hf.get("rope_scaling") is not None and not isinstance(hf["rope_scaling"], dict):
+        raise _Refuse(f"rope_scaling={_shown(hf['rope_scaling'])} must be an object or null")
     local = None
     if isinstance(params, dict) and "full_attention" in params:  # Gemma 3: one set per layer type
         local, params = params.get("sliding_attention"), params["full_attention"]
@@ -145,6 +149,8 @@ def _rope(hf: dict, kind: str) -> dict:
 def _layer_types(hf: dict, kind: str, n_layer: int) -> str:
     """One letter per layer, g global or l local, from layer_types or each family's own rule."""
     types = hf.get("layer_types")
+    if types is not None and not isinstance(types, list):
+        raise _Refuse(f"layer_types={_shown(types)} must be a list with one attention type per layer")
     if kind == "gpt_neo":
         types = hf.get("attention_layers")
         if not isinstance(types, list):  # attention_types: [[["global", "local"], 12]]

@@ -67,7 +67,12 @@ class Student:
 
     async def connect(self) -> None:
         self.ws = await websockets.connect(
-            self.ws_url, subprotocols=["streamlit"], origin=self.http, max_size=2**26, open_timeout=120
+            self.ws_url,
+            subprotocols=["streamlit"],
+            origin=self.http,
+            max_size=2**26,
+            open_timeout=120,
+            ping_interval=None,  # a server busy with 30 sessions may answer a ping late: not a failure
         )
 
     async def close(self) -> None:
