@@ -143,9 +143,12 @@ m = st.columns(5)
 m[0].metric("Documents", f"{sm['docs']:,}")
 m[1].metric("Windows", f"{sm['windows']:,}")
 m[2].metric("Tokens", f"{sm['tokens']:,}")
-m[3].metric("Mean loss", f"{sm['loss']:.3f} nats")
-m[4].metric("Engine", f"{sm['engine']}, {sm['seconds']:.0f} s")
-st.caption(f"Scan of {widgets.plain(sm.get('checkpoint') or 'a model')} on {widgets.plain(sm.get('data', ''))}")
+m[3].metric("Mean loss (nats)", f"{sm['loss']:.3f}")
+m[4].metric("Engine", str(sm["engine"]))
+st.caption(
+    f"Scan of {widgets.plain(sm.get('checkpoint') or 'a model')} on {widgets.plain(sm.get('data', ''))}, "
+    f"in {float(sm['seconds']):,.0f} s"
+)
 if runnable and sm.get("checkpoint") and Path(sm["checkpoint"]).name != checkpoint_path(v.source).name:
     st.warning("This scan was made with another checkpoint than the sidebar's: its tokens are shown with this one's.")
 tab_w, tab_h, tab_n = st.tabs(["Windows by loss", "Heads over windows", "Neurons"])
