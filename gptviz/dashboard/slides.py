@@ -280,7 +280,7 @@ def full_page_link(slide: Slide) -> None:
     st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
 
 
-FOLLOW_POLL_S = 4.0  # a follower's own check, the safety net behind the teacher's nudge
+FOLLOW_POLL_S = 10.0  # a follower's own check, the safety net behind the teacher's nudge (rare: each is a rerun)
 
 
 def follower(code: str, presentation: bool) -> None:
@@ -292,7 +292,7 @@ def follower(code: str, presentation: bool) -> None:
     if code and ctx is not None:
         live.follow(code, ctx.session_id)
     now = live.lookup(code) if code else None
-    st.session_state["_follow_version"] = now.version if now else None
+    shown_version = now.version if now else None
 
     @st.fragment(run_every=FOLLOW_POLL_S)
     def watch() -> None:
@@ -303,10 +303,14 @@ def follower(code: str, presentation: bool) -> None:
     if now is None:
         shown = plain(code) if code else "that code"
         st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
+        st.session_state["_follow_version"] = shown_version
         watch()
         return
     n = len(now.lesson.slides)
     with st.container(key="follow_bar"):
         st.markdown(f"Following **{code}** · **{plain(now.lesson.title)}** · slide {now.slide + 1} of {n}")
     draw(now.lesson.slides[now.slide], presentation, key="follow")
+    # Only now, with the slide drawn: a run cut short (a poll arriving during it) must not leave the
+    # version saying this page is up to date, or the next poll would see no change.
+    st.session_state["_follow_version"] = shown_version
     watch()
