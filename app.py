@@ -10,12 +10,14 @@ The sidebar (gptviz.dashboard.sidebar) loads the checkpoint once per process and
 import streamlit as st
 
 from gptviz.dashboard.classroom import read_step_url
+from gptviz.dashboard.icon import page_icon
 from gptviz.dashboard.sidebar import PRESENTATION_ROOT_PX, VIEW_CONTROLS, sidebar
 from gptviz.dashboard.slides import follower, read_lesson_url
 from gptviz.dashboard.state import set_view
 from gptviz.dashboard.widgets import guard
 
-st.set_page_config(page_title="gptviz", page_icon=":material/visibility:", layout="wide")
+# the icon is an image the server sends, never a Material icon: those are fetched from fonts.gstatic.com
+st.set_page_config(page_title="gptviz", page_icon=page_icon(), layout="wide")
 
 # Grouped by the question a page answers. In the top bar each group is one menu, so the sidebar holds
 # only the controls (checkpoint first) and a 900 px high screen shows them without scrolling.
@@ -35,6 +37,9 @@ PAGES = {
             "views/attribution.py", title="Logit attribution", icon=":material/call_split:", url_path="attribution"
         ),
         st.Page("views/health.py", title="Health", icon=":material/health_and_safety:", url_path="health"),
+    ],
+    "Across data": [
+        st.Page("views/corpus.py", title="Corpus", icon=":material/library_books:", url_path="corpus"),
     ],
     "What if": [
         st.Page(

@@ -11,13 +11,22 @@ Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not im
 from .analysis import Finding, head_scores, health, logit_attribution, logit_lens, patching_sweep
 from .capture import trace
 from .config import GPTConfig
-from .errors import CheckpointError, ConfigError, DeviceError, GptvizError, PromptError, UnknownCharacterError
-from .formats import Bundle, LoadReport, load, save
+from .errors import (
+    ArgumentError,
+    CheckpointError,
+    ConfigError,
+    DeviceError,
+    GptvizError,
+    PromptError,
+    UnknownCharacterError,
+)
+from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
 from .model import GPT, explicit_attention
 from .names import contract_names, point
 from .record import Trace
+from .scanning import Scan, load_scan, scan
 from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, display_token, encode_prompt, parse_ids
 
 __all__ = [
@@ -25,6 +34,9 @@ __all__ = [
     "GPTConfig",
     "Trace",
     "trace",
+    "scan",
+    "load_scan",
+    "Scan",
     "generate",
     "Generation",
     "ablate",
@@ -41,6 +53,7 @@ __all__ = [
     "save",
     "Bundle",
     "LoadReport",
+    "MemoryPath",
     "Tokenizer",
     "CharTokenizer",
     "BPETokenizer",
@@ -52,6 +65,7 @@ __all__ = [
     "GptvizError",
     "ConfigError",
     "PromptError",
+    "ArgumentError",
     "UnknownCharacterError",
     "CheckpointError",
     "DeviceError",

@@ -367,7 +367,7 @@ def main(args: argparse.Namespace) -> None:
     """`python -m gptviz bench`: run, print the tables, and write the JSON when asked."""
     config = TINY if args.tiny else GPT2_SMALL
     lengths = (
-        [int(t) for t in args.lengths.split(",")] if args.lengths else ([16, 32] if args.tiny else [64, 256, 1024])
+        args.lengths if args.lengths else ([16, 32] if args.tiny else [64, 256, 1024])  # checked by cli_args
     )
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -21,6 +21,7 @@ import torch
 from .analysis.patching import patching_sweep
 from .bench import GPT2_SMALL, to_hf_gpt2, to_transformer_lens
 from .capture import trace
+from .checks import whole
 from .config import GPTConfig
 from .interventions import patch
 from .model import GPT
@@ -35,8 +36,9 @@ def naive_sweep(
     clean, corrupt = trace(model, clean_ids), trace(model, corrupt_ids)
     d = lambda t: float(t.part("logits", -1)[answer]) - float(t.part("logits", -1)[wrong])  # noqa: E731
     d_clean, d_corrupt = d(clean), d(corrupt)
-    L, n = layers or model.config.n_layer, model.config.n_head if site == "attn.z" else len(clean_ids)
-    out = np.empty((L, n))
+    L = model.config.n_layer if layers is None else whole(layers, "layers", 1, model.config.n_layer)
+    n = model.config.n_head if site == "attn.z" else len(clean_ids)
+    out = np.full((L, n), np.nan)
     for l in range(L):
         for c in range(n):
             which = dict(heads=[c]) if site == "attn.z" else dict(positions=[c])

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from .errors import PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check
-from .model import GPT, attention_scores, attention_weights, causal_mask
+from .model import GPT, AttentionSpec, attention_weights
 from .names import ATTENTION_MAPS, parse, point
 from .probes import Probe, capture_name
 from .record import Trace
@@ -144,19 +144,23 @@ def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Te
 
 
 def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
-    """Per layer: the causal mask (kept, T² bools) and the scores and weights as recipes that
-    rebuild them from the captured q and k with the very functions of the model's explicit path,
-    on the same (1, H, T, D) views, so they are bit-identical to what that path computes."""
-    maps = {}
-    mask = causal_mask(T, model.device)  # (T, T), the same for every layer: one tensor shared
-    for l in range(model.config.n_layer):
+    """Per layer: its mask (kept, T² bools; one tensor shared by the layers of one window) and the
+    scores and weights as recipes that rebuild them from the captured q and k with the very functions
+    of the model's explicit path (the layer's AttentionSpec: scale, soft-cap, window), on the same
+    (1, H, T, D) views, so they are bit-identical to what that path computes."""
+    maps, masks = {}, {}
+    for l, block in enumerate(model.transformer.h):
         if l in rec.kept_maps:  # recorded as the edited run computed them
             continue
+        spec: AttentionSpec = block.attn.spec
+        if spec.window not in masks:
+            masks[spec.window] = spec.mask(T, model.device)
+        mask = masks[spec.window]
         q, k = rec.tensors[point("attn.q", l)][None], rec.tensors[point("attn.k", l)][None]  # (1, H, T, D)
         rec.tensors[point("attn.mask", l)] = mask
-        maps[point("attn.scores", l)] = partial(lambda q, k: attention_scores(q, k)[0], q, k)
+        maps[point("attn.scores", l)] = partial(lambda s, q, k: s.scores(q, k)[0], spec, q, k)
         maps[point("attn.weights", l)] = partial(
-            lambda q, k, m: attention_weights(attention_scores(q, k), m)[0], q, k, mask
+            lambda s, q, k, m: attention_weights(s.scores(q, k), m)[0], spec, q, k, mask
         )
     return maps
 
@@ -184,20 +188,19 @@ def _unchanged(module: nn.Module) -> Callable[[], None]:
 @torch.no_grad()
 def _attn_out(block: nn.Module, z: Tensor, check: Callable[[], None]) -> Tensor:
     check()
-    H, T, D = z.shape
-    return block.attn.c_proj(z[None].transpose(1, 2).contiguous().view(1, T, H * D))[0]  # as the forward merges
+    return block.attn.project(z[None])[0]  # merge, c_proj, post-norm: as the forward does
 
 
 @torch.no_grad()
-def _mlp_hidden(block: nn.Module, resid_mid: Tensor, check: Callable[[], None]) -> Tensor:
+def _mlp_hidden(block: nn.Module, resid_pre: Tensor, resid_mid: Tensor, check: Callable[[], None]) -> Tensor:
     check()
-    return block.mlp.act(block.mlp.c_fc(block.ln_2(resid_mid[None])))[0]
+    return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid[None]))[0]
 
 
 @torch.no_grad()
 def _mlp_out(block: nn.Module, hidden: Callable[[], Tensor], check: Callable[[], None]) -> Tensor:
     check()
-    return block.mlp.c_proj(hidden()[None])[0]
+    return block.mlp.project(hidden()[None])[0]
 
 
 def sublayer_outputs(rec: _Recorder, model: GPT) -> dict:
@@ -208,12 +211,12 @@ def sublayer_outputs(rec: _Recorder, model: GPT) -> dict:
     recipes = {}
     for l, block in enumerate(model.transformer.h):
         check = _unchanged(block)
-        z, mid = rec.tensors[point("attn.z", l)], rec.tensors[point("resid_mid", l)]
+        z, pre, mid = (rec.tensors[point(site, l)] for site in ("attn.z", "resid_pre", "resid_mid"))
         out, hidden, mlp_out = (point(site, l) for site in REBUILT)
         if out not in rec.tensors:
             recipes[out] = partial(_attn_out, block, z, check)
         if hidden not in rec.tensors:
-            recipes[hidden] = partial(_mlp_hidden, block, mid, check)
+            recipes[hidden] = partial(_mlp_hidden, block, pre, mid, check)
         get_hidden = recipes[hidden] if hidden in recipes else partial(lambda t: t, rec.tensors[hidden])
         if mlp_out not in rec.tensors:
             recipes[mlp_out] = partial(_mlp_out, block, get_hidden, check)
@@ -268,4 +271,6 @@ def trace(
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
     out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy)
     out.interventions = edits
+    out.attention_specs = [block.attn.spec for block in model.transformer.h]  # how q, k become weights
+    out.config = model.config  # what the pages name: rotary, grouped heads, the MLP's width
     return out

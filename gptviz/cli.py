@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import cli_args
 from .analysis import shape_table
 from .capture import trace
 from .errors import GptvizError, OutputError, PromptError
@@ -97,7 +98,8 @@ def cmd_info(args) -> None:
     bundle = load(args.checkpoint, device=args.device)
     cfg = bundle.model.config
     print("== model card")
-    print(table([(k, v) for k, v in cfg.to_dict().items()] + [(k, v) for k, v in bundle.card.items()]))
+    special = [("special", "; ".join(cfg.special()))] if cfg.special() else []
+    print(table([*cfg.card_dict().items(), *special, *bundle.card.items()]))
     print("\n== load report")
     print(table(bundle.report.as_rows()))
     ids = prompt_ids(bundle, args) if (args.prompt or args.token_ids) else [0] * min(8, cfg.block_size)
@@ -179,8 +181,9 @@ def dashboard_checkpoint(choice: str) -> str:
     elsewhere), a shipped checkpoint's name, or "demo"; anything else is a PromptError now, not a
     red box in the browser later."""
     from .dashboard.sources import DEMO, shipped
+    from .formats.safe import user_path
 
-    path = Path(choice).expanduser()
+    path = user_path(choice)  # a NUL byte: one line, not a ValueError from exists()
     if path.exists():
         return str(path.resolve())
     if choice == DEMO or choice in shipped():
@@ -205,9 +208,17 @@ def cmd_dashboard(args) -> int:
         return 0
 
 
+def cmd_scan(args) -> None:
+    from .scanning.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     if args.why:
         from .bench_why import main as bench
+    elif args.scan:
+        from .bench_scan import main as bench
     else:
         from .bench import main as bench
 
@@ -240,21 +251,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_checkpoint(p):
-        p.add_argument("--checkpoint", required=True, help="checkpoint directory or file")
+        p.add_argument("--checkpoint", required=True, type=cli_args.path, help="checkpoint directory or file")
         p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
         return p
 
     p = with_checkpoint(sub.add_parser("trace", help="run one prompt and write its Trace to .npz"))
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--prompt", help="text to encode with the checkpoint's tokenizer")
-    src.add_argument("--token-ids", help="comma-separated token ids, e.g. 1,2,3")
-    p.add_argument("--out", required=True, help="where to write the .npz (exactly this path)")
+    src.add_argument("--prompt", type=cli_args.text, help="text to encode with the checkpoint's tokenizer")
+    src.add_argument("--token-ids", type=cli_args.text, help="comma-separated token ids, e.g. 1,2,3")
+    p.add_argument("--out", required=True, type=cli_args.path, help="where to write the .npz (exactly this path)")
     p.set_defaults(func=cmd_trace)
 
     p = with_checkpoint(sub.add_parser("info", help="print the model card, load report and shape trace"))
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="prompt for the shape trace (default: 8 tokens of id 0)")
-    src.add_argument("--token-ids", help="comma-separated token ids for the shape trace")
+    src.add_argument("--prompt", type=cli_args.text, help="prompt for the shape trace (default: 8 tokens of id 0)")
+    src.add_argument("--token-ids", type=cli_args.text, help="comma-separated token ids for the shape trace")
     p.set_defaults(func=cmd_info)
 
     p = with_checkpoint(
@@ -265,20 +276,23 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--prompt", help="text to run the checks on (default: a fixed line of text)")
-    src.add_argument("--token-ids", help="comma-separated token ids to run the checks on")
+    src.add_argument("--prompt", type=cli_args.text, help="text to run the checks on (default: a fixed line of text)")
+    src.add_argument("--token-ids", type=cli_args.text, help="comma-separated token ids to run the checks on")
     p.add_argument("--json", action="store_true", help="print the findings as JSON instead of one line each")
     p.add_argument("--strict", action="store_true", help="exit 1 on a warning too, not only on a failure")
     p.set_defaults(func=cmd_check)
 
     p = with_checkpoint(sub.add_parser("patch", help="activation patching sweep from a corrupt prompt to a clean one"))
-    p.add_argument("--clean", required=True, help="the prompt whose values are patched in")
-    p.add_argument("--corrupt", required=True, help="the prompt that is run, of the same length in tokens")
-    p.add_argument("--answer", required=True, help="the token the clean prompt should predict next (one token)")
-    p.add_argument("--wrong", required=True, help="the token the corrupt prompt should predict instead")
+    text = cli_args.text  # prompts and tokens: valid UTF-8, checked before the tokenizer sees them
+    p.add_argument("--clean", required=True, type=text, help="the prompt whose values are patched in")
+    p.add_argument("--corrupt", required=True, type=text, help="the prompt that is run, of the same length in tokens")
+    p.add_argument("--answer", required=True, type=text, help="the token the clean prompt should predict next")
+    p.add_argument("--wrong", required=True, type=text, help="the token the corrupt prompt should predict instead")
     p.add_argument("--site", default="resid_pre", choices=("resid_pre", "attn.z", "mlp.out"))
     p.add_argument("--ids", action="store_true", help="--clean/--corrupt/--answer/--wrong are token ids")
-    p.add_argument("--out", required=True, help="where to write it: .csv (one row per cell) or .npz")
+    p.add_argument(
+        "--out", required=True, type=cli_args.path, help="where to write it: .csv (one row per cell) or .npz"
+    )
     p.set_defaults(func=cmd_patch)
 
     p = sub.add_parser("train", help="train a model on a text corpus and write a native checkpoint")
@@ -288,30 +302,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("dashboard", help="start the dashboard in Streamlit")
-    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--port", type=cli_args.PORT, default=8501, help="TCP port, 1-65535 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument(
         "--checkpoint",
+        type=cli_args.path,
         help="the checkpoint the dashboard opens on: a path, or a shipped name (default: "
         "$GPTVIZ_DEFAULT_CHECKPOINT, else the shipped shakespeare-char, else a random-weight demo)",
     )
     p.set_defaults(func=cmd_dashboard)
 
+    p = sub.add_parser("scan", help="run a corpus through the model: loss, head scores, neurons' top contexts")
+    from .scanning.command import add_arguments as scan_arguments
+
+    scan_arguments(p)
+    p.set_defaults(func=cmd_scan)
+
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
     p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
-    p.add_argument("--lengths", help="comma-separated prompt lengths T (default: 64,256,1024)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per contender and T (median is reported)")
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    p.add_argument(
+        "--lengths", type=cli_args.whole_list(1), help="comma-separated prompt lengths T (default: 64,256,1024)"
+    )
+    p.add_argument(
+        "--repeats", type=cli_args.whole(1), default=5, help="timed runs per contender and T (median is reported)"
+    )
+    p.add_argument("--threads", type=cli_args.whole(1), help="torch threads (default: torch's choice)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
-    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
+    p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
+    p.add_argument("--parts", help="with --scan: any of speed,memory,ray (default: all three)")
+    p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
+    p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")
-    p.add_argument("--lesson", required=True, help="a shipped lesson's name, or the path of a lesson .toml")
-    p.add_argument("--out", required=True, help="where to write the .html (exactly this path)")
-    p.add_argument("--checkpoints", help="folder of the checkpoints its slides name (default: the shipped ones)")
+    p.add_argument(
+        "--lesson", required=True, type=cli_args.path, help="a shipped lesson's name, or the path of a lesson .toml"
+    )
+    p.add_argument("--out", required=True, type=cli_args.path, help="where to write the .html (exactly this path)")
+    p.add_argument(
+        "--checkpoints",
+        type=cli_args.path,
+        help="folder of the checkpoints its slides name (default: the shipped ones)",
+    )
     p.set_defaults(func=cmd_handout)
     return parser
 

@@ -32,6 +32,11 @@ class UnknownCharacterError(PromptError):
         )
 
 
+class ArgumentError(PromptError):
+    """An argument of a library call is out of its range: a count below 1, NaN, a float where an
+    index goes (gptviz/checks.py). A PromptError too, which the checks before it raised."""
+
+
 class CheckpointError(GptvizError, OSError):
     """A checkpoint file or directory cannot be loaded. The message names the file."""
 

@@ -20,6 +20,14 @@ MAX_CONFIG = {
     "n_head": 256,
     "n_embd": 12_288,  # GPT-3 175B's width: one such layer alone is 1.8 B parameters
 }
+# sizes of the other families' fields, 0 meaning "derived from the ones above" (gptviz/config.py)
+MAX_DERIVED = {
+    "n_kv_head": 256,  # at most n_head
+    "head_size": 4_096,  # Gemma's 256 is the largest in use
+    "n_inner": 65_536,  # the MLP's width: Llama 3 70B's is 28,672
+    "sliding_window": 1_000_000,  # a window wider than block_size reads everything
+    "rope_original_max": 10_000_000,  # llama3 rope scaling's original context (8,192 in Llama 3.1)
+}
 MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
 
 # --- files, sized with stat before they are read --------------------------------------------------
@@ -32,3 +40,11 @@ MAX_TOKENIZER_BYTES = 128 * MiB  # tokenizer.json, vocab.json, merges.txt: a few
 MAX_UNPACK_RATIO = 4  # refuse when the entries add up to more than this times the file's size ...
 UNPACK_ALLOWANCE = 16 * MiB  # ... plus this (headers, a small pickle compressed by a re-zipping tool)
 MAX_UNPACKED_BYTES = 32 * GiB  # and never more than this, whatever the file's size
+
+# --- folder listings (a run folder, the checkpoints folder): what one listing reads at most --------
+# A folder is listed entry by entry (names and kinds only, no stat) and the listing stops at either
+# bound, saying so on the page. A listing is read once per change of the folder, never per rerun:
+# 100,000 log files beside a run's checkpoints take about 0.3 s once.
+MAX_LISTING_ENTRIES = 200_000
+MAX_LISTING_SECONDS = 2.0
+MAX_TIMELINE_STEPS = 100  # checkpoints a timeline scores; a longer run is thinned evenly, first and last kept

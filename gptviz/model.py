@@ -1,9 +1,11 @@
 """The GPT model family: one decoder-only transformer, every variant chosen by GPTConfig.
 
-Read top to bottom: norm -> attention -> MLP -> Block -> GPT. Submodule names equal
-GPT-2 checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing
-weights is a name-for-name copy. Probes (gptviz.probes) mark every point the Trace contract
-names; nothing in here knows about capture.
+Read top to bottom: norms -> positions (sin/cos, rotary) -> attention (its AttentionSpec: scale,
+soft-cap, window) -> the KV cache -> attention -> MLP -> Block -> GPT. Submodule names equal GPT-2
+checkpoint keys (transformer.wte, transformer.h.0.attn.c_attn, ...), so importing GPT-2 weights is
+a name-for-name copy; the other families (Llama, Qwen, Gemma, NeoX, ...) are the same modules with
+their config fields set, and formats/hf_decoders.py maps their weight names onto these. Probes
+(gptviz.probes) mark every point the Trace contract names; nothing in here knows about capture.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import contextvars
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -37,10 +40,31 @@ def explicit_attention(on: bool = True) -> Iterator[None]:
         _explicit.reset(token)
 
 
-def make_norm(config: GPTConfig) -> nn.Module:
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x²) + eps) * w, computed in float32; Gemma scales by (1 + w) instead of w."""
+
+    def __init__(self, width: int, eps: float, affine: bool = True, plus_one: bool = False):
+        super().__init__()
+        self.eps, self.plus_one = eps, plus_one
+        self.weight = nn.Parameter(torch.zeros(width) if plus_one else torch.ones(width)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.weight is not None:
+            h = h * (1.0 + self.weight.float()) if self.plus_one else h * self.weight.float()
+        return h.to(x.dtype)
+
+
+def make_norm(config: GPTConfig, width: int | None = None) -> nn.Module:
+    width = width or config.n_embd
     if config.norm == "rmsnorm":
-        return nn.RMSNorm(config.n_embd, eps=config.norm_eps)
-    return nn.LayerNorm(config.n_embd, eps=config.norm_eps, bias=config.bias)
+        if config.norm_affine and not config.norm_plus_one:
+            return nn.RMSNorm(width, eps=config.norm_eps)  # GPT-2-era checkpoints: torch's own, as before
+        return RMSNorm(width, config.norm_eps, config.norm_affine, config.norm_plus_one)
+    return nn.LayerNorm(
+        width, eps=config.norm_eps, elementwise_affine=config.norm_affine, bias=config.bias and config.norm_affine
+    )
 
 
 def sinusoidal_positions(block_size: int, n_embd: int) -> Tensor:
@@ -53,16 +77,80 @@ def sinusoidal_positions(block_size: int, n_embd: int) -> Tensor:
     return table.float()  # (T, C)
 
 
-def attention_scores(q: Tensor, k: Tensor) -> Tensor:
-    """q kᵀ / √D for every query and key, before the mask: (..., T, D) x2 -> (..., T, T)."""
-    return q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.size(-1)))
+def rotary_frequencies(config: GPTConfig, local: bool) -> Tensor:
+    """The rotation speed of each pair of rotating dimensions, (R/2,), with the config's scaling."""
+    R = config.rotary_dim
+    theta = config.rope_local_theta if local and config.rope_local_theta else config.rope_theta
+    inv_freq = 1.0 / (theta ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))  # (R/2,)
+    if local and config.rope_local_theta:  # Gemma 3: the local layers keep the plain rotation
+        return inv_freq
+    if config.rope_scaling == "linear":  # positions divided by the factor
+        return inv_freq / config.rope_factor
+    if config.rope_scaling == "llama3":  # slow pairs slowed by the factor, fast ones kept, a blend between
+        factor, old = config.rope_factor, config.rope_original_max
+        low_wavelen, high_wavelen = old / config.rope_low_freq, old / config.rope_high_freq
+        wavelen = 2 * math.pi / inv_freq
+        scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - config.rope_low_freq) / (config.rope_high_freq - config.rope_low_freq)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+        return torch.where(medium, blended, scaled)
+    return inv_freq
 
 
-def causal_mask(T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
-    """(T, offset + T) bools, True where query i (at position offset + i) may read key j (j <= offset + i).
+def rotate(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+    """Rotary positions: turn each pair of x's first R dimensions by its angle; the rest pass.
+    x: (B, H, T, D); cos, sin: (T, R). Pairs are the two halves (Llama, NeoX) or neighbours (GPT-J)."""
+    R = cos.size(-1)
+    x_rot, x_pass = x[..., :R], x[..., R:]
+    if interleaved:
+        pairs = x_rot.unflatten(-1, (R // 2, 2))
+        turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+    else:
+        turned = torch.cat((-x_rot[..., R // 2 :], x_rot[..., : R // 2]), dim=-1)
+    return torch.cat((x_rot * cos + turned * sin, x_pass), dim=-1)
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """What turns one layer's q and k into its attention weights: the scale, the soft-cap and the
+    window. The forward pass and every rebuild (capture, head scores) use these same functions."""
+
+    scale: float  # multiplies q·k: 1/√D unless the model says otherwise
+    softcap: float = 0.0  # scores -> cap * tanh(scores / cap); 0: no cap
+    window: int = 0  # a query reads only its last `window` keys (itself included); 0: every earlier key
+
+    def scores(self, q: Tensor, k: Tensor) -> Tensor:
+        """What the softmax reads, before the mask: (..., H, T, D), (..., H_kv, S, D) -> (..., H, T, S)."""
+        return attention_scores(q, k, self.scale, self.softcap)
+
+    def mask(self, T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
+        return causal_mask(T, device, offset, self.window)
+
+
+def expand_kv(k: Tensor, n_head: int) -> Tensor:
+    """Grouped-query attention: (..., H_kv, S, D) -> (..., H, S, D), query head h reading KV head h // (H / H_kv)."""
+    groups = n_head // k.size(-3)
+    return k if groups == 1 else k.repeat_interleave(groups, dim=-3)
+
+
+def attention_scores(q: Tensor, k: Tensor, scale: float | None = None, softcap: float = 0.0) -> Tensor:
+    """q kᵀ × scale (1/√D by default) for every query and key, soft-capped where the model caps, before
+    the mask: (..., H, T, D), (..., H_kv, S, D) -> (..., H, T, S)."""
+    scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
+    s = q @ expand_kv(k, q.size(-3)).transpose(-2, -1)
+    if scale != 1.0:
+        s = s * scale
+    return torch.tanh(s / softcap) * softcap if softcap else s
+
+
+def causal_mask(T: int, device: torch.device | str = "cpu", offset: int = 0, window: int = 0) -> Tensor:
+    """(T, offset + T) bools, True where query i (at position offset + i) may read key j (j <= offset + i,
+    and with a window W only its last W keys: j > offset + i - W).
     offset: tokens already in a KV cache. Built per call: T² bytes, where a per-layer buffer of
     block_size² would be held by every layer for the model's lifetime."""
-    return torch.ones(T, offset + T, dtype=torch.bool, device=device).tril_(offset)
+    mask = torch.ones(T, offset + T, dtype=torch.bool, device=device).tril_(offset)
+    return mask.triu_(offset - window + 1) if window else mask
 
 
 def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
@@ -71,9 +159,10 @@ def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
 
 
 class LayerCache:
-    """One layer's keys and values of the tokens run so far, (B, H, t, D) each, in buffers that grow
+    """One layer's keys and values of the tokens run so far, (B, H_kv, t, D) each, in buffers that grow
     by doubling (or hold `capacity` tokens from the start): a step writes only its own token's k and v,
-    where concatenating would copy every earlier one again."""
+    where concatenating would copy every earlier one again. Keys are kept after rotary: a key's
+    rotation depends on its own position only."""
 
     def __init__(self, capacity: int = 0) -> None:
         self._k: Tensor | None = None
@@ -93,7 +182,7 @@ class LayerCache:
         return None if self._v is None else self._v[:, :, : self._n]
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add the new tokens' keys and values (B, H, T, D); return every key and value so far."""
+        """Add the new tokens' keys and values (B, H_kv, T, D); return every key and value so far."""
         n, T = self._n, k.size(2)
         if self._k is None or n + T > self._k.size(2):
             size = max(self._capacity, 2 * (n + T))
@@ -121,77 +210,156 @@ class KVCache:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
-        self.n_head, self.n_embd = config.n_head, config.n_embd
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        C, H, Hkv, D = config.n_embd, config.n_head, config.kv_heads, config.head_dim
+        self.n_head, self.n_kv_head, self.head_dim = H, Hkv, D
+        self.c_attn = nn.Linear(C, (H + 2 * Hkv) * D, bias=config.bias and config.qkv_bias)  # q, k, v side by side
+        self.qk_norm = config.qk_norm
+        if config.qk_norm != "none":  # per head (Qwen3, Gemma 3) or over all heads at once (OLMo 2)
+            self.q_norm = make_norm(config, D if config.qk_norm == "head" else H * D)
+            self.k_norm = make_norm(config, D if config.qk_norm == "head" else Hkv * D)
+        self.c_proj = nn.Linear(H * D, C, bias=config.bias and config.out_bias)
+        self.ln_post = make_norm(config) if config.post_norm else None  # Gemma 2/3, OLMo 2
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
+        local = config.is_local(layer)
+        self.spec = AttentionSpec(
+            scale=config.attn_scale or 1.0 / math.sqrt(D),
+            softcap=config.attn_softcap,
+            window=config.sliding_window if local else 0,
+        )
+        self.clip = config.qkv_clip
+        self.rotary = config.pos_encoding == "rotary"
+        self.interleaved = config.rotary_interleaved
+        if self.rotary:
+            self.register_buffer("inv_freq", rotary_frequencies(config, local), persistent=False)
         self.q, self.k, self.v = Probe(), Probe(), Probe()
         self.scores, self.weights = Probe(), Probe()
         self.mask = Probe(batched=False)
         self.z, self.out = Probe(), Probe()  # each head's output before the merge; what the sub-layer adds
 
+    def rotation(self, start: int, T: int) -> tuple[Tensor, Tensor]:
+        """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them."""
+        pos = torch.arange(start, start + T, device=self.inv_freq.device, dtype=torch.float32)
+        angles = pos[:, None] * self.inv_freq[None, :]  # (T, R/2)
+        angles = angles.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((angles, angles), dim=-1)
+        return angles.cos(), angles.sin()
+
+    def project(self, z: Tensor) -> Tensor:
+        """What the sub-layer adds to the residual stream from each head's output z (B, H, T, D):
+        heads merged, c_proj, then the post-norm where the model has one."""
+        B, H, T, D = z.shape
+        y = z.transpose(1, 2).contiguous().view(B, T, H * D)  # merge heads: (B, T, H·D)
+        y = self.resid_dropout(self.c_proj(y))  # (B, T, C)
+        return y if self.ln_post is None else self.ln_post(y)
+
     def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
         B, T, C = x.size()
-        H, D = self.n_head, C // self.n_head
+        H, Hkv, D = self.n_head, self.n_kv_head, self.head_dim
         P = len(cache) if cache is not None else 0  # tokens before these: the queries' position offset
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q = self.q(q.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
-        k = self.k(k.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
-        v = self.v(v.view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
+        q, k, v = self.c_attn(x).split([H * D, Hkv * D, Hkv * D], dim=2)
+        if self.clip:  # OLMo 1
+            q, k, v = q.clamp(-self.clip, self.clip), k.clamp(-self.clip, self.clip), v.clamp(-self.clip, self.clip)
+        if self.qk_norm == "all":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, Hkv, D).transpose(1, 2)  # (B, H_kv, T, D)
+        if self.qk_norm == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rotary:
+            cos, sin = self.rotation(P, T)
+            q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
+        q, k = self.q(q), self.k(k)
+        v = self.v(v.view(B, T, Hkv, D).transpose(1, 2))  # (B, H_kv, T, D)
         if cache is not None:
-            k, v = cache.append(k, v)  # (B, H, P + T, D)
-        if _explicit.get():  # the attention weights exist as a tensor only on this path
-            scores = self.scores(attention_scores(q, k))  # (B, H, T, P + T)
-            mask = self.mask(causal_mask(T, x.device, P))  # (T, P + T)
+            k, v = cache.append(k, v)  # (B, H_kv, P + T, D)
+        spec = self.spec
+        if _explicit.get() or spec.softcap:  # the attention weights exist as a tensor only on this path
+            scores = self.scores(spec.scores(q, k))  # (B, H, T, P + T)
+            mask = self.mask(spec.mask(T, x.device, P))  # (T, P + T)
             weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
-            y = self.attn_dropout(weights) @ v  # (B, H, T, D)
+            y = self.attn_dropout(weights) @ expand_kv(v, H)  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0
-            # is_causal aligns the mask top-left: right only without a cache; one new token reads every key
-            causal = dict(is_causal=True) if P == 0 else dict(attn_mask=None if T == 1 else causal_mask(T, x.device, P))
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, **causal)  # (B, H, T, D)
+            if P == 0 and not spec.window:  # is_causal aligns the mask top-left: right only without a cache
+                masking = dict(is_causal=True)
+            elif T == 1 and (not spec.window or spec.window > P):  # one new token reads every key
+                masking = dict(attn_mask=None)
+            else:
+                masking = dict(attn_mask=spec.mask(T, x.device, P))
+            gqa = dict(enable_gqa=True) if Hkv != H else {}  # query head h reads KV head h // (H / H_kv)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, scale=spec.scale, **masking, **gqa)  # (B, H, T, D)
         y = self.z(y)  # heads still separate: where a head can be read or ablated on its own
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # merge heads: (B, T, C)
-        return self.out(self.resid_dropout(self.c_proj(y)))
+        return self.out(self.project(y))
 
 
 ACTIVATIONS = {
     "gelu": lambda: nn.GELU(),
     "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
     "relu": lambda: nn.ReLU(),
+    "silu": lambda: nn.SiLU(),
 }
 
 
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        C, F_, bias = config.n_embd, config.mlp_dim, config.bias and config.mlp_bias
+        self.c_fc = nn.Linear(C, F_, bias=bias)  # up
+        self.c_gate = nn.Linear(C, F_, bias=bias) if config.mlp_gated else None  # SwiGLU / GeGLU's gate
         self.act = ACTIVATIONS[config.activation]()
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(F_, C, bias=bias)  # down
+        self.ln_post = make_norm(config) if config.post_norm else None  # Gemma 2/3, OLMo 2
         self.dropout = nn.Dropout(config.dropout)
-        self.hidden, self.out = Probe(), Probe()  # the neurons after the nonlinearity; what the sub-layer adds
+        self.hidden, self.out = Probe(), Probe()  # the down projection's input (the neurons); what the sub-layer adds
+
+    def neurons(self, x: Tensor) -> Tensor:
+        """The down projection's input: act(c_fc(x)), or act(gate(x)) * up(x) in a gated MLP. (B, T, F)."""
+        if self.c_gate is None:
+            return self.act(self.c_fc(x))
+        return self.act(self.c_gate(x)) * self.c_fc(x)
+
+    def project(self, h: Tensor) -> Tensor:
+        """What the sub-layer adds to the residual stream from its neurons: down, then any post-norm."""
+        y = self.dropout(self.c_proj(h))  # (B, T, C)
+        return y if self.ln_post is None else self.ln_post(y)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.hidden(self.act(self.c_fc(x)))  # (B, T, 4C)
-        return self.out(self.dropout(self.c_proj(h)))  # (B, T, C)
+        return self.out(self.project(self.hidden(self.neurons(x))))
 
 
 class Block(nn.Module):
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
-        self.ln_1 = make_norm(config)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = make_norm(config)
+        pre = config.pre_norm  # OLMo 2 has none: its norms sit after the sub-layers
+        self.ln_1 = make_norm(config) if pre else nn.Identity()
+        self.attn = CausalSelfAttention(config, layer)
+        self.ln_2 = make_norm(config) if pre else nn.Identity()
         self.mlp = MLP(config)
+        self.parallel = config.parallel
         self.resid_pre, self.resid_mid, self.resid_post = Probe(), Probe(), Probe()
 
+    def mlp_input(self, resid_pre: Tensor, resid_mid: Tensor) -> Tensor:
+        """What the MLP reads: ln_2 of resid_mid, or of resid_pre in a parallel block (GPT-NeoX)."""
+        return self.ln_2(resid_pre if self.parallel else resid_mid)
+
     def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
-        x = self.resid_pre(x)
-        x = self.resid_mid(x + self.attn(self.ln_1(x), cache))
-        return self.resid_post(x + self.mlp(self.ln_2(x)))
+        pre = self.resid_pre(x)
+        mid = self.resid_mid(pre + self.attn(self.ln_1(pre), cache))
+        return self.resid_post(mid + self.mlp(self.mlp_input(pre, mid)))
+
+
+class LMHead(nn.Linear):
+    """The unembedding, then the final soft-cap where the model has one (Gemma 2): the logits."""
+
+    def __init__(self, n_embd: int, vocab_size: int, softcap: float = 0.0):
+        super().__init__(n_embd, vocab_size, bias=False)
+        self.softcap = softcap
+
+    def forward(self, x: Tensor) -> Tensor:
+        logits = super().forward(x)
+        return torch.tanh(logits / self.softcap) * self.softcap if self.softcap else logits
 
 
 class GPT(nn.Module):
@@ -205,15 +373,15 @@ class GPT(nn.Module):
                 wte=nn.Embedding(config.vocab_size, config.n_embd),
                 drop=nn.Dropout(config.dropout),
                 embed=Probe(),
-                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                h=nn.ModuleList([Block(config, l) for l in range(config.n_layer)]),
                 ln_f=make_norm(config),
             )
         )
         if config.pos_encoding == "learned":
             self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
-        else:
+        elif config.pos_encoding == "sinusoidal":
             self.register_buffer("sinusoid", sinusoidal_positions(config.block_size, config.n_embd), persistent=False)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = LMHead(config.n_embd, config.vocab_size, config.final_softcap)
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):  # GPT-2: scale residual projections by depth
@@ -274,12 +442,14 @@ class GPT(nn.Module):
 
     def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int = 0) -> Tensor:
         B, T = idx.size()
-        tok = self.transformer.wte(idx)  # (B, T, C)
+        x = self.transformer.wte(idx)  # (B, T, C)
+        if self.config.embed_scale != 1.0:  # Gemma: sqrt(C)
+            x = x * self.config.embed_scale
         if self.config.pos_encoding == "learned":
-            pos = self.transformer.wpe(torch.arange(past, past + T, device=idx.device))  # (T, C)
-        else:
-            pos = self.sinusoid[past : past + T]  # (T, C)
-        x = self.transformer.embed(self.transformer.drop(tok + pos))
+            x = x + self.transformer.wpe(torch.arange(past, past + T, device=idx.device))  # (T, C)
+        elif self.config.pos_encoding == "sinusoidal":
+            x = x + self.sinusoid[past : past + T]  # (T, C); rotary positions act inside attention
+        x = self.transformer.embed(self.transformer.drop(x))
         for l, block in enumerate(self.transformer.h):
             x = block(x) if cache is None else block(x, cache.layers[l])
         return self.lm_head(self.transformer.ln_f(x))  # (B, T, V)

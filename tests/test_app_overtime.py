@@ -139,3 +139,83 @@ def test_timeline_of_a_folder_that_is_no_run(at, ckpt_root, tmp_path):
     at = at.run()
     assert not at.exception
     assert any("found 0 checkpoint" in e.value for e in at.error)
+
+
+# --- Compare's checkpoint B: a default that fits A, a sentence when B cannot, names in titles -------
+def two_checkpoints(at: AppTest) -> AppTest:
+    at = ok(at.switch_page("views/compare.py").run())
+    at.radio(key="cmp_mode").set_value("one prompt, two checkpoints")
+    return at.run()
+
+
+def test_b_defaults_to_a_checkpoint_of_as_shape_and_names_both(at):
+    at = ok(two_checkpoints(at))
+    pick = at.selectbox(key="cmp_ckpt_b")
+    assert pick.value == "tiny-char-2"  # the first of A's shape, not the first in the folder ("broken")
+    assert pick.options[0] == "tiny-char-2 · same shape as A"  # A's shape first, and marked
+    assert "tiny-deep" in pick.options and "broken" in pick.options and NAME not in pick.options
+    titles = [figure(at, k)["layout"]["title"]["text"] for k in ("cmp_att_a", "cmp_att_b")]
+    assert titles == [f"A: {NAME}", "B: tiny-char-2"]
+    loss = figure(at, "cmp_loss")["layout"]["title"]["subtitle"]["text"]
+    assert f"A: {NAME}" in loss and "B: tiny-char-2" in loss and "sidebar" not in loss
+
+
+def test_b_is_none_when_nothing_fits_a(ckpt_root, monkeypatch):
+    serve(monkeypatch, ckpt_root, "tiny-deep")  # three layers: no other checkpoint has them
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update(prompt=PROMPT)
+    at = ok(two_checkpoints(ok(at.run())))
+    assert at.selectbox(key="cmp_ckpt_b").value is None
+    assert any("Choose checkpoint B" in i.value for i in at.info) and not at.get("plotly_chart")
+
+
+def test_another_vocabulary_is_one_line_before_anything_runs(at, ckpt_root, monkeypatch):
+    other = gptviz.CharTokenizer(list("abcdefghij"))  # 10 tokens: A's ids up to 94 would not fit
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**dict(CONFIG, vocab_size=10))), ckpt_root / "other-vocab", other)
+    shuffled = gptviz.CharTokenizer(list(reversed(gptviz.load(ckpt_root / NAME).tokenizer.itos)))
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), ckpt_root / "other-order", shuffled)
+    ran = []
+    try:
+        at = two_checkpoints(at)  # on the default B, which fits
+        monkeypatch.setattr(cmp, "check_comparable", lambda a, b: ran.append(b))  # from here B must not run
+        for name, said in (
+            ("other-vocab", f"a vocabulary of {CONFIG['vocab_size']}; B: other-vocab has 2 × 4 and 10"),
+            ("other-order", "other tokens behind the same ids"),
+        ):
+            at.selectbox(key="cmp_ckpt_b").set_value(name)
+            at = at.run()
+            assert not at.exception
+            errors = [e.value.replace("\\", "") for e in at.error]  # Markdown escapes undone
+            assert len(errors) == 1 and said in errors[0], errors
+            assert "outside the vocabulary" not in errors[0] and f"A: {NAME}" in errors[0]
+        assert not ran
+    finally:
+        for name in ("other-vocab", "other-order"):
+            for f in (ckpt_root / name).iterdir():
+                f.unlink()
+            (ckpt_root / name).rmdir()
+
+
+def test_a_long_path_b_is_named_whole(at, ckpt_root, tmp_path):
+    deep = tmp_path / ("a-folder-with-a-long-name-" * 3) / "run" / "step-000100"
+    deep.parent.mkdir(parents=True)
+    (ckpt_root / "tiny-char-2").rename(deep)
+    try:
+        at = two_checkpoints(at)
+        at.selectbox(key="cmp_ckpt_b").set_value("a local path…")
+        at = at.run()
+        at.text_input(key="cmp_path_b").input(str(deep))
+        at = ok(at.run())
+        title = figure(at, "cmp_att_b")["layout"]["title"]["text"]
+        assert title.replace("<br>", "") == f"B: {deep}" and "<br>" in title  # broken into lines, not cut
+    finally:
+        deep.rename(ckpt_root / "tiny-char-2")
+
+
+def test_the_next_token_table_shows_spaces(at):
+    at = ok(at.switch_page("views/compare.py").run())
+    at.text_input(key="cmp_prompt_b").set_value(PROMPT_B)
+    at = ok(at.run())
+    table = next(d.value for d in at.dataframe if "token_a" in d.value.columns)
+    assert table["token_a"].tolist()[2] == "␣" and table["token_b"].tolist()[2] == "␣"  # "To be": position 2
+    assert "" not in table["token_a"].tolist() and " " not in table["token_a"].tolist()

@@ -59,7 +59,7 @@ def test_interventions_page_shows_the_edited_run(monkeypatch, ckpt_root):
     np.testing.assert_allclose(change["after"], analysis.softmax(edited["logits"][pos])[change["id"]], rtol=1e-6)
     np.testing.assert_allclose(change["change"], change["after"] - change["before"], atol=1e-12)
     loss = figure(at, "iv_loss")["data"]
-    want = analysis.per_token_loss(edited["logits"], ids)["loss_bits"].to_numpy()
+    want = analysis.per_token_loss(edited["logits"], ids)["loss_nats"].to_numpy()
     np.testing.assert_allclose(array(loss[1]["y"]), want, rtol=1e-6)
     assert "ablate blocks.1.attn.z heads 2 (zero)" in at.caption[1].value.replace("\\", "")
     at.segmented_control(key="iv_how").set_value("mean")
@@ -216,3 +216,28 @@ def test_patching_presets_on_the_page(monkeypatch):
     ok(at.button(key="iv_preset").click().run())
     assert at.multiselect(key="iv_heads").value == ["L0H3"]
     assert "previous character" in at.info[0].value
+
+
+def test_patching_shows_the_answer_and_wrong_tokens_it_uses(monkeypatch, ckpt_root):
+    """Empty Answer / Wrong boxes mean the model's own choices: the boxes show them (greyed) and the
+    caption names them, so the page never computes with a token it does not show."""
+    at = open_page(monkeypatch, ckpt_root, NAME, "views/patching.py")
+    at.text_input(key="pt_clean").input(CLEAN)
+    at.text_input(key="pt_corrupt").input(CORRUPT)
+    ok(at.run())
+    bundle = gptviz.load(ckpt_root / NAME)
+    tok = bundle.tokenizer
+    clean = gptviz.trace(bundle.model, tok.encode(CLEAN))["logits"][-1]
+    corrupt = gptviz.trace(bundle.model, tok.encode(CORRUPT))["logits"][-1].astype(np.float64)
+    answer = int(clean.argmax())
+    corrupt[answer] = -np.inf
+    wrong = int(corrupt.argmax())
+    a_name, w_name = tok.display([answer])[0], tok.display([wrong])[0]
+    assert at.text_input(key="pt_answer").value == "" and at.text_input(key="pt_answer").placeholder == a_name
+    assert at.text_input(key="pt_wrong").placeholder == w_name
+    used = next(c.value for c in at.caption if c.value.startswith("Answer")).replace("\\", "")
+    assert f"Answer **{a_name}** (the clean prompt’s top prediction)" in used
+    assert f"wrong **{w_name}** (the corrupt prompt’s top prediction other than the answer)" in used
+    at.text_input(key="pt_wrong").input("x")
+    ok(at.run())
+    assert "wrong **x** (typed)" in next(c.value for c in at.caption if c.value.startswith("Answer")).replace("\\", "")

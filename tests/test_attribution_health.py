@@ -194,6 +194,19 @@ def test_an_exploding_residual_warns(model):
             proj.weight.mul_(100.0)
     f = findings(model)["residual_growth"]
     assert f.status == "warn" and f.value > GROWTH_LIMIT and "block 1" in f.message
+    assert "the block after block 0 that grows it most is block 1, ×" in f.message
+
+
+def test_a_block_that_does_not_grow_the_residual_is_said_plainly(model):
+    """Not "grows 1.1×, at most ×0.94 in one block": a block that adds nothing keeps the norm as it is."""
+    with torch.no_grad():
+        for proj in (model.transformer.h[1].attn.c_proj, model.transformer.h[1].mlp.c_proj):
+            proj.weight.zero_()
+            proj.bias.zero_()
+    f = findings(model)["residual_growth"]
+    assert f.status == "ok" and f.value == pytest.approx(1.0)
+    assert "no block after block 0 grows it (each keeps or shrinks it; the most is ×1.00)" in f.message
+    assert "at most" not in f.message and "the mean residual norm is " in f.message
 
 
 def collapse_head(model, layer: int, head: int) -> None:

@@ -109,3 +109,91 @@ def _random(path: Path) -> Path:
 def test_a_good_trace_still_writes_exactly_the_path_given(ckpt, tmp_path):
     assert main(["trace", "--checkpoint", str(ckpt), "--token-ids", "1,2", "--out", str(tmp_path / "t")]) == 0
     assert gptviz.Trace.from_npz(tmp_path / "t").token_ids.tolist() == [1, 2]  # "t", not "t.npz"
+
+
+# --- issue 21.7: every argument checked as it is parsed (gptviz/cli_args.py) ---------------------
+NOT_UTF8 = "Romeo \udcff\udcfe"  # what Python's argv holds for the bytes b"Romeo \xff\xfe"
+
+
+@pytest.fixture(scope="module")
+def bpe_ckpt(tmp_path_factory) -> Path:
+    from bpe_helpers import tiny_bpe
+
+    tok = tiny_bpe()
+    model = gptviz.GPT(gptviz.GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16))
+    return gptviz.save(model, tmp_path_factory.mktemp("bpe") / "bpe", tok)
+
+
+ARGUMENT_CASES = {
+    "trace-prompt-not-utf8": (["trace", "--prompt", NOT_UTF8, "--out", "/tmp/gptviz-never.npz"], "not valid UTF-8"),
+    "check-prompt-not-utf8": (["check", "--prompt", NOT_UTF8], "argument --prompt: is not valid UTF-8 text"),
+    "info-prompt-not-utf8": (["info", "--prompt", NOT_UTF8], "is not valid UTF-8 text (byte b'\\xff' at character 6)"),
+    "patch-clean-not-utf8": (
+        ["patch", "--clean", NOT_UTF8, "--corrupt", "a", "--answer", "a", "--wrong", "b", "--out", "/tmp/x.csv"],
+        "argument --clean: is not valid UTF-8",
+    ),
+    "patch-answer-not-utf8": (
+        ["patch", "--clean", "a", "--corrupt", "b", "--answer", "\udcff", "--wrong", "b", "--out", "/tmp/x.csv"],
+        "argument --answer: is not valid UTF-8",
+    ),
+    "checkpoint-nul": (["info", "--checkpoint", "a\0b"], "argument --checkpoint: a path cannot contain a NUL byte"),
+    "out-nul": (["trace", "--token-ids", "1", "--out", "x\0.npz"], "argument --out: a path cannot contain a NUL"),
+    "bench-repeats-0": (["bench", "--tiny", "--repeats", "0"], "argument --repeats: must be at least 1, got 0"),
+    "bench-repeats-text": (["bench", "--tiny", "--repeats", "many"], "expected a whole number, got 'many'"),
+    "bench-lengths-negative": (["bench", "--tiny", "--lengths", "-5"], "argument --lengths: must be at least 1"),
+    "bench-lengths-float": (["bench", "--tiny", "--lengths", "16,1.5"], "expected a whole number, got '1.5'"),
+    "bench-lengths-empty": (["bench", "--tiny", "--lengths", ","], "expected comma-separated whole numbers"),
+    "bench-threads-negative": (["bench", "--tiny", "--threads", "-3"], "argument --threads: must be at least 1"),
+    "bench-json-nul": (["bench", "--tiny", "--json", "a\0"], "argument --json: a path cannot contain a NUL"),
+    "train-batch-size-0": (["train", "--out", "/tmp/x", "--batch-size", "0"], "argument --batch-size: must be at"),
+    "train-lr-nan": (["train", "--out", "/tmp/x", "--lr", "nan"], "argument --lr: must be a finite number > 0"),
+    "train-lr-0": (["train", "--out", "/tmp/x", "--lr", "0"], "argument --lr: must be a finite number > 0"),
+    "train-lr-inf": (["train", "--out", "/tmp/x", "--lr", "inf"], "argument --lr: must be a finite number"),
+    "train-min-lr-negative": (["train", "--out", "/tmp/x", "--min-lr", "-1"], "argument --min-lr: must be"),
+    "train-max-steps-0": (["train", "--out", "/tmp/x", "--max-steps", "0"], "argument --max-steps: must be at least"),
+    "train-eval-interval-0": (["train", "--out", "/tmp/x", "--eval-interval", "0"], "--eval-interval: must be"),
+    "train-eval-batches-0": (["train", "--out", "/tmp/x", "--eval-batches", "0"], "--eval-batches: must be"),
+    "train-threads-negative": (["train", "--out", "/tmp/x", "--threads", "-3"], "argument --threads: must be"),
+    "train-max-minutes-nan": (["train", "--out", "/tmp/x", "--max-minutes", "nan"], "--max-minutes: must be"),
+    "train-out-nul": (["train", "--out", "a\0"], "argument --out: a path cannot contain a NUL byte"),
+}
+
+
+@pytest.mark.parametrize("args, words", ARGUMENT_CASES.values(), ids=ARGUMENT_CASES.keys())
+def test_a_bad_argument_is_one_line_before_anything_runs(bpe_ckpt, capsys, args, words):
+    if args[0] in ("trace", "check", "info", "patch") and "--checkpoint" not in args:
+        args = [args[0], "--checkpoint", str(bpe_ckpt), *args[1:]]
+    one_error_line(run_main(capsys, *args), words)
+    assert not Path("/tmp/gptviz-never.npz").exists() and not Path("/tmp/x.csv").exists()
+
+
+def test_text_that_is_not_utf8_on_a_real_command_line(bpe_ckpt, tmp_path):
+    """The bytes as a shell passes them: Python decodes them with surrogateescape, and the BPE
+    tokenizer refused such a string with an error of its own ("unexpected ...; please report this")."""
+    out = tmp_path / "t.npz"
+    argv = [sys.executable.encode(), b"-m", b"gptviz", b"trace", b"--checkpoint", bytes(bpe_ckpt)]
+    p = subprocess.run([*argv, b"--prompt", b"Romeo \xff\xfe", b"--out", bytes(out)], capture_output=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    one_error_line(p.stderr.decode("utf-8", "backslashreplace"), "argument --prompt: is not valid UTF-8 text")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("port", ["-1", "0", "70000", "http"])
+def test_dashboard_port_out_of_range_is_one_line(port):
+    """In a real process: before the check, -1 reached Streamlit, which printed a raw traceback."""
+    cmd = [sys.executable, "-m", "gptviz", "dashboard", "--port", port]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == "", (p.stdout, p.stderr)
+    one_error_line(p.stderr, "argument --port:")
+
+
+def test_good_numbers_still_parse():
+    from gptviz.cli import build_parser
+
+    bench = build_parser().parse_args(["bench", "--tiny", "--lengths", "16, 32", "--repeats", "1", "--threads", "2"])
+    assert (bench.lengths, bench.repeats, bench.threads) == ([16, 32], 1, 2)
+    train = build_parser().parse_args(
+        ["train", "--out", "x", "--lr", "3e-4", "--batch-size", "8", "--max-minutes", "0"]
+    )
+    assert (train.lr, train.batch_size, train.max_minutes) == (3e-4, 8, 0.0)
+    assert build_parser().parse_args(["dashboard", "--port", "8502"]).port == 8502

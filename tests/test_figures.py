@@ -83,7 +83,8 @@ def test_per_token_loss_is_cross_entropy(trace):
     np.testing.assert_allclose(loss["loss_bits"], ref.numpy() / math.log(2), rtol=1e-10)
     assert loss["position"].tolist() == list(range(1, trace.n_tokens))
     fig = figures.loss_bars(loss, figures.token_labels(trace.tokens))
-    np.testing.assert_array_equal(fig.data[0].y, loss["loss_bits"].to_numpy())
+    np.testing.assert_array_equal(fig.data[0].y, loss["loss_nats"].to_numpy())  # the one unit on every page
+    assert fig.layout.yaxis.title.text == "loss −ln p (nats)" and "nats)" in fig.layout.title.text
 
 
 def test_per_token_loss_from_the_trace_tensor_and_one_position_of_logits(trace):
@@ -281,7 +282,7 @@ def test_presentation_mode_enlarges_fonts_and_leaves_the_input_alone(trace, labe
 
 def test_token_chips_escape_html_and_colour_by_value():
     html = figures.token_chips_html(["<b>", "␣"], [3, 1], [np.nan, 2.0], vmax=2.0, unit="bits")
-    assert "&lt;b&gt;" in html and "<b><b>" not in html
+    assert "&#60;b&#62;" in html and "<b><b>" not in html  # a reference: neither a tag nor Markdown
     assert "rgb(255,115,40)" in html and "2.000 bits" in html
 
 
@@ -455,7 +456,7 @@ def test_grid_tiles_sit_on_their_ticks_and_mark_the_chosen_head(trace):
 def test_presentation_wraps_titles_and_turns_colourbar_titles(trace, labels):
     fig = figures.loss_bars(analysis.per_token_loss(trace["logits"], trace.token_ids), labels)
     title = fig.layout.title.text
-    assert title.startswith("How surprised the model is by each prompt token") and len(title) > 70
+    assert title.startswith("How surprised the model is by each prompt token") and len(title) > PRESENTATION_WRAP
     big = figures.presentation(fig)
     lines = big.layout.title.text.split("<br>")
     assert len(lines) >= 2 and all(len(line) <= PRESENTATION_WRAP for line in lines)
@@ -476,3 +477,47 @@ def test_token_text_never_becomes_plotly_markup():
     top = analysis.top_k(np.array([3.0, 2.0, 1.0]), 3, display=lambda ids: [tokens[i] for i in ids])
     bars = figures.topk_bars(top, position_label=labels[0])
     assert not any("<a" in y or "<br>" in y for y in bars.data[0].y)
+
+
+# --- text that must not collide or repeat (issue 20.7) ------------------------------------------
+def test_colour_bar_titles_are_one_line_with_the_range_once(trace, labels):
+    from gptviz.figures.style import colorbar_title
+
+    assert colorbar_title("weight", 0, 1) == "weight, 0 … 1"
+    assert (
+        colorbar_title("A − B<br>(unitless)") == "A − B (unitless)"
+        and colorbar_title("x", float("nan"), 1) == "x, NaN … 1"
+    )
+    heat = figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels)
+    shown = figures.presentation(heat, False).data[0].colorbar.title.text
+    assert "<br>" not in shown and shown.count("…") == 1 and "0–1" not in shown
+    for fig in (heat, figures.loss_bars(analysis.per_token_loss(trace["logits"], trace.token_ids), labels)):
+        for on in (False, True):
+            for tr in figures.presentation(fig, on).data:
+                bar = getattr(tr, "colorbar", None) or getattr(getattr(tr, "marker", None), "colorbar", None)
+                if bar is not None and bar.title.text:
+                    assert "<br>" not in bar.title.text
+
+
+def test_the_query_lines_stop_short_of_their_labels(trace, labels):
+    fig = figures.attention_lines(analysis.attention_matrix(trace, 0, 0)[5], labels, 5)
+    lines = [tr for tr in fig.data if tr.mode == "lines"]
+    texts = [tr for tr in fig.data if tr.mode == "text"]
+    assert lines and all(min(tr.x) > 0 and max(tr.x) < 1 for tr in lines)
+    assert {tr.x[0] for tr in texts} == {0, 1}  # the labels sit where the lines stop short
+
+
+def test_patching_numbers_are_readable_or_left_to_the_hover():
+    from gptviz.figures.style import FONT
+    from gptviz.figures.whatif import MAX_TEXT_COLUMNS, patching_heatmap
+
+    few = patching_heatmap(np.full((2, 10), 0.5), "resid_pre", [str(i) for i in range(10)])
+    assert few.data[0].texttemplate == "%{text}" and few.data[0].textfont.size >= FONT - 2
+    many = patching_heatmap(np.full((2, MAX_TEXT_COLUMNS + 1), 0.5), "resid_pre")
+    assert many.data[0].text is None and "hover" in many.layout.title.subtitle.text
+
+
+def test_residual_axis_titles_stay_short(trace):
+    sites, grid = analysis.residual_stat_grid(trace, "std")
+    fig = figures.residual_lines(sites, grid, "std", position=0, position_label="0 a")
+    assert len(fig.layout.yaxis.title.text) <= 24 and "standard deviation" in fig.layout.title.text

@@ -108,3 +108,25 @@ def test_another_vocabulary_says_exactly_what_to_put_beside_it(tmp_path):
 def test_the_fallback_loads_once_per_process():
     assert gpt2.gpt2_tokenizer() is gpt2.gpt2_tokenizer()
     assert torch.tensor(gpt2.gpt2_tokenizer().encode("Hello")).tolist() == [15496]
+
+
+def test_nanogpt_padding_to_50304_is_no_warning_while_the_model_ignores_it(tmp_path, monkeypatch):
+    """With GPT-2's BPE the 47 padding ids of nanoGPT's 50,304 can never be produced: fine (so
+    `check --strict` passes) while the model gives them almost no probability, a warning once it does."""
+    from gptviz.analysis.health import PAD_MASS_LIMIT, check_vocabulary
+
+    ckpt = gpt2_ckpt(tmp_path / "out", monkeypatch, 50304)
+    bundle = gptviz.load(ckpt)
+    ids = bundle.tokenizer.encode("ROMEO: But soft")
+    f = check_vocabulary(bundle.model, gptviz.trace(bundle.model, ids), bundle.tokenizer)
+    assert f.status == "ok" and f.value == 47 and "padded to a multiple of 64" in f.message
+    state = torch.load(ckpt, weights_only=True)
+    wte = state["model"]["transformer.wte.weight"]
+    top = int(bundle.model(torch.tensor([ids]))[0, -1].argmax())
+    wte[50257:] = 3 * wte[top]  # the padding rows now outscore the model's own best token
+    torch.save(state, ckpt)
+    bundle = gptviz.load(ckpt)
+    f = check_vocabulary(bundle.model, gptviz.trace(bundle.model, ids), bundle.tokenizer)
+    assert f.status == "warn" and f.value == 47
+    mass = float(f.message.split("gives them ")[1].split(" of its")[0])
+    assert mass > PAD_MASS_LIMIT

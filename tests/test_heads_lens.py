@@ -276,8 +276,8 @@ def test_lens_reads_as_attributes_and_keys_and_without_target(model):
         (dict(target=-1), "outside the vocabulary"),
         (dict(target=2.5), "outside the vocabulary"),
         (dict(target=True), "outside the vocabulary"),
-        (dict(k=0), "between 1 and 11"),
-        (dict(k=12), "between 1 and 11"),
+        (dict(k=0), "must lie in [1, 11]"),
+        (dict(k=12), "must lie in [1, 11]"),
     ],
 )
 def test_bad_lens_arguments_are_refused_with_a_reason(model, kwargs, words):

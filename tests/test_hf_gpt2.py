@@ -203,7 +203,9 @@ def test_bert_directory(tmp_path):
     path.mkdir()
     (path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
     save_file({"embeddings.word_embeddings.weight": torch.zeros(10, 4)}, str(path / "model.safetensors"))
-    with pytest.raises(gptviz.CheckpointError, match=r"config.json: model_type is 'bert', not 'gpt2'"):
+    with pytest.raises(
+        gptviz.CheckpointError, match=r"config.json: model_type 'bert' is not one gptviz loads; it loads gpt2"
+    ):
         gptviz.load(path)
 
 

@@ -79,7 +79,7 @@ def test_sinusoidal_table_matches_the_formula():
     [
         ("norm", "batchnorm", "choose one of layernorm, rmsnorm"),
         ("activation", "swish", "choose one of gelu"),
-        ("pos_encoding", "rotary", "choose one of learned, sinusoidal"),
+        ("pos_encoding", "alibi", "choose one of learned, sinusoidal, rotary, none"),
         ("n_head", 0, "positive integer"),
         ("n_embd", 10, "not divisible by n_head"),
         ("dropout", 1.5, "must be in [0, 1)"),

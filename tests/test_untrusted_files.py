@@ -247,7 +247,7 @@ CASES = [
     ("hf-vocab-dir", lambda r: _edit("merges.txt", "")(_mkdir(hf(r) / "vocab.json")), "is a directory", "vocab.json"),
     # --- the path itself ------------------------------------------------------------------------
     ("path-missing", lambda r: r / "nowhere", "no such file or directory", "nowhere"),
-    ("path-nul", lambda r: str(r / f"a{NUL}b"), "no such file", "a"),
+    ("path-nul", lambda r: str(r / f"a{NUL}b"), "a path cannot contain a NUL byte", "a\\x00b"),
     ("path-too-long", lambda r: r / ("x" * 5000), "", "xxxx"),
 ]
 

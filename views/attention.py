@@ -16,7 +16,8 @@ kind = c1.segmented_control(
     key="attn_kind",
     default="weights",
     required=True,
-    help="scores = q·kᵀ/√D before the mask; masked scores hide the future; weights = softmax",
+    help="scores = what the softmax reads (q·kᵀ/√D in GPT-2; this model's own scale and soft-cap) before the "
+    "mask; masked scores hide the future (and, in a local layer, keys beyond its window); weights = softmax",
 )
 skip = c2.checkbox(
     "Leave key 0 out of the colour scale",

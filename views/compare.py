@@ -12,7 +12,8 @@ from gptviz.dashboard import caches, overtime, widgets
 from gptviz.dashboard.sources import checkpoints_dir, shipped, version
 from gptviz.errors import GptvizError
 from gptviz.figures import compare as cfig
-from gptviz.tokenizers import encode_prompt, parse_ids
+from gptviz.figures.style import wrap_name
+from gptviz.tokenizers import display_token, encode_prompt, parse_ids
 
 v = widgets.require_trace() or st.stop()
 st.title("Compare")
@@ -45,21 +46,39 @@ else:
     for run in overtime.run_folders():  # every snapshot of a shipped run, e.g. two steps of its training
         steps = overtime.steps_of(str(checkpoints_dir() / run), overtime.folder_stamp(checkpoints_dir() / run))
         run_steps += [] if isinstance(steps, str) else [(f"{run} · step {s.step}", str(s.path)) for s in steps]
-    options = [*shipped(), *[p for _, p in run_steps], "a local path…"]
+    candidates = [c for c in [*shipped(), *[p for _, p in run_steps]] if c != v.source]
     names = {p: n for n, p in run_steps}
+    # B starts on a checkpoint of A's shape and vocabulary (read from config files, nothing loaded),
+    # or on none: never on one that cannot run A's token ids.
+    mine = (model.config.n_layer, model.config.n_head, model.config.vocab_size)
+    fits = [c for c in candidates if overtime.shape_of(c) == mine]
+    options = [*fits, *[c for c in candidates if c not in fits], "a local path…"]
     pick = st.selectbox(
-        "Checkpoint B (the same shape as A)",
+        "Checkpoint B (the same shape and vocabulary as A)",
         options,
+        index=0 if fits else None,
+        placeholder="choose checkpoint B",
         key="cmp_ckpt_b",
-        format_func=lambda o: names.get(o, o),
+        format_func=lambda o: names.get(o, o) + (" · same shape as A" if o in fits else ""),
         help="A is the sidebar's checkpoint; B runs the same prompt.",
     )
     source_b = st.text_input("Path of checkpoint B", key="cmp_path_b") if pick == "a local path…" else pick
     if not source_b:
-        st.info("Type the path of a checkpoint folder or file.")
+        st.info(
+            "Choose checkpoint B: one of the same shape and vocabulary as A, for example another step of its "
+            "training run."
+            if pick is None
+            else "Type the path of a checkpoint folder or file."
+        )
         st.stop()
     key_b = caches.RunKey(caches.ModelKey(source_b, v.device, version(source_b)), v.key.ids)
-    name_a, name_b = "A (sidebar checkpoint)", "B (" + names.get(source_b, source_b)[-40:] + ")"
+    name_a, name_b = f"A: {v.source_label}", f"B: {names.get(source_b, source_b)}"
+    try:  # before B runs A's ids: another vocabulary is said as such, not as an id out of range
+        bundle_b = caches.bundle_for(key_b.model)
+        cmp.check_models(model.config, tok, bundle_b.model.config, bundle_b.tokenizer, a.n_tokens, (name_a, name_b))
+    except GptvizError as e:
+        st.error(f"Not compared: {widgets.plain(e)}")
+        st.stop()
 
 try:
     b = caches.run_trace(key_b)
@@ -74,8 +93,12 @@ first = cmp.first_difference(a, b)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Tokens", a.n_tokens)
 m2.metric("First differing token", "none" if first is None else f"position {first}")
-m3.metric("Mean KL(A ‖ B)", f"{div['kl_ab'].mean():.4f} nats")
-m4.metric("Mean loss A → B", f"{loss['loss_a'].mean():.3f} → {loss['loss_b'].mean():.3f}")
+# np.mean, not pandas' NaN-skipping mean: a NaN anywhere makes the mean NaN, and the page says so
+m3.metric("Mean KL(A ‖ B)", f"{figures.number(np.mean(div['kl_ab'].to_numpy()), '.4f')} {figures.LOSS_UNIT}")
+m4.metric(
+    f"Mean loss A → B ({figures.LOSS_UNIT})",
+    " → ".join(figures.number(np.mean(loss[c].to_numpy())) for c in ("loss_a", "loss_b")),
+)
 if first is None and mode == PROMPTS:
     st.info("The two prompts are the same: every difference below is 0. Change a word in prompt B.")
 
@@ -89,14 +112,18 @@ left, right = st.columns(2)
 with left:
     widgets.chart(
         figures.attention_heatmap(
-            analysis.layer_weights(a, layer)[head], labels_a, title=name_a, mask=mask, height=520
+            analysis.layer_weights(a, layer)[head], labels_a, title=wrap_name(name_a), mask=mask, height=520
         ),
         key="cmp_att_a",
     )
 with right:
     widgets.chart(
         figures.attention_heatmap(
-            analysis.layer_weights(b, layer)[head], labels_b, title=name_b, mask=attention_mask(b, layer), height=520
+            analysis.layer_weights(b, layer)[head],
+            labels_b,
+            title=wrap_name(name_b),
+            mask=attention_mask(b, layer),
+            height=520,
         ),
         key="cmp_att_b",
     )
@@ -121,13 +148,15 @@ widgets.download("head scores of A and B (CSV)", lambda: heads, "head_score_chan
 
 st.subheader("Next-token distributions")
 widgets.chart(cfig.kl_bars(div["kl_ab"].to_numpy(), labels_a, title="KL(A ‖ B) at each position"), key="cmp_kl")
-st.dataframe(
+st.dataframe(  # tokens as the rest of the dashboard shows them: a space is ␣, not a blank cell
     div.assign(
-        p_top_a=lambda d: d["p_top_a"].map("{:.1%}".format),
-        p_top_b=lambda d: d["p_top_b"].map("{:.1%}".format),
+        **{c: div[c].map(display_token) for c in ("token_a", "token_b", "top_a", "top_b")},
+        p_top_a=div["p_top_a"].map(lambda p: figures.number(p, ".1%")),
+        p_top_b=div["p_top_b"].map(lambda p: figures.number(p, ".1%")),
     ),
     hide_index=True,
     width="stretch",
+    key="cmp_next",
 )
 widgets.download("next-token divergence (CSV)", lambda: div, "next_token_kl.csv", key="cmp_dl_kl")
 
@@ -138,4 +167,4 @@ widgets.chart(
     key="cmp_loss",
 )
 widgets.download("per-token loss of A and B (CSV)", lambda: loss, "loss_comparison.csv", key="cmp_dl_loss")
-st.caption(f"Largest change of loss: {np.abs(loss['change']).max():.3f} nats.")
+st.caption(f"Largest change of loss: {figures.number(np.max(np.abs(loss['change'].to_numpy())))} {figures.LOSS_UNIT}.")

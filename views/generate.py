@@ -1,6 +1,5 @@
 """Generate: continue the prompt token by token (KV cache), see what each token beat and where it looked."""
 
-import html
 from functools import partial
 
 import pandas as pd
@@ -13,9 +12,12 @@ from gptviz.dashboard import caches, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures import generation as gfig
 from gptviz.figures.attention import MAX_CELLS
+from gptviz.figures.style import html_text
 
 v = widgets.require_trace() or st.stop()
 st.title("Generate")
+if widgets.nan_logits(v.trace.part("logits", -1), f"after {v.labels[-1]}"):
+    st.stop()  # no token can be chosen from NaN: greedy would "pick" id 0, sampling would fail
 model = v.bundle.model
 block = model.config.block_size
 prompt_ids = [int(i) for i in v.key.ids]
@@ -67,7 +69,7 @@ if one or many:
             top_k=int(top_k) or None,
             top_p=float(top_p) if top_p < 1.0 else None,
             seed=int(seed),
-            sliding_window=slide,
+            crop_context=slide,
         )
     except GptvizError as e:
         st.error(f"Not generated: {widgets.plain(e)}")
@@ -118,7 +120,7 @@ for i, piece in enumerate(pieces):
     style = "color:#8a8a8a" if i < P else "color:inherit"
     if steps and i == P + shown - 1:
         style = "background:#e4572e;color:white;border-radius:3px"
-    spans.append(f'<span style="{style}">{html.escape(piece if tok is not None else piece + " ")}</span>')
+    spans.append(f'<span style="{style}">{html_text(piece if tok is not None else piece + " ")}</span>')
 st.markdown(
     '<div style="white-space:pre-wrap;font-family:monospace;border:1px solid #ddd;border-radius:6px;'
     f'padding:10px;line-height:1.5">{"".join(spans)}</div>',

@@ -17,7 +17,7 @@ COLOURS = {"ok": "#d4edda", "warn": "#fff3cd", "fail": "#f8d7da"}  # green, ambe
 BOXES = {"fail": st.error, "warn": st.warning}
 
 
-@st.cache_resource(max_entries=caches.RUN_ENTRIES, show_spinner="Checking the checkpoint…")
+@caches.cached(max_entries=caches.RUN_ENTRIES, show_spinner="Checking the checkpoint…")
 def findings(key: RunKey, _model, _trace, _tokenizer) -> tuple:
     """The findings of one run, once per RunKey (every layer's attention maps are rebuilt for them)."""
     return tuple(analysis.health(_model, _trace, _tokenizer))

@@ -2,6 +2,7 @@
 
 from functools import partial
 
+import numpy as np
 import streamlit as st
 
 from gptviz import analysis, figures
@@ -60,6 +61,8 @@ if edited is not None:
     with b:
         widgets.chart(figures.topk_bars(top1, position_label=f"{v.labels[pos]} (after)"), key="iv_top_after")
     change = compare_top_k(before, after, k, display=v.display)
+    if top0.attrs.get("nan") or top1.attrs.get("nan"):
+        st.caption("A run whose logits are NaN ranks nothing: its columns below are empty.")
     st.dataframe(
         change,
         hide_index=True,
@@ -70,8 +73,12 @@ if edited is not None:
     if t.n_tokens > 1:
         loss0 = caches.prompt_loss(v.key)
         loss1 = analysis.per_token_loss(edited.tensor("logits"), edited.token_ids)
-        m0, m1 = loss0["loss_nats"].mean(), loss1["loss_nats"].mean()
-        st.metric("Mean loss of the prompt (nats per token)", f"{m1:.3f}", f"{m1 - m0:+.3f}", delta_color="inverse")
+        # np.mean, not pandas' NaN-skipping mean: one NaN loss makes the mean NaN, and it says so
+        m0, m1 = (float(np.mean(df["loss_nats"].to_numpy())) for df in (loss0, loss1))
+        delta = f"{m1 - m0:+.3f}" if np.isfinite(m1 - m0) else None
+        st.metric(
+            f"Mean loss of the prompt ({figures.LOSS_UNIT} per token)", figures.number(m1), delta, delta_color="inverse"
+        )
         widgets.chart(loss_before_after(loss0, loss1, v.labels), key="iv_loss")
 
 st.subheader("Every layer × head")

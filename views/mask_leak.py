@@ -22,14 +22,14 @@ PASSAGE = (
 )
 
 
-@st.cache_resource(max_entries=caches.RUN_ENTRIES, show_spinner="Running the prompt without the mask…")
+@caches.cached(max_entries=caches.RUN_ENTRIES, show_spinner="Running the prompt without the mask…")
 def leak_run(key: RunKey) -> leak.Leak:
     """The prompt with the mask and without it, once per run. Read-only, shared."""
     bundle = caches.bundle_for(key.model)
     return leak.mask_leak(bundle.model, list(key.ids), bundle.tokenizer)
 
 
-@st.cache_resource(max_entries=2, show_spinner="Measuring the leaky model…")
+@caches.cached(max_entries=2, show_spinner="Measuring the leaky model…")
 def leaky_report(key: ModelKey) -> dict:
     """The leaky model on PASSAGE: mean loss with and without the mask, and greedy and sampled text."""
     bundle = caches.bundle_for(key)
@@ -73,8 +73,8 @@ c1.metric(
     help="Attention weight on keys after their query (j > i), summed over the queries. Each query's weights "
     f"add up to 1, so it lies between 0 and T − 1 = {T - 1}.",
 )
-c2.metric("Mean share per query", f"{side.future_mass[layer, head] / T:.1%}")
-c3.metric("Mean over every head", f"{side.future_mass.mean() / T:.1%}")
+c2.metric("Mean share per query", figures.number(side.future_mass[layer, head] / T, ".1%"))
+c3.metric("Mean over every head", figures.number(side.future_mass.mean() / T, ".1%"))
 if masked:
     st.caption("With the mask, no weight can land above the diagonal: the future mass is exactly 0.")
 else:
@@ -122,22 +122,25 @@ if T > 1:
     before = caches.prompt_loss(v.key)
     after = analysis.per_token_loss(lk.unmasked.trace.tensor("logits"), lk.ids)
     c1, c2 = st.columns(2)
-    c1.metric("Mean loss with the mask (nats per token)", f"{lk.masked.mean_loss:.3f}")
+    c1.metric(f"Mean loss with the mask ({figures.LOSS_UNIT} per token)", figures.number(lk.masked.mean_loss))
+    change = lk.unmasked.mean_loss - lk.masked.mean_loss
     c2.metric(
         "Mean loss without the mask",
-        f"{lk.unmasked.mean_loss:.3f}",
-        f"{lk.unmasked.mean_loss - lk.masked.mean_loss:+.3f}",
+        figures.number(lk.unmasked.mean_loss),
+        f"{change:+.3f}" if np.isfinite(change) else None,
         delta_color="inverse",
     )
-    fig = loss_before_after(before, after, labels)
-    fig.data[0].name = fig.data[0].name.replace("before", "with the mask")
-    fig.data[1].name = fig.data[1].name.replace("after the edit", "without the mask")
-    fig.update_layout(title_text="Loss of each prompt token, with and without the mask", showlegend=False)
+    fig = loss_before_after(
+        before,
+        after,
+        labels,
+        names=("with the mask", "without the mask"),
+        title="Loss of each prompt token, with and without the mask",
+    )
     widgets.chart(fig, key="leak_loss")
     st.caption(
-        f"Grey: with the mask (mean {before['loss_bits'].mean():.3f} bits); red: without it (mean "
-        f"{after['loss_bits'].mean():.3f} bits). A model trained with the mask has never seen the future, so "
-        "reading it mostly confuses it; the model below learned to use it."
+        "A model trained with the mask has never seen the future, so reading it mostly confuses it; the model "
+        "below learned to use it."
     )
 
 st.subheader("A model trained with the mask off, by mistake")

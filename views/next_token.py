@@ -41,6 +41,8 @@ if text:
         st.error(f"Cannot look it up: {widgets.plain(e)}")
     if len(ids) == 1 and not 0 <= ids[0] < logits.size:  # a tokenizer larger than the model's vocabulary
         st.error(f"Cannot look it up: token id {ids[0]} is outside the model's vocabulary [0, {logits.size - 1}]")
+    elif len(ids) == 1 and widgets.nan_logits(logits, f"after {v.labels[pos]}"):
+        pass  # no rank: the line above says why
     elif len(ids) == 1:
         rank, p = analysis.token_rank(logits, ids[0], temperature)
         a, b, c = st.columns(3)
@@ -56,16 +58,19 @@ if t.n_tokens < 2:
     st.info("A prompt of one token has nothing to predict: type a longer one.")
 else:
     loss = caches.prompt_loss(v.key)
-    values = np.concatenate([[np.nan], loss["loss_bits"].to_numpy()])
-    uniform = float(np.log2(logits.size))  # the loss of a uniform guess over the vocabulary
+    values = [None, *loss["loss_nats"].tolist()]  # None: the first token, which nothing predicts
+    uniform = float(np.log(logits.size))  # the loss of a uniform guess over the vocabulary
+    unit = figures.LOSS_UNIT
     st.markdown(
-        figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, vmax=uniform, unit="bits"),
+        figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, vmax=uniform, unit=unit),
         unsafe_allow_html=True,
     )
+    nan = int(loss["loss_nats"].isna().sum())
     st.caption(
-        f"Each token coloured by its loss −log₂ p given the tokens before it: white = 0 bits (certain), full red = "
-        f"{uniform:.2f} bits or more (no better than a uniform guess "
-        f"over {logits.size} tokens). The first token is not predicted."
+        f"Each token coloured by its loss −ln p given the tokens before it, in {unit}: white = 0 (certain), "
+        f"orange-red = {uniform:.2f} or more (no better than a uniform guess over {logits.size} tokens). "
+        "The first token is not predicted (grey)."
+        + (f" Bright red = NaN: the logits before {nan} of the tokens are NaN." if nan else "")
     )
     widgets.chart(figures.loss_bars(loss, v.labels), key="loss_bars")
     widgets.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")

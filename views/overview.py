@@ -40,8 +40,9 @@ with right:
 card, report = layout.columns(2)
 with card:
     st.subheader("Model card")
-    cfg = v.bundle.model.config.to_dict()
-    rows = [(k, str(x)) for k, x in {**v.bundle.card, **cfg}.items()]
+    config = v.bundle.model.config
+    special = {"special": "; ".join(config.special())} if config.special() else {}
+    rows = [(k, str(x)) for k, x in {**v.bundle.card, **special, **config.card_dict()}.items()]
     layout.table(pd.DataFrame(rows, columns=["field", "value"]))
 with report:
     st.subheader("Load report")

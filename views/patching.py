@@ -113,24 +113,51 @@ except GptvizError as e:
 clean_key = caches.RunKey(v.key.model, tuple(clean))
 corrupt_key = caches.RunKey(v.key.model, tuple(corrupt))
 clean_run, corrupt_run = caches.run_trace(clean_key), caches.run_trace(corrupt_key)
+if widgets.nan_logits(clean_run.part("logits", -1), "of the clean prompt's last position") or widgets.nan_logits(
+    corrupt_run.part("logits", -1), "of the corrupt prompt's last position"
+):
+    st.stop()  # logit(answer) − logit(wrong) is NaN: no sweep can restore anything
 best = lambda run: int(run.part("logits", -1).argmax())  # noqa: E731
 c1, c2, c3 = st.columns([1, 1, 2])
-answer_text = c1.text_input("Answer token", key="pt_answer", help="Empty: the clean prompt's top prediction")
-wrong_text = c2.text_input(
-    "Wrong token", key="pt_wrong", help="Empty: the corrupt prompt's top prediction other than the answer"
+# An empty box means "the model's own choice": the box shows that choice (its placeholder) and the
+# line under it names it, so the page never computes with a token it does not show.
+default_answer = best(clean_run)
+answer_text = c1.text_input(
+    "Answer token",
+    key="pt_answer",
+    placeholder=v.display([default_answer])[0],
+    help="Empty: the clean prompt's top prediction (shown greyed)",
 )
-sites = c3.multiselect("Sites", SITES, default=list(SITES), key="pt_sites")
 try:
-    answer = token(answer_text, "answer") if answer_text else best(clean_run)
-    if wrong_text:
-        wrong = token(wrong_text, "wrong")
-    else:  # the corrupt prompt's favourite that is not the answer
-        logits = corrupt_run.part("logits", -1).astype("float64")
-        logits[answer] = float("-inf")
-        wrong = int(logits.argmax())
+    answer = token(answer_text, "answer") if answer_text else default_answer
 except GptvizError as e:
     st.error(widgets.plain(e))
     st.stop()
+logits = corrupt_run.part("logits", -1).astype("float64")
+logits[answer] = float("-inf")
+default_wrong = int(logits.argmax())  # the corrupt prompt's favourite that is not the answer
+wrong_text = c2.text_input(
+    "Wrong token",
+    key="pt_wrong",
+    placeholder=v.display([default_wrong])[0],
+    help="Empty: the corrupt prompt's top prediction other than the answer (shown greyed)",
+)
+sites = c3.multiselect("Sites", SITES, default=list(SITES), key="pt_sites")
+try:
+    wrong = token(wrong_text, "wrong") if wrong_text else default_wrong
+except GptvizError as e:
+    st.error(widgets.plain(e))
+    st.stop()
+
+
+def used(typed: str, tid: int, whose: str) -> str:
+    return f"**{widgets.plain(v.display([tid])[0])}** ({'typed' if typed else whose})"
+
+
+st.caption(
+    f"Answer {used(answer_text, answer, 'the clean prompt’s top prediction')} · wrong "
+    f"{used(wrong_text, wrong, 'the corrupt prompt’s top prediction other than the answer')}"
+)
 
 d_clean = logit_diff(clean_run.part("logits", -1), answer, wrong)
 d_corrupt = logit_diff(corrupt_run.part("logits", -1), answer, wrong)

@@ -19,7 +19,7 @@ if not flags:
     )
 st.caption(
     "From the embedding to the last block the mean norm grows "
-    f"{analysis.residual_growth(t):.1f}×; a steady growth over depth is normal in a trained GPT."
+    f"{figures.number(analysis.residual_growth(t), '.1f')}×; a steady growth over depth is normal in a trained GPT."
 )
 
 stat = st.segmented_control(

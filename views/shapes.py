@@ -10,7 +10,17 @@ t = v.trace
 st.title("Shapes")
 dims = analysis.dims(t)
 cols = st.columns(len(dims))
-meaning = dict(B="batch", T="tokens", C="d_model", H="heads", D="C / H", V="vocabulary", L="layers")
+meaning = dict(
+    B="batch",
+    T="tokens",
+    C="d_model",
+    H="heads",
+    D="head size",
+    V="vocabulary",
+    L="layers",
+    H_kv="KV heads",
+    F="MLP width",
+)
 for col, (k, n) in zip(cols, dims.items()):
     col.metric(f"{k} ({meaning[k]})", n)
 

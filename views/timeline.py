@@ -25,13 +25,20 @@ choice = st.text_input("Path of the run folder", key="tl_path") if pick == PATH 
 if not choice:
     st.info("Type the path of a folder of checkpoints of one run.")
     st.stop()
-folder = overtime.folder_path(choice)
-stamp = overtime.folder_stamp(folder)
-steps = overtime.steps_of(str(folder), stamp)
-if isinstance(steps, str):
-    st.error(widgets.plain(steps))
+try:
+    folder = overtime.folder_path(choice)
+except GptvizError as e:
+    st.error(widgets.plain(e))
     st.stop()
-first = overtime.first_bundle(str(folder), stamp)
+stamp = overtime.folder_stamp(folder)
+scan = overtime.scan_of(str(folder), stamp)
+if isinstance(scan, str):
+    st.error(widgets.plain(scan))
+    st.stop()
+for note in scan.notes:  # where the steps come from, when not from the checkpoints themselves; a cut listing
+    st.warning(widgets.plain(note[0].upper() + note[1:] + "."))
+version = overtime.steps_version(scan.steps)
+first = overtime.first_bundle(str(folder), stamp, version)
 if isinstance(first, str):
     st.error(widgets.plain(first))
     st.stop()
@@ -56,13 +63,14 @@ if len(ids) < 2:
     st.stop()
 v = view()
 device = v.device if v is not None else "cpu"
-tl = overtime.run_timeline(str(folder), stamp, tuple(ids), device)
+tl = overtime.run_timeline(str(folder), stamp, tuple(ids), device, version)
 if isinstance(tl, str):
     st.error(widgets.plain(tl))
     st.stop()
 
 step_list = [int(s) for s in tl.steps["step"]]
-st.caption(f"{len(step_list)} checkpoints, steps {step_list[0]} … {step_list[-1]}; {len(ids)} prompt tokens.")
+what = "positions in name order" if tl.run[0].source == "order" else "steps"
+st.caption(f"{len(step_list)} checkpoints, {what} {step_list[0]} … {step_list[-1]}; {len(ids)} prompt tokens.")
 shown = st.select_slider("Step", options=step_list, value=step_list[-1], key="tl_step")
 
 layer = min(v.layer, cfg.n_layer - 1) if v is not None and v.trace is not None else 0

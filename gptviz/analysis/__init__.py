@@ -4,13 +4,21 @@ Everything here takes a Trace (or plain arrays) and returns arrays or DataFrames
 imports Streamlit or Plotly, and nothing re-runs the model unless its name says so.
 """
 
-from .attention import ATTENTION_KINDS, attention_matrix, layer_weights, query_computation
+from .attention import (
+    ATTENTION_KINDS,
+    attention_matrix,
+    before_rotation,
+    layer_weights,
+    query_computation,
+    scale_step,
+    score_rule,
+)
 from .attribution import component_labels, head_matrix, logit_attribution
 from .blocks import block_labels, block_mean, block_reduce
 from .heads import LABEL_THRESHOLDS, head_scores
 from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
-from .next_token import per_token_loss, softmax, token_rank, top_k
+from .next_token import nan_logits, nan_message, per_token_loss, softmax, token_rank, top_k
 from .patching import patched_run, patching_sweep
 from .residual import (
     GROWTH_LIMIT,
@@ -33,6 +41,7 @@ __all__ = [
     "NORM_LIMIT",
     "THRESHOLDS",
     "attention_matrix",
+    "before_rotation",
     "block_labels",
     "block_mean",
     "block_reduce",
@@ -48,8 +57,12 @@ __all__ = [
     "layer_weights",
     "patched_run",
     "patching_sweep",
+    "nan_logits",
+    "nan_message",
     "per_token_loss",
     "query_computation",
+    "scale_step",
+    "score_rule",
     "residual_flags",
     "residual_growth",
     "residual_sites",

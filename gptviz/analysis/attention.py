@@ -42,20 +42,68 @@ def layer_weights(trace: Trace, layer: int) -> np.ndarray:
     return w
 
 
+def score_rule(scale: float, softcap: float, D: int) -> str:
+    """The formula a layer's scores follow, as the page writes it: q·k / √D (GPT-2), q·k (GPT-Neo:
+    no scale), q·k × s (Gemma: query_pre_attn_scalar^-½), then the soft-cap where there is one."""
+    if math.isclose(scale, 1.0 / math.sqrt(D), rel_tol=1e-12):
+        rule = f"q·k / √{D}"
+    elif scale == 1.0:
+        rule = "q·k (no scale)"
+    else:
+        rule = f"q·k × {scale:.4g}"
+    return f"{softcap:g}·tanh(({rule}) / {softcap:g})" if softcap else rule
+
+
+def before_rotation(model, trace: Trace, layer: int, which: str) -> np.ndarray | None:
+    """q or k of a layer as they were before the rotary positions turned them ([H or H_kv, T, D]),
+    or None in a model without rotary positions. The rotation is orthogonal: turning the captured
+    values back by the same angles (the layer's own cos and sin) gives them to float rounding."""
+    from ..model import rotate
+
+    attn = model.transformer.h[layer].attn
+    if not attn.rotary:
+        return None
+    x = trace.tensor(point(f"attn.{which}", layer)).to(model.device)  # [heads, T, D]
+    cos, sin = attn.rotation(0, x.size(1))
+    return rotate(x[None].float(), cos, -sin, attn.interleaved)[0].cpu().numpy()
+
+
+def scale_step(scale: float, softcap: float, D: int) -> str:
+    """The scaling step of the Q/K/V page in words, with this model's real numbers."""
+    if math.isclose(scale, 1.0 / math.sqrt(D), rel_tol=1e-12):
+        text = f"÷ √D = ÷ √{D} = ÷ {math.sqrt(D):.4f}"
+    elif scale == 1.0:
+        text = "no scale: this model uses q·k as it is (GPT-Neo)"
+    else:
+        text = f"× {scale:.4g}: the model's own scale (e.g. Gemma's query_pre_attn_scalar^-½), not 1/√{D}"
+    return f"{text}, then soft-capped: {softcap:g}·tanh(score / {softcap:g})" if softcap else text
+
+
 def query_computation(trace: Trace, layer: int, head: int, query: int) -> dict:
     """The attention of one query worked through from the captured q, k and v: q·k for each key,
-    ÷√D, the mask, softmax, the weighted v rows and their sum (the head's output for this query).
+    times the layer's scale (1/√D unless the model says otherwise), its soft-cap where it has one,
+    the mask, softmax, the weighted v rows and their sum (the head's output for this query). With
+    grouped-query attention, query head h reads key/value head h // (H / H_kv).
 
     Returns `keys`, a per-key DataFrame holding both the recomputed steps and the Trace's own
     scores and weights; `weighted_v` [T, D] = the Trace's weights × v and `output` [D], their sum;
-    `max_diff`, the largest gap between recomputed and captured values (float32 rounding)."""
-    q = np.asarray(trace[point("attn.q", layer)][head], dtype=np.float64)  # [T, D]
-    k = np.asarray(trace[point("attn.k", layer)][head], dtype=np.float64)  # [T, D]
-    v = np.asarray(trace[point("attn.v", layer)][head], dtype=np.float64)  # [T, D]
+    `max_diff`, the largest gap between recomputed and captured values (float32 rounding); `rule`,
+    the score's formula; `kv_head`, the key/value head this query head reads."""
+    q_all = trace[point("attn.q", layer)]
+    k_all = trace[point("attn.k", layer)]
+    kv = head // (q_all.shape[0] // k_all.shape[0])
+    q = np.asarray(q_all[head], dtype=np.float64)  # [T, D]
+    k = np.asarray(k_all[kv], dtype=np.float64)  # [T, D]
+    v = np.asarray(trace[point("attn.v", layer)][kv], dtype=np.float64)  # [T, D]
     allowed = np.asarray(trace[point("attn.mask", layer)][query])  # [T]
     D = q.shape[1]
+    specs = getattr(trace, "attention_specs", None)
+    scale = specs[layer].scale if specs else 1.0 / math.sqrt(D)
+    softcap = specs[layer].softcap if specs else 0.0
     dots = k @ q[query]  # [T]
-    scores = dots / math.sqrt(D)
+    scores = dots * scale
+    if softcap:
+        scores = softcap * np.tanh(scores / softcap)
     masked = np.where(allowed, scores, -np.inf)
     weights = np.exp(masked - masked.max())
     weights /= weights.sum()
@@ -66,7 +114,7 @@ def query_computation(trace: Trace, layer: int, head: int, query: int) -> dict:
         {
             "key": np.arange(len(dots)),
             "q·k": dots,
-            "q·k/√D": scores,
+            "q·k/√D" if not specs or score_rule(scale, softcap, D) == f"q·k / √{D}" else "score": scores,
             "score (Trace)": captured_scores,
             "allowed": allowed,
             "softmax": np.where(allowed, weights, 0.0),
@@ -78,6 +126,10 @@ def query_computation(trace: Trace, layer: int, head: int, query: int) -> dict:
         weighted_v=weighted_v,
         output=weighted_v.sum(0),
         head_dim=D,
+        scale=scale,
+        softcap=softcap,
+        rule=score_rule(scale, softcap, D),
+        kv_head=kv,
         max_diff=dict(
             scores=float(np.abs(scores - captured_scores).max()),
             weights=float(np.abs(weights - captured_weights).max()),

@@ -17,8 +17,9 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from ..checks import whole
 from ..errors import PromptError
-from ..model import GPT
+from ..model import GPT, RMSNorm
 from ..names import point
 from ..record import Trace
 from .values import float64
@@ -42,12 +43,32 @@ def _weight(p: Tensor | None, device: torch.device) -> Tensor | None:
 def frozen_norm(norm: nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
     """(σ, γ, β) of the final norm on the real residual x [C], in float64: σ = sqrt(var + eps) for
     LayerNorm (population variance, as LayerNorm), sqrt(mean(x²) + eps) for RMSNorm."""
-    eps = norm.eps if norm.eps is not None else torch.finfo(norm.weight.dtype).eps  # RMSNorm's default
-    if isinstance(norm, nn.RMSNorm):
+    eps = norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps  # nn.RMSNorm's default
+    if isinstance(norm, (nn.RMSNorm, RMSNorm)):
         sigma = (x.pow(2).mean() + eps).sqrt()
     else:
         sigma = (x.var(correction=0) + eps).sqrt()
-    return sigma, _weight(norm.weight, x.device), _weight(getattr(norm, "bias", None), x.device)
+    gamma = _weight(norm.weight, x.device)
+    if gamma is None:  # a norm without a learned scale (OLMo 1)
+        gamma = torch.ones_like(x)
+    elif getattr(norm, "plus_one", False):  # Gemma scales by 1 + w
+        gamma = 1.0 + gamma
+    return sigma, gamma, _weight(getattr(norm, "bias", None), x.device)
+
+
+def check_linear(model: GPT) -> None:
+    """Refuse, in one sentence, a model whose logit is not a sum of its parts' contributions."""
+    cfg = model.config
+    if cfg.post_norm:
+        raise PromptError(
+            "logit attribution is undefined for this model: a norm after each sub-layer (Gemma 2/3, OLMo 2) "
+            "mixes the heads non-linearly before they reach the residual stream"
+        )
+    if cfg.final_softcap:
+        raise PromptError(
+            "logit attribution is undefined for this model: its logits are soft-capped (tanh), so they are "
+            "not a sum of the parts' contributions"
+        )
 
 
 @torch.no_grad()
@@ -64,7 +85,9 @@ def logit_attribution(
     (difference) to float rounding; df.attrs holds `logit` (the real one, from the Trace), `sigma`
     (the frozen scale), `position`, `target`, `baseline`.
     """
+    check_linear(model)
     T = trace.n_tokens
+    position = whole(position, "position")  # 1.5 would pass the range check and fail as an index
     if not -T <= position < T:
         raise PromptError(f"position {position} is outside the prompt's {T} tokens")
     pos = position % T
@@ -82,7 +105,7 @@ def logit_attribution(
     norm = model.transformer.ln_f
     sigma, gamma, beta = frozen_norm(norm, x)
     u = gamma * d / sigma  # [C]: each part's logit is its (centred) value · u
-    if not isinstance(norm, nn.RMSNorm):
+    if not isinstance(norm, (nn.RMSNorm, RMSNorm)):
         u = u - u.mean()  # (x_i − mean(x_i)) · v = x_i · (v − mean(v)): centring moves onto u
 
     def dot(v: Tensor) -> float:

@@ -16,7 +16,7 @@ import torch
 from ..errors import GptvizError
 from ..names import point
 from .heads import SCORES, head_scores
-from .next_token import per_token_loss
+from .next_token import nan_logits, per_token_loss
 
 
 class CompareError(GptvizError, ValueError):
@@ -34,6 +34,30 @@ def check_comparable(a, b) -> None:
         if sa != sb:
             what = "heads × head size" if name != "logits" else "vocabulary"
             raise CompareError(f"the models differ in {what} ({sa} vs {sb}); compare models of the same shape")
+
+
+def check_models(config_a, tokenizer_a, config_b, tokenizer_b, n_tokens: int, names=("A", "B")) -> None:
+    """Before B runs A's token ids: raise CompareError, one line naming both checkpoints, unless B has
+    A's layers, heads and vocabulary (the same size, and the same token behind each id when both
+    have a tokenizer) and a context that holds the prompt. Run on the loaded configs, so another
+    vocabulary is said as such, not as "token id 58 is outside the vocabulary"."""
+    a, b = names
+    shape_a = (config_a.n_layer, config_a.n_head, config_a.vocab_size)
+    shape_b = (config_b.n_layer, config_b.n_head, config_b.vocab_size)
+    if shape_a != shape_b:
+        raise CompareError(
+            f"{a} has {shape_a[0]} layers × {shape_a[1]} heads and a vocabulary of {shape_a[2]:,}; {b} has "
+            f"{shape_b[0]} × {shape_b[1]} and {shape_b[2]:,}: choose a checkpoint B of the same shape and vocabulary"
+        )
+    if tokenizer_a is not None and tokenizer_b is not None:
+        ids = range(config_a.vocab_size)
+        if tokenizer_a.token_strings(ids) != tokenizer_b.token_strings(ids):
+            raise CompareError(
+                f"{a} and {b} have vocabularies of the same size but other tokens behind the same ids: "
+                "choose a checkpoint B of the same shape and vocabulary"
+            )
+    if n_tokens > config_b.block_size:
+        raise CompareError(f"the prompt has {n_tokens} tokens and {b} reads at most {config_b.block_size}")
 
 
 def _log_probs(logits) -> torch.Tensor:
@@ -105,19 +129,22 @@ def next_token_divergence(a, b, tokenizer=None) -> pd.DataFrame:
     lb = lb.to(la.device)
     pa, pb = torch.softmax(la.double(), -1), torch.softmax(lb.double(), -1)
     top_a, top_b = pa.max(-1), pb.max(-1)
+    # where the logits are NaN there is no most likely token (max would name id 0): empty, and p NaN
+    nan_a, nan_b = nan_logits(la), nan_logits(lb)
 
-    def name(i: int) -> str:
-        return tokenizer.decode([i]) if tokenizer is not None else str(i)
+    def names(top, nan) -> list[str]:
+        ids = top.indices.tolist()
+        return ["" if bad else tokenizer.decode([i]) if tokenizer is not None else str(i) for i, bad in zip(ids, nan)]
 
     return pd.DataFrame(
         {
             "position": np.arange(a.n_tokens),
             "token_a": list(a.tokens),
             "token_b": list(b.tokens),
-            "top_a": [name(int(i)) for i in top_a.indices.tolist()],
-            "p_top_a": top_a.values.cpu().numpy(),
-            "top_b": [name(int(i)) for i in top_b.indices.tolist()],
-            "p_top_b": top_b.values.cpu().numpy(),
+            "top_a": names(top_a, nan_a),
+            "p_top_a": np.where(nan_a, np.nan, top_a.values.cpu().numpy()),
+            "top_b": names(top_b, nan_b),
+            "p_top_b": np.where(nan_b, np.nan, top_b.values.cpu().numpy()),
             "kl_ab": kl_divergence(la, lb),
             "kl_ba": kl_divergence(lb, la),
         }

@@ -21,12 +21,14 @@ no [H, T, T] tensor at all). Maps a Trace does hold (an edited run's) are scored
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
 
-from ..model import attention_scores, attention_weights, causal_mask
+from ..model import AttentionSpec, attention_weights
 from ..names import point
 
 COLUMNS = ("layer", "head", "previous_token", "duplicate_token", "induction", "sink", "self", "entropy", "label")
@@ -87,17 +89,21 @@ def pattern_blocks(patterns: dict[str, Tensor], rows: int = ROWS) -> list[Tensor
     ]
 
 
-def layer_head_scores_from_qk(q: Tensor, k: Tensor, blocks: list[Tensor], rows: int = ROWS) -> dict[str, Tensor]:
-    """layer_head_scores of the causal maps softmax(q kᵀ / √D) of one layer, from its q and k [H, T, D],
-    built by the model's own functions for a block of query rows at a time. blocks: pattern_blocks
-    of detection_patterns for the same rows."""
+def layer_head_scores_from_qk(
+    q: Tensor, k: Tensor, blocks: list[Tensor], rows: int = ROWS, spec: AttentionSpec | None = None
+) -> dict[str, Tensor]:
+    """layer_head_scores of the causal maps of one layer, from its q [H, T, D] and k [H_kv, T, D],
+    built by the model's own functions (spec: the layer's scale, soft-cap and window; 1/√D and no
+    window when None) for a block of query rows at a time. blocks: pattern_blocks of
+    detection_patterns for the same rows."""
+    spec = spec or AttentionSpec(scale=1.0 / math.sqrt(q.size(-1)))
     H, T = q.size(0), q.size(1)
     names = ("previous_token", "duplicate_token", "induction")  # detection_patterns' order
     hits = torch.zeros(H, len(names), device=q.device)
     total, entropy, diagonal, sink = (torch.zeros(H, device=q.device) for _ in range(4))
     for a, pattern in zip(range(0, T, rows), blocks, strict=True):
         b = min(T, a + rows)
-        w = attention_weights(attention_scores(q[:, a:b], k[:, :b]), causal_mask(b - a, q.device, a)).float()
+        w = attention_weights(spec.scores(q[:, a:b], k[:, :b]), spec.mask(b - a, q.device, a)).float()
         total += w.sum(dim=(-2, -1))
         hits += w.reshape(H, -1) @ pattern
         entropy += torch.special.entr(w).sum(dim=(-2, -1))
@@ -130,7 +136,8 @@ def head_scores(trace) -> pd.DataFrame:
             q, k = trace.tensor(point("attn.q", layer)), trace.tensor(point("attn.k", layer))
             if blocks is None:
                 blocks = pattern_blocks(detection_patterns(ids, q.device))
-            scores = layer_head_scores_from_qk(q, k, blocks)
+            specs = getattr(trace, "attention_specs", None)
+            scores = layer_head_scores_from_qk(q, k, blocks, spec=specs[layer] if specs else None)
         else:
             w = trace.tensor(name) if hasattr(trace, "tensor") else torch.as_tensor(np.asarray(trace[name]))
             if patterns is None:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from ..errors import ArgumentError
 from ..model import GPT
 from ..names import ATTENTION_MAPS, point
 from ..record import Trace
@@ -32,6 +33,8 @@ UNIFORM_RATIO = 0.98  # entropy ÷ log(allowed keys), mean over queries 1…T−
 SINK_LIMIT = 0.4  # mean weight on key 0 over queries 1…T−1 (head_scores' `sink`); the label convention
 ATTN_LOGIT_LIMIT = 100.0  # |q·k/√D| on a readable cell: e^−100 underflows float32's normal range
 UNTRAINED_NORM_RATIO = 0.25  # an embedding row shorter than this × the median row looks untouched
+PAD_MULTIPLE = 64  # nanoGPT pads GPT-2's 50,257 ids to 50,304, the next multiple of 64, for speed
+PAD_MASS_LIMIT = 0.01  # probability the model may give such padding ids before it is worth a look
 # GROWTH_LIMIT (per block, after block 0) and NORM_LIMIT (any residual norm) come from analysis.residual.
 
 THRESHOLDS = {
@@ -41,6 +44,8 @@ THRESHOLDS = {
     "SINK_LIMIT": SINK_LIMIT,
     "ATTN_LOGIT_LIMIT": ATTN_LOGIT_LIMIT,
     "UNTRAINED_NORM_RATIO": UNTRAINED_NORM_RATIO,
+    "PAD_MULTIPLE": PAD_MULTIPLE,
+    "PAD_MASS_LIMIT": PAD_MASS_LIMIT,
     "GROWTH_LIMIT": GROWTH_LIMIT,
     "NORM_LIMIT": NORM_LIMIT,
 }
@@ -123,6 +128,21 @@ def check_activations(trace: Trace) -> Finding:
     )
 
 
+def _growth_said(means: np.ndarray, judged: dict[int, float], total: float) -> str:
+    """The residual norm's growth in plain words: where it starts and ends, and what the block that
+    grows it most (after block 0) does to it, which may be to shrink it."""
+    said = (
+        f"the mean residual norm is {means[0]:.3g} at the embedding and {means[-1]:.3g} after the last block "
+        f"({total:.2f} times as large)"
+    )
+    if not judged:
+        return said
+    block, most = max(judged.items(), key=lambda kv: kv[1])
+    if most <= 1:
+        return said + f"; no block after block 0 grows it (each keeps or shrinks it; the most is ×{most:.2f})"
+    return said + f"; the block after block 0 that grows it most is block {block}, ×{most:.2f}"
+
+
 def check_residual(trace: Trace) -> Finding:
     """Per-block growth of the mean residual norm (blocks after the first) and the largest norm."""
     _, norms = residual_stat_grid(trace, "norm")  # [1 + 2L, T]: embed, then l.mid, l.post
@@ -139,11 +159,7 @@ def check_residual(trace: Trace) -> Finding:
     top = float(norms.max())
     over = [f"block {l} ×{g:.1f}" for l, g in judged.items() if not g <= GROWTH_LIMIT]
     worst_growth = max(judged.values(), default=None)
-    measured = (
-        f"from the embedding to the last block the mean residual norm grows {residual_growth(trace):.1f}×"
-        + (f", at most ×{worst_growth:.2f} in one block after block 0" if worst_growth is not None else "")
-        + f"; the largest norm is {top:.4g}"
-    )
+    measured = f"{_growth_said(means, judged, residual_growth(trace))}; the largest norm is {top:.4g}"
     rule = f"(thresholds: ×{GROWTH_LIMIT:g} per block after block 0, any norm above {NORM_LIMIT:g})"
     if not over and top <= NORM_LIMIT:
         return Finding("residual_growth", "ok", worst_growth, f"{measured} {rule}. Block 0 is not judged by growth.")
@@ -339,6 +355,16 @@ def check_vocabulary(model: GPT, trace: Trace, tokenizer=None) -> Finding:
     if n == V:
         return Finding("unreachable_vocab", "ok", 0, f"the tokenizer produces exactly the model's {V:,} ids.")
     p = torch.softmax(float64(trace.tensor("logits")[-1]), -1)[n:].sum().item()
+    if V % PAD_MULTIPLE == 0 and V - n < PAD_MULTIPLE and p < PAD_MASS_LIMIT:
+        # padding for speed, and the model has learnt that those ids never come: nothing to look at
+        return Finding(
+            "unreachable_vocab",
+            "ok",
+            V - n,
+            f"the model's {V:,} ids are the tokenizer's {n:,} padded to a multiple of {PAD_MULTIPLE} (as nanoGPT "
+            f"pads GPT-2's to 50,304), and the model gives the {V - n} padding ids {p:.3g} of its probability at the "
+            f"last position (threshold: {PAD_MASS_LIMIT:g}).",
+        )
     return Finding(
         "unreachable_vocab",
         "warn",
@@ -353,6 +379,8 @@ def check_vocabulary(model: GPT, trace: Trace, tokenizer=None) -> Finding:
 def health(model: GPT, trace: Trace, tokenizer=None) -> list[Finding]:
     """Every health finding for `model` on the run `trace`, in a fixed order. tokenizer (optional)
     lets the vocabulary and embedding checks compare the model's ids with the ones it can produce."""
+    if tokenizer is not None and not isinstance(getattr(tokenizer, "vocab_size", None), int):
+        raise ArgumentError(f"tokenizer must be a gptviz tokenizer or None, got {type(tokenizer).__name__}")
     n_layer = model.config.n_layer
     return [
         check_weights(model),

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import PromptError
+from ..checks import whole
+from ..errors import ArgumentError, PromptError
 from ..names import point
 
 
@@ -67,6 +68,9 @@ def _site_logits(model, x: Tensor, out: Tensor) -> Tensor:
     torch.mm(h, model.lm_head.weight.t(), out=out)
     if model.lm_head.bias is not None:
         out.add_(model.lm_head.bias)
+    cap = getattr(model.lm_head, "softcap", 0.0)
+    if cap:  # the model's own final soft-cap (Gemma 2), as its head applies it
+        out.div_(cap).tanh_().mul_(cap)
     return out
 
 
@@ -91,15 +95,15 @@ def logit_lens(model, trace, k: int = 5, target: int | None = None, positions=No
     positions: only these prompt positions (a page showing 40 of 1,024 pays for 40); the default,
     every position, is the one that reproduces the model's own logits bit for bit."""
     V = model.config.vocab_size
-    k = int(k)
-    if not 1 <= k <= V:
-        raise PromptError(f"k={k}: ask for between 1 and {V} tokens")
+    k = whole(k, "k (tokens per site)", low=1, high=V)
     if target is not None:
         if isinstance(target, bool) or not isinstance(target, (int, np.integer)) or not 0 <= target < V:
             raise PromptError(f"target token id {target!r} is outside the vocabulary [0, {V - 1}]")
         target = int(target)
     T = trace.n_tokens
-    pos = np.arange(T) if positions is None else np.asarray(positions, dtype=np.int64).reshape(-1)
+    pos = np.arange(T) if positions is None else np.asarray(positions).reshape(-1)
+    if pos.size and pos.dtype.kind not in "iu":  # 1.5 would become position 1
+        raise ArgumentError(f"positions must be whole numbers, got values of type {pos.dtype}")
     if pos.size == 0 or pos.min() < 0 or pos.max() >= T:
         raise PromptError(f"positions must lie in [0, {T - 1}] for this prompt of {T} tokens")
     sites = lens_sites(trace.n_layer)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ..capture import as_ids, edited, trace
+from ..checks import whole
 from ..errors import PromptError
 from ..interventions import patch
 from ..model import GPT, KVCache
@@ -112,6 +113,8 @@ def patching_sweep(
     (clean − corrupt) of logit(answer) − logit(wrong) at the last position. float64.
 
     batch_size: patched runs per forward batch (default: about 8192 tokens per batch)."""
+    if batch_size is not None:  # -1 or 0 would make no batches and leave every cell unwritten
+        batch_size = whole(batch_size, "batch_size", low=1)
     clean, corrupt = as_ids(clean_ids, model.device), as_ids(corrupt_ids, model.device)
     _check(model, clean, corrupt, answer, wrong, site)
     ct, rt = trace(model, clean[0]), trace(model, corrupt[0])
@@ -124,7 +127,7 @@ def patching_sweep(
         )
     L, T = model.config.n_layer, clean.size(1)
     n = model.config.n_head if site == "attn.z" else T
-    raw = np.empty((L, n), dtype=np.float64)
+    raw = np.full((L, n), np.nan)  # NaN, not whatever memory held, should a cell ever go unwritten
     for l in range(L):
         # the clean value at this layer, fetched once for all its batches (mlp.out is rebuilt on request)
         source = ct.tensor(point(site, l))
@@ -192,14 +195,22 @@ def sweep_table(sweep: np.ndarray, site: str, labels: Sequence[str]) -> pd.DataF
 
 def compare_top_k(before: np.ndarray, after: np.ndarray, k: int, display=None) -> pd.DataFrame:
     """Next-token probabilities of two runs at one position (logits [V] each): the tokens in either
-    run's top k, most likely after the edit first, with both probabilities, ranks and the change."""
-    from .next_token import softmax
+    run's top k, most likely after the edit first, with both probabilities, ranks and the change.
+    A run whose logits are NaN (nan_logits) ranks nothing: its columns are NaN, and the tokens come
+    from the other run only (no rows when both are NaN)."""
+    from .next_token import nan_logits, softmax
 
-    p0, p1 = softmax(before), softmax(after)
-    rank = lambda p: np.argsort(np.lexsort((np.arange(p.size), -p)))  # noqa: E731 - rank 0 = most likely
-    r0, r1 = rank(p0), rank(p1)
+    runs = []
+    for logits in (before, after):
+        if nan_logits(logits):
+            runs.append((np.full(np.asarray(logits).shape, np.nan), np.full(np.asarray(logits).shape, np.nan)))
+        else:
+            p = softmax(logits)
+            runs.append((p, np.argsort(np.lexsort((np.arange(p.size), -p))).astype(np.float64)))  # rank 0 = top
+    (p0, r0), (p1, r1) = runs
     ids = np.union1d(np.flatnonzero(r0 < k), np.flatnonzero(r1 < k))
-    ids = ids[np.lexsort((ids, -p1[ids]))]
+    order = p1 if np.isfinite(r1).any() else p0
+    ids = ids[np.lexsort((ids, -order[ids]))]
     return pd.DataFrame(
         {
             "id": ids,
@@ -207,7 +218,7 @@ def compare_top_k(before: np.ndarray, after: np.ndarray, k: int, display=None) -
             "before": p0[ids],
             "after": p1[ids],
             "change": p1[ids] - p0[ids],
-            "rank_before": r0[ids] + 1,
-            "rank_after": r1[ids] + 1,
+            "rank_before": pd.array(r0[ids] + 1, dtype="Int64"),
+            "rank_after": pd.array(r1[ids] + 1, dtype="Int64"),
         }
     )

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..model import GPT
+from ..model import GPT, expand_kv
 from ..names import point
 from ..record import Trace
+from .attention import score_rule
 
 SLICE_T, SLICE_C = 6, 8  # what fits on a slide: the first 6 tokens × the first 8 features
 
@@ -58,7 +59,12 @@ def _batch(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 def sizes(model: GPT, trace: Trace) -> dict[str, int]:
     """B, T, C, H, D, V, L of this model on this prompt."""
     c = model.config
-    return dict(B=1, T=trace.n_tokens, C=c.n_embd, H=c.n_head, D=c.n_embd // c.n_head, V=c.vocab_size, L=c.n_layer)
+    out = dict(B=1, T=trace.n_tokens, C=c.n_embd, H=c.n_head, D=c.head_dim, V=c.vocab_size, L=c.n_layer)
+    if c.kv_heads != c.n_head:  # grouped-query attention: fewer key/value heads than query heads
+        out["H_kv"] = c.kv_heads
+    if c.mlp_dim != 4 * c.n_embd or c.mlp_gated:
+        out["F"] = c.mlp_dim
+    return out
 
 
 @torch.no_grad()
@@ -98,7 +104,14 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         f"one learned row of C = {C} numbers per token id",
     )
     embed = trace.tensor("embed")
-    pos = "learned rows of transformer.wpe" if model.config.pos_encoding == "learned" else "the fixed sin/cos table"
+    pos = {
+        "learned": "learned rows of transformer.wpe",
+        "sinusoidal": "the fixed sin/cos table",
+        "rotary": "none here: rotary positions turn q and k inside attention",
+        "none": "none",
+    }[model.config.pos_encoding]
+    if model.config.embed_scale != 1.0:
+        pos += f"; the embedding is first multiplied by {model.config.embed_scale:.4g}"
     add(
         "embed",
         "Embedding + positions",
@@ -134,10 +147,11 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         add(
             s,
             f"Block {l}: {s}",
-            "(B, H, T, D)",
+            "(B, H_kv, T, D)" if s != "q" and "H_kv" in n else "(B, H, T, D)",
             trace.tensor(name),
             f"captured: {name}",
-            f"c_attn(ln_1) split into H = {H} heads of D = {D}: {what}",
+            f"c_attn(ln_1) split into {H if s == 'q' else n.get('H_kv', H)} heads of D = {D}"
+            f"{' (after rotary positions)' if s in 'qk' and model.config.pos_encoding == 'rotary' else ''}: {what}",
             name,
         )
     name = point("attn.scores", l)
@@ -147,7 +161,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         "(B, H, T, T)",
         trace.tensor(name),
         f"captured: {name}",
-        f"q·kᵀ / √D = q·kᵀ / √{D}, for every query (row) and key (column)",
+        f"{score_rule(blk.attn.spec.scale, blk.attn.spec.softcap, D)}, for every query (row) and key (column)",
         name,
     )
     name = point("attn.mask", l)
@@ -157,7 +171,8 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         "(T, T)",
         trace.tensor(name),
         f"captured: {name}",
-        "True where query i may read key j (j ≤ i): the future is hidden",
+        "True where query i may read key j (j ≤ i): the future is hidden"
+        + (f"; a local layer reads only its last {blk.attn.spec.window} keys" if blk.attn.spec.window else ""),
         name,
     )
     name = point("attn.weights", l)
@@ -172,7 +187,9 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         name,
     )
     v = trace.tensor(point("attn.v", l))
-    z, z_src = _captured_or(trace, "attn.z", l, recompute, "weights @ v", lambda: weights.to(v.dtype) @ v)  # (H, T, D)
+    z, z_src = _captured_or(
+        trace, "attn.z", l, recompute, "weights @ v", lambda: weights.to(v.dtype) @ expand_kv(v, H)
+    )  # (H, T, D)
     add(
         "z",
         f"Block {l}: weighted sum of v",
@@ -181,17 +198,17 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         z_src,
         "each head's output: its weights times its values",
     )
-    merged = z.transpose(0, 1).reshape(T, C)  # (T, H, D) -> (T, C)
+    merged = z.transpose(0, 1).reshape(T, H * D)  # (T, H, D) -> (T, H·D)
     add(
         "merge",
         f"Block {l}: heads merged",
         "(B, T, C)",
         merged,
         "recomputed: z, heads side by side",
-        f"the {H} heads' D = {D} numbers put side by side: H × D = C",
+        f"the {H} heads' D = {D} numbers put side by side: H × D = {H * D}",
     )
     out, out_src = _captured_or(
-        trace, "attn.out", l, recompute, f"h.{l}.attn.c_proj on merged", lambda: blk.attn.c_proj(_batch(merged, dev))[0]
+        trace, "attn.out", l, recompute, f"h.{l}.attn.c_proj on merged", lambda: blk.attn.project(_batch(z, dev))[0]
     )
     add(
         "attn_out",
@@ -211,28 +228,29 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         "resid_pre + attention output",
         point("resid_mid", l),
     )
-    ln2 = blk.ln_2(_batch(mid, dev))
+    ln2 = blk.mlp_input(_batch(pre, dev), _batch(mid, dev))  # a parallel block's MLP reads resid_pre
     add(
         "ln_2",
         f"Block {l}: norm (ln_2)",
         "(B, T, C)",
         ln2[0],
-        f"recomputed: h.{l}.ln_2 on resid_mid",
+        f"recomputed: h.{l}.ln_2 on {'resid_pre' if blk.parallel else 'resid_mid'}",
         "normalised again before the MLP",
     )
     hidden, h_src = _captured_or(
-        trace, "mlp.hidden", l, recompute, f"h.{l}.mlp.act(c_fc(ln_2))", lambda: blk.mlp.act(blk.mlp.c_fc(ln2))[0]
+        trace, "mlp.hidden", l, recompute, f"h.{l}.mlp.act(c_fc(ln_2))", lambda: blk.mlp.neurons(ln2)[0]
     )
     add(
         "mlp_hidden",
         f"Block {l}: MLP widens",
-        "(B, T, 4C)",
+        "(B, T, F)" if "F" in n else "(B, T, 4C)",
         hidden,
         h_src,
-        f"c_fc to 4C = {4 * C}, then {model.config.activation}: the MLP's neurons",
+        f"c_fc to {'F' if 'F' in n else '4C'} = {model.config.mlp_dim}, then {model.config.activation}"
+        f"{' times the up projection (gated)' if model.config.mlp_gated else ''}: the MLP's neurons",
     )
     mlp_out, m_src = _captured_or(
-        trace, "mlp.out", l, recompute, f"h.{l}.mlp.c_proj on hidden", lambda: blk.mlp.c_proj(_batch(hidden, dev))[0]
+        trace, "mlp.out", l, recompute, f"h.{l}.mlp.c_proj on hidden", lambda: blk.mlp.project(_batch(hidden, dev))[0]
     )
     add(
         "mlp_out",

@@ -49,11 +49,23 @@ MODEL_ENTRIES = _entries(MODELS_ENV, 4)  # loaded checkpoints (and remembered lo
 RUN_ENTRIES = _entries(RUNS_ENV, 4)  # Traces; the per-run grid and loss caches keep as many
 
 
+def text_bytes(text: str) -> bytes:
+    """A string as the caches hash it, whatever it holds: a file name that is not valid UTF-8 comes
+    from a folder listing as lone surrogates, which str.encode() (Streamlit's own hashing) refuses."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def cached(**kwargs):
+    """st.cache_resource for every cache of the dashboard, hashing any string (text_bytes)."""
+    return st.cache_resource(hash_funcs={str: text_bytes}, **kwargs)
+
+
 @dataclass(frozen=True)
 class ModelKey:
     source: str  # a shipped name, "demo", a path, or "upload:<content hash>"
     device: str
     version: str = ""  # sources.version: the files' times, so a rewritten checkpoint loads again
+    owner: str = ""  # an upload's session token (uploads.py): only that session's keys reach its model
 
 
 @dataclass(frozen=True)
@@ -62,18 +74,21 @@ class RunKey:
     ids: tuple[int, ...]
 
 
-@st.cache_resource(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
+@cached(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
 def load_bundle(key: ModelKey) -> Bundle | str:
-    """One model per (checkpoint, device, version) per process, shared by every session: read-only.
-    A checkpoint that cannot be loaded gives the one-line reason instead, remembered like a model,
-    so a bad file is not read again on every rerun (a new version of it is tried afresh).
-    Raises CheckpointError only for an upload that is no longer on the server (not remembered)."""
+    """One model per (checkpoint, device, version) per process, shared by every session: read-only
+    (an upload's only by its own session). A checkpoint that cannot be loaded gives the one-line
+    reason instead, remembered like a model, so a bad file is not read again on every rerun (a new
+    version of it is tried afresh). Raises CheckpointError only for an upload that this session
+    does not hold (not remembered)."""
     label = ""
     if uploads.is_upload(key.source):
-        upload = uploads.find(key.source)
+        upload = uploads.owned(key.owner, key.source)
         if upload is None:
-            raise CheckpointError("the uploaded files are no longer on the server: upload them again")
-        path, label = upload.path, upload.label
+            raise CheckpointError(
+                "this session holds no such upload: choose 'upload a checkpoint…' and upload the files"
+            )
+        path, label = upload.path, upload.label  # its files in memory, named by their own names
     try:
         if key.source == DEMO:
             return demo_bundle(key.device)
@@ -81,11 +96,7 @@ def load_bundle(key: ModelKey) -> Bundle | str:
             path = checkpoint_path(key.source)
         bundle = load(path, key.device)
     except GptvizError as e:
-        # the message names the file; an upload is named by its file names, never its server path
-        if not label:
-            return str(e)
-        folder = str(path if path.is_dir() else path.parent)
-        return str(e).replace(folder + os.sep, "").replace(folder, label)
+        return str(e)
     except Exception as e:  # a loader bug or an out-of-memory must not become a page of traceback
         log.exception("loading %s failed", key.source)
         return f"{type(e).__name__} while loading: {str(e)[:300]}"
@@ -102,7 +113,7 @@ def bundle_for(key: ModelKey) -> Bundle:
     return loaded
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Running the model…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Running the model…")
 def run_trace(key: RunKey) -> Trace:
     """The Trace of one run. It holds the activations (attention maps are rebuilt from q and k
     when a view asks), so a few entries stay small."""
@@ -110,7 +121,7 @@ def run_trace(key: RunKey) -> Trace:
     return trace(bundle.model, list(key.ids), bundle.tokenizer)
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")
 def layer_head_grid(key: RunKey) -> go.Figure:
     """The layer × head overview of one run, built once: it needs every layer's attention maps,
     which the Trace rebuilds from q and k on each request (seconds at T = 1024)."""
@@ -120,7 +131,7 @@ def layer_head_grid(key: RunKey) -> go.Figure:
     return figures.layer_head_grid(weights, masks=masks)
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner=False)
+@cached(max_entries=RUN_ENTRIES, show_spinner=False)
 def prompt_loss(key: RunKey) -> pd.DataFrame:
     """The per-token loss of one run, built once: a pass over all T × V logits (0.4 s at T = 1024
     with GPT-2's vocabulary) that a temperature or top-k change must not repeat. Read-only."""
@@ -174,7 +185,12 @@ def attention_figures(key: RunKey, layer: int, head: int, kind: str, skip_first:
     weights = analysis.layer_weights(t, layer)  # [H, T, T], masked cells NaN
     m = weights[head] if kind == "weights" else analysis.attention_matrix(t, layer, head, kind)
     title = f"Layer {layer}, head {head}: {kind}"
-    one = figures.attention_heatmap(m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask)
+    model = bundle_for(key.model).model
+    spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
+    rule = analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
+    one = figures.attention_heatmap(
+        m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule
+    )
     every = figures.head_grid(weights, labels, layer=layer, mask=mask, cols=2 if presentation else 4)
     return figures.presentation(one, presentation), figures.presentation(every, presentation)
 

@@ -2,8 +2,10 @@
 
 A timeline runs the prompt through every checkpoint of a run (one at a time): it is built once per
 (folder, its contents, prompt, device) and shared read-only by every session, like the Traces in
-caches.py. A step's attention and a second checkpoint's Trace go through caches.run_trace, so they
-share its limits.
+caches.py. What a rerun costs is bounded whatever else the folder holds: the folder's own stat,
+then a stat of each step's files (folder_stamp, steps_version); the listing itself is read once
+per change of the folder, within gptviz.listing's bounds. A step's attention and a second
+checkpoint's Trace go through caches.run_trace, so they share its limits.
 """
 
 from __future__ import annotations
@@ -15,43 +17,74 @@ import streamlit as st
 
 from ..errors import GptvizError
 from ..formats import Bundle
-from ..timeline import RunStep, Timeline, is_run_folder, load_run_step, run_steps, timeline
+from ..formats.native import is_native
+from ..formats.safe import read_json, user_path
+from ..timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
 from ..tokenizers import Tokenizer
-from .caches import ModelKey, RunKey
-from .sources import checkpoints_dir, shipped, version
+from .caches import ModelKey, RunKey, cached
+from .sources import checkpoint_path, checkpoints_dir, path_version, shipped, version
 
 TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
 
 
+# (folder, its stamp) -> whether it is a run folder: asked on every rerun of Compare and Timeline
+_RUN_FOLDERS: dict[tuple[str, str], bool] = {}
+
+
 def run_folders() -> list[str]:
-    """The shipped checkpoints that are run folders (step-NNNNNN/ snapshots inside)."""
-    return [name for name in shipped() if is_run_folder(checkpoints_dir() / name)]
+    """The shipped checkpoints that are run folders (step-NNNNNN/ snapshots inside); each folder is
+    listed again only when it changes."""
+    names = []
+    for name in shipped():
+        folder = checkpoints_dir() / name
+        key = (str(folder), folder_stamp(folder))
+        if key not in _RUN_FOLDERS:
+            if len(_RUN_FOLDERS) > 256:  # stale stamps of folders that changed
+                _RUN_FOLDERS.clear()
+            _RUN_FOLDERS[key] = is_run_folder(folder)
+        if _RUN_FOLDERS[key]:
+            names.append(name)
+    return names
 
 
 def folder_path(choice: str) -> Path:
-    """A shipped run's name -> its folder; anything else is a path as typed."""
-    return checkpoints_dir() / choice if choice in shipped() else Path(choice).expanduser()
+    """A shipped run's name -> its folder; anything else is a path as typed, or CheckpointError in
+    one line for one no folder can have (a NUL byte)."""
+    return checkpoints_dir() / choice if choice in shipped() else user_path(choice)
 
 
 def folder_stamp(folder: Path) -> str:
-    """What changes when a run saves another step: the names and times of its step folders."""
+    """What changes when a run saves another step: the folder's own time (an entry added, removed or
+    renamed changes it). One stat, however many files the folder holds."""
     try:
-        return ",".join(f"{p.name}:{p.stat().st_mtime_ns}" for p in sorted(folder.iterdir()))
-    except OSError:
+        st_ = folder.stat()
+    except (OSError, ValueError):
         return ""
+    return f"{st_.st_mtime_ns}:{st_.st_ino}"
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def steps_of(folder: str, stamp: str) -> list[RunStep] | str:
-    """The run's steps, or the one-line reason it is no run (remembered, like a failed load)."""
+@cached(max_entries=8, show_spinner="Listing the run's checkpoints…")
+def scan_of(folder: str, stamp: str) -> RunScan | str:
+    """The run's steps and notes, or the one-line reason it is no run (remembered, like a failed load)."""
     try:
-        return run_steps(folder)
+        return scan_run(folder)
     except GptvizError as e:
         return str(e)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the run's first checkpoint…")
-def first_bundle(folder: str, stamp: str) -> Bundle | str:
+def steps_of(folder: str, stamp: str) -> list[RunStep] | str:
+    """The run's steps, or the one-line reason it is no run."""
+    scan = scan_of(folder, stamp)
+    return scan if isinstance(scan, str) else scan.steps
+
+
+def steps_version(steps: list[RunStep]) -> str:
+    """When the steps' own files last changed (a checkpoint rewritten in place): a few stats per step."""
+    return "|".join(path_version(s.path) for s in steps)
+
+
+@cached(max_entries=4, show_spinner="Loading the run's first checkpoint…")
+def first_bundle(folder: str, stamp: str, steps_stamp: str = "") -> Bundle | str:
     """The first step's checkpoint: its tokenizer encodes the timeline's prompt."""
     steps = steps_of(folder, stamp)
     if isinstance(steps, str):
@@ -62,19 +95,47 @@ def first_bundle(folder: str, stamp: str) -> Bundle | str:
         return str(e)
 
 
-@st.cache_resource(max_entries=TIMELINE_ENTRIES, show_spinner="Running the prompt through every checkpoint…")
-def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str) -> Timeline | str:
-    """The timeline of one run on one prompt, or the one-line reason there is none."""
+@cached(max_entries=TIMELINE_ENTRIES, show_spinner=False)  # its own progress bar says more
+def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, steps_stamp: str = "") -> Timeline | str:
+    """The timeline of one run on one prompt, or the one-line reason there is none. A progress bar
+    counts the checkpoints while they are scored (made here: a cached call's elements are replayed
+    on every hit, and a bar emptied at the end replays as nothing)."""
+    scan = scan_of(folder, stamp)
+    if isinstance(scan, str):
+        return scan
+    n = len(scan.steps)
+    bar = st.progress(0.0, text=f"Running the prompt through {n} checkpoints…")
+
+    def progress(i: int, total: int) -> None:
+        bar.progress(i / total, text=f"Running the prompt through checkpoint {i} of {total}…")
+
     try:
-        return timeline(folder, list(ids), device)
+        return timeline(folder, list(ids), device, progress=progress, scan=scan)
     except GptvizError as e:
         return str(e)
+    finally:
+        bar.empty()
 
 
 def step_run_key(step: RunStep, device: str, ids: tuple[int, ...]) -> RunKey:
     """The cache key of one step's Trace (caches.run_trace loads the step's folder by path)."""
     source = str(step.path)
     return RunKey(ModelKey(source, device, version(source)), ids)
+
+
+def shape_of(source: str) -> tuple[int, int, int] | None:
+    """(layers, heads, vocabulary) of a gptviz-format checkpoint (a shipped name or a folder path)
+    from its config.json alone, no weights read: how Compare finds a B that fits A without loading
+    every candidate. None for another format or a config that does not read."""
+    try:
+        folder = checkpoint_path(source)
+        if not is_native(folder):
+            return None
+        config = read_json(folder / "config.json").get("config")
+        shape = tuple(config[k] for k in ("n_layer", "n_head", "vocab_size"))
+    except (GptvizError, OSError, AttributeError, KeyError, TypeError):
+        return None
+    return shape if all(isinstance(n, int) for n in shape) else None
 
 
 def probe_prompt(tokenizer: Tokenizer | None, vocab_size: int, length: int = 12, seed: int = 0) -> str:

@@ -4,12 +4,11 @@ asked for and builds the View the pages read; every expected failure is a messag
 from __future__ import annotations
 
 import streamlit as st
-from streamlit.runtime import Runtime
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..devices import DEVICES, device_status, resolve_device
 from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
+from ..formats.safe import shown_name
 from ..tokenizers import encode_prompt, parse_ids
 from . import uploads
 from .caches import ModelKey, RunKey, bundle_for, run_trace
@@ -20,7 +19,8 @@ from .sources import (
     UPLOAD_LIMIT_ENV,
     checkpoints_dir,
     default_checkpoint,
-    shipped,
+    listing,
+    shipped_note,
     upload_limit_mb,
     version,
 )
@@ -31,24 +31,16 @@ PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
 
 
 def _session_uploads() -> uploads.SessionUploads:
-    """This session's upload owner, kept in its session state: its folder goes when the session does."""
+    """This session's upload owner, kept in its session state: its bytes go when the session does."""
     owner = st.session_state.get("_uploads")
-    if not isinstance(owner, uploads.SessionUploads) or owner.closed:
-        ctx = get_script_run_ctx()
-        owner = st.session_state["_uploads"] = uploads.SessionUploads(ctx.session_id if ctx else None)
+    if not isinstance(owner, uploads.SessionUploads):
+        owner = st.session_state["_uploads"] = uploads.SessionUploads()
     return owner
-
-
-def _session_alive(session_id: str) -> bool:
-    """Whether the server still has this session connected (a closed tab is not)."""
-    if not Runtime.exists():  # AppTest: no server, sessions end with their objects
-        return True
-    return Runtime.instance().is_active_session(session_id)
 
 
 def _pick_checkpoint() -> tuple[str | None, str]:
     """The chosen source and how the page names it."""
-    names = shipped()
+    names, unreadable = listing()
     options = [*names, *Pick]
     if st.session_state.get("ckpt_choice") not in options:
         st.session_state["ckpt_choice"] = default_checkpoint() if default_checkpoint() in names else Pick.PATH
@@ -58,9 +50,17 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         key="ckpt_choice",
         format_func=lambda o: o.value if isinstance(o, Pick) else f"{o} (shipped)",
     )
+    if unreadable:  # a name that is not text cannot be an option, a URL or a cache key: say so, once
+        st.sidebar.caption(
+            f"Left out of this list: {plain(', '.join(unreadable[:3]))}"
+            f"{' …' if len(unreadable) > 3 else ''} in {plain(shown_name(str(checkpoints_dir())))} "
+            "(a folder name that is not valid UTF-8 text); rename it to pick it."
+        )
+    if shipped_note():  # the checkpoints folder holds more entries than one listing reads
+        st.sidebar.warning(plain(shipped_note()))
     if not names:
         st.sidebar.warning(
-            f"No shipped checkpoint in {checkpoints_dir()}: train one "
+            f"No shipped checkpoint in {plain(shown_name(str(checkpoints_dir())))}: train one "
             "(README) or pick a path. The demo model has random weights."
         )
     if choice is Pick.PATH:
@@ -87,9 +87,6 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             upload = _session_uploads().save(files, limit, UPLOAD_LIMIT_ENV)
         except GptvizError as e:
             st.error(f"Upload not used: {plain(e)}")
-            return None, ""
-        except OSError as e:  # the server's disk: full, or not writable
-            st.error(f"Upload not used: the server could not store it ({plain(e.strerror or e)})")
             return None, ""
         st.session_state["_upload_names"] = ", ".join(upload.names)
         return upload.source, upload.label
@@ -200,7 +197,6 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     Every expected failure is shown as a message in the page; the View then has no Trace.
     view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
     read_url()
-    uploads.sweep(_session_alive)  # uploads of sessions that have ended
     st.sidebar.header("gptviz")
     source, label = _pick_checkpoint()
     device = _pick_device()
@@ -225,7 +221,8 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
         except GptvizError as e:
             st.error(f"Device not available: {plain(e)}. Showing results on CPU.")
         v.device = "cpu"
-    model_key = ModelKey(source, v.device, version(source))
+    owner = _session_uploads().token if uploads.is_upload(source) else ""  # only this session's upload
+    model_key = ModelKey(source, v.device, version(source), owner)
     try:
         v.bundle = bundle_for(model_key)  # a failure is remembered for this version of the files
     except GptvizError as e:

@@ -1,6 +1,9 @@
 """Where a checkpoint comes from: a folder shipped with the project, a local path, an upload, or
 the demo model built in memory. A source is a string: a shipped name, "demo", a path, or
-"upload:<content hash>" (see uploads.py for where an upload lives)."""
+"upload:<content hash>" (see uploads.py: an upload lives in its session's memory).
+
+Every path a person gives (the URL, a text box) enters through checkpoint_path and is checked
+there (formats.safe.user_path); every name read from a folder is data, shown through shown_name."""
 
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ import os
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..formats.safe import read_json
-from .uploads import UPLOAD_PREFIX, is_upload, upload_root
+from ..formats.safe import read_json, shown_name, user_path
+from ..listing import list_folder
+from .uploads import UPLOAD_PREFIX, is_upload
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
 DEFAULT_ENV = "GPTVIZ_DEFAULT_CHECKPOINT"  # name (in that folder), path, or "demo"
@@ -46,12 +50,64 @@ def checkpoints_dir() -> Path:
     return checkout if checkout.is_dir() else Path.cwd() / "checkpoints"
 
 
-def shipped() -> list[str]:
-    """Names of the checkpoints shipped in checkpoints_dir(), one folder each."""
+def readable(name: str) -> bool:
+    """Whether a file name can be shown, put in a URL and typed back: valid UTF-8 (a listing gives
+    other bytes as lone surrogates) without control characters."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return name.isprintable()
+
+
+# (folder, its stat) -> (names, unreadable names, note): asked many times per rerun, the folder rarely changes
+_SHIPPED: dict[tuple[str, int, int], tuple[list[str], list[str], str]] = {}
+
+
+def _shipped_listing() -> tuple[list[str], list[str], str]:
     root = checkpoints_dir()
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and any(p.iterdir()))
+    try:
+        st = root.stat()
+    except (OSError, ValueError):
+        return [], [], ""
+    key = (str(root), st.st_mtime_ns, st.st_ino)
+    if key not in _SHIPPED:
+        try:
+            listing = list_folder(root)
+        except (OSError, ValueError):  # not a folder, or unreadable: nothing shipped
+            return [], [], ""
+        names = []
+        for e in listing.entries:
+            if e.is_dir and not e.name.startswith("."):
+                try:
+                    with os.scandir(e.path) as inside:
+                        if next(inside, None) is not None:  # an empty folder is no checkpoint
+                            names.append(e.name)
+                except OSError:
+                    continue
+        shown = sorted(n for n in names if readable(n))
+        unreadable = sorted(shown_name(n) for n in names if not readable(n))
+        _SHIPPED.clear()  # one checkpoints folder per process: keep only its latest state
+        _SHIPPED[key] = (shown, unreadable, listing.note)
+    return _SHIPPED[key]
+
+
+def listing() -> tuple[list[str], list[str]]:
+    """The checkpoint folders in checkpoints_dir() (sorted names), and the names of the folders
+    left out because their name is not readable text, as shown_name shows them."""
+    names, unreadable, _ = _shipped_listing()
+    return list(names), list(unreadable)
+
+
+def shipped() -> list[str]:
+    """Names of the checkpoints shipped in checkpoints_dir(), one folder each (readable names only;
+    a bounded listing, read again only when the folder changes)."""
+    return list(_shipped_listing()[0])
+
+
+def shipped_note() -> str:
+    """The note to show when the listing of checkpoints_dir() stopped early, else ""."""
+    return _shipped_listing()[2]
 
 
 def default_checkpoint() -> str:
@@ -65,21 +121,11 @@ def default_checkpoint() -> str:
 
 
 def checkpoint_path(source: str) -> Path:
-    """A shipped name -> its folder; anything else is a path as given. A path inside the upload
-    folder is refused: an upload belongs to the session that made it, and its server path must not
-    open it for anyone else (the owning session loads it by its content hash, never by path)."""
+    """A shipped name -> its folder; anything else is a path as given, or CheckpointError in one
+    line for one no file can have (a NUL byte)."""
     if source in shipped():
         return checkpoints_dir() / source
-    path = Path(source).expanduser()
-    try:
-        inside = upload_root().resolve() in [path.resolve(), *path.resolve().parents]
-    except (OSError, RuntimeError):  # a symlink loop or an unreadable path: the loader will say so
-        inside = False
-    if inside:
-        raise CheckpointError(
-            "that path is inside gptviz's upload folder, which is private to each session: upload the files instead"
-        )
-    return path
+    return user_path(source)
 
 
 def version(source: str) -> str:
@@ -93,6 +139,11 @@ def version(source: str) -> str:
         path = checkpoint_path(source)
     except CheckpointError:
         return ""
+    return path_version(path)
+
+
+def path_version(path: Path) -> str:
+    """version() of a checkpoint by its path: the folder's own time and the files a loader reads."""
     stamps = []
     try:
         if path.is_dir():

@@ -1,35 +1,33 @@
-"""Uploaded checkpoints: each belongs to one browser session.
+"""Uploaded checkpoints: each belongs to one browser session, and none ever touches the disk.
 
-An upload is written once, into a folder private to its session
-(<tempdir>/gptviz-uploads/<server pid>-<session id>-<random>/<content hash>/), and is named in the page by
-its file names, never by that path. Its cache key is its content hash, so a rerun (a head click)
-neither rewrites it nor reloads the model. The session's folder is deleted when the session ends:
-a weakref finalizer on the SessionUploads object kept in st.session_state (it runs when Streamlit
-drops the session), plus a sweep on every rerun that deletes the folders of sessions the server no
-longer has, of server processes that are gone, and of anything older than a day.
+An upload's bytes stay in memory, in a SessionUploads object kept in the session's own
+st.session_state, and every loader reads them from there (formats.MemoryPath): there is no
+folder in the temp directory, nothing to sweep, and nothing another session or another local
+user can name. When Streamlit drops the session, its state goes and the bytes with it.
+
+The page and the caches name an upload by its content hash ("upload:<hash>"), never by a path.
+A model key for an upload also carries the session's own secret token (ModelKey.owner), so a
+cached model or Trace of one session's upload is out of reach of a key that another session can
+build: typing "upload:<hash>" anywhere (a URL, Compare's checkpoint B) opens nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
-import tempfile
-import time
-import uuid
+import secrets
 import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..errors import CheckpointError
+from ..formats import MemoryPath
 
 UPLOAD_PREFIX = "upload:"  # a source "upload:<hash>" is the session's upload with that content
-STALE_SECONDS = 24 * 3600  # a folder this old is deleted whoever owns it
-_DONE = ".complete"  # written last: a folder without it is a half-written upload
-_LIVE: weakref.WeakValueDictionary[str, SessionUploads] = weakref.WeakValueDictionary()
+# owner token -> the session's uploads, held weakly: a closed session's object (and its bytes) is
+# freed by the collector, and the token (never shown, never in a URL) is the only way in
+_OWNERS: weakref.WeakValueDictionary[str, SessionUploads] = weakref.WeakValueDictionary()
 
 
 class UploadedFile(Protocol):
@@ -39,22 +37,17 @@ class UploadedFile(Protocol):
     def getvalue(self) -> bytes: ...
 
 
-def upload_root() -> Path:
-    """Where every session's upload folder lives."""
-    return Path(tempfile.gettempdir()) / "gptviz-uploads"
-
-
 def is_upload(source: str) -> bool:
     return source.startswith(UPLOAD_PREFIX)
 
 
 @dataclass(frozen=True)
 class Upload:
-    """One saved upload: its content hash, its file names, and what to load (folder or file)."""
+    """One upload held in memory: its content hash, its file names and their bytes."""
 
     digest: str
     names: tuple[str, ...]
-    path: Path
+    files: dict[str, bytes] = field(repr=False, compare=False)
 
     @property
     def source(self) -> str:
@@ -64,6 +57,16 @@ class Upload:
     def label(self) -> str:
         """How the page names it: 'upload: ckpt.pt, meta.pkl'."""
         return "upload: " + ", ".join(self.names)
+
+    @property
+    def path(self) -> MemoryPath:
+        """What to load: the folder of files, or the one file when a single file was uploaded."""
+        folder = MemoryPath(self.files, label=self.label)
+        return folder / self.names[0] if len(self.names) == 1 else folder
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self.files.values())
 
 
 def _digest(files: Sequence[UploadedFile]) -> str:
@@ -87,105 +90,43 @@ def check_names(files: Sequence[UploadedFile], limit_mb: int, limit_env: str) ->
 
 
 class SessionUploads:
-    """The uploads of one browser session, kept in its st.session_state. Its folder is deleted
-    when this object is collected (the session ended) or close() is called."""
+    """The upload of one browser session, kept in its st.session_state: one at a time, in memory."""
 
-    def __init__(self, session_id: str | None = None):
-        sid = re.sub(r"[^\w-]", "", session_id or "") or uuid.uuid4().hex
-        self.session_id = sid
-        # a suffix of its own: an object of the same session made later (or AppTest's one session id
-        # for every app) must not share a folder that this one's finalizer will delete
-        self.folder = upload_root() / f"{os.getpid()}-{sid}-{uuid.uuid4().hex[:12]}"
-        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
-        self._last: tuple[tuple, Upload] | None = None  # (the files' identity, what they were saved as)
-        _LIVE[self.folder.name] = self
+    def __init__(self) -> None:
+        self.token = secrets.token_hex(16)  # names this session's uploads in the model caches
+        self._last: tuple[tuple, Upload] | None = None  # (the files' identity, the upload)
+        _OWNERS[self.token] = self
 
     def save(self, files: Sequence[UploadedFile], limit_mb: int, limit_env: str) -> Upload:
-        """Write the files once into this session's folder, named by their content; return the Upload.
-        The same files (same upload ids, or the same content) are not hashed or written again, and
-        an earlier upload of this session is deleted so copies never pile up."""
+        """Keep the files' bytes as this session's upload and return it. The same files (same
+        upload ids) are not hashed again; a new upload replaces the last one, so at most one upload
+        per session is held."""
         check_names(files, limit_mb, limit_env)
         ident = tuple(sorted((getattr(f, "file_id", None) or id(f), f.name, f.size) for f in files))
-        if self._last and self._last[0] == ident and self.current(self._last[1].source):
+        if self._last and self._last[0] == ident:
             return self._last[1]
         digest = _digest(files)
-        dest = self.folder / digest
-        if not (dest / _DONE).is_file():
-            part = self.folder / f".part-{uuid.uuid4().hex}"
-            part.mkdir(parents=True)
-            for f in files:
-                (part / f.name).write_bytes(f.getvalue())
-            (part / _DONE).write_bytes(b"")
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(part, dest)
-        for old in self.folder.iterdir():  # one upload per session: the one in use
-            if old.name != digest:
-                shutil.rmtree(old, ignore_errors=True)
-        names = tuple(sorted(f.name for f in files))
-        upload = Upload(digest, names, dest if len(files) > 1 else dest / files[0].name)
+        if self._last and self._last[1].digest == digest:
+            upload = self._last[1]
+        else:
+            data = {f.name: f.getvalue() for f in files}
+            upload = Upload(digest, tuple(sorted(data)), data)
         self._last = (ident, upload)
         return upload
 
     def current(self, source: str) -> Upload | None:
-        """The Upload a source names, if it is this session's and still on disk."""
-        if self._last and self._last[1].source == source and (self.folder / self._last[1].digest / _DONE).is_file():
+        """The Upload a source names, if it is this session's current one."""
+        if self._last and self._last[1].source == source:
             return self._last[1]
         return None
 
     def close(self) -> None:
-        """Delete the session's folder now."""
-        self._finalizer()
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
+        """Drop the upload now (its bytes go once no cached model load is reading them)."""
+        self._last = None
 
 
-def find(source: str) -> Upload | None:
-    """The live Upload a source "upload:<hash>" names, in any session of this server: the same
-    hash is the same content, so whichever session's copy is used, the model is the same."""
-    for owner in list(_LIVE.values()):
-        upload = owner.current(source)
-        if upload is not None:
-            return upload
-    return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return True
-
-
-def sweep(is_active: Callable[[str], bool] | None = None, now: float | None = None) -> list[Path]:
-    """Delete upload folders whose session is gone: of this server, sessions no longer alive here
-    (no SessionUploads object, or is_active(session id) is False); of another server process, ones
-    whose process has exited; and any folder older than STALE_SECONDS. Returns what it deleted."""
-    root = upload_root()
-    now = time.time() if now is None else now
-    gone = []
-    try:
-        entries = list(root.iterdir())
-    except OSError:
-        return gone
-    for folder in entries:
-        pid = folder.name.partition("-")[0]
-        try:
-            old = now - folder.stat().st_mtime > STALE_SECONDS
-        except OSError:
-            continue
-        if not pid.isascii() or not pid.isdigit():
-            dead = old
-        elif int(pid) != os.getpid():
-            dead = old or not _pid_alive(int(pid))
-        else:
-            owner = _LIVE.get(folder.name)
-            dead = owner is None or (is_active is not None and not is_active(owner.session_id))
-        if dead:
-            shutil.rmtree(folder, ignore_errors=True)
-            gone.append(folder)
-    return gone
+def owned(token: str, source: str) -> Upload | None:
+    """The upload a source names in the session whose token this is; None for any other session,
+    a session that has ended, or a token that was never handed out."""
+    owner = _OWNERS.get(token) if token else None
+    return owner.current(source) if owner is not None else None

@@ -13,7 +13,7 @@ from ..figures import overview_cell
 from ..interventions import Intervention, ablate
 from ..names import point
 from ..record import Trace
-from .caches import RUN_ENTRIES, RunKey, bundle_for, run_trace
+from .caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 HeadPick = tuple[tuple[int, int], ...]  # (layer, head) pairs
 
@@ -27,14 +27,14 @@ def ablations(heads: HeadPick, mlps: tuple[int, ...], how: str) -> list[Interven
     return edits + [ablate(point("mlp.out", l), how=how) for l in sorted(mlps)]
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Running the edited model…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Running the edited model…")
 def ablated_run(key: RunKey, heads: HeadPick, mlps: tuple[int, ...], how: str) -> Trace:
     """The run of `key` with the chosen heads and MLPs ablated. Read-only, shared."""
     bundle = bundle_for(key.model)
     return trace(bundle.model, list(key.ids), bundle.tokenizer, interventions=ablations(heads, mlps, how))
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Patching every layer and position…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Patching every layer and position…")
 def sweep(clean: RunKey, corrupt_ids: tuple[int, ...], answer: int, wrong: int, site: str) -> np.ndarray:
     """patching_sweep of one (clean, corrupt, answer, wrong, site). Read-only, shared."""
     out = patching_sweep(bundle_for(clean.model).model, list(clean.ids), list(corrupt_ids), answer, wrong, site=site)
@@ -42,7 +42,7 @@ def sweep(clean: RunKey, corrupt_ids: tuple[int, ...], answer: int, wrong: int, 
     return out
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Running the patched model…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Running the patched model…")
 def patched(clean: RunKey, corrupt_ids: tuple[int, ...], site: str, layer: int, cell: int) -> Trace:
     """One cell of the sweep as a full Trace (the clean run's Trace comes from the run cache)."""
     bundle = bundle_for(clean.model)

@@ -4,21 +4,20 @@ asked, shared by every session like the Trace it comes from. Nothing re-runs the
 from __future__ import annotations
 
 import pandas as pd
-import streamlit as st
 
 from .. import analysis
 from ..analysis.lens import LogitLens
-from .caches import RUN_ENTRIES, RunKey, bundle_for, run_trace
+from .caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 
-@st.cache_resource(max_entries=RUN_ENTRIES, show_spinner="Scoring every head…")
+@cached(max_entries=RUN_ENTRIES, show_spinner="Scoring every head…")
 def head_table(key: RunKey) -> pd.DataFrame:
     """analysis.head_scores of one run (every layer's maps rebuilt once, one layer at a time).
     Shared between sessions: callers copy before changing it."""
     return analysis.head_scores(run_trace(key))
 
 
-@st.cache_resource(max_entries=4 * RUN_ENTRIES, show_spinner="Applying the final norm and LM head at every site…")
+@cached(max_entries=4 * RUN_ENTRIES, show_spinner="Applying the final norm and LM head at every site…")
 def lens(key: RunKey, positions: tuple[int, ...], k: int, target: int | None = None) -> LogitLens:
     """analysis.logit_lens of one run at the given positions: a window of the prompt costs that
     window, not T × V per site."""

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import figures
+from .. import analysis, figures
+from ..figures.style import no_autolink
 from ..formats import LoadReport
 from .state import View, view
 
@@ -29,8 +30,9 @@ def plain(text: object) -> str:
     """User text (a path, prompt, token, file name, or a message quoting one) made safe for every
     Streamlit call that renders Markdown (st.error, st.info, st.warning, st.caption, st.markdown,
     st.subheader): each ASCII punctuation mark is backslash-escaped, so links, images, headings,
-    colour directives and HTML reach the page as the characters typed."""
-    return _MARKUP.sub(r"\\\1", str(text))
+    colour directives and HTML reach the page as the characters typed, and a word joiner keeps
+    addresses and e-mail addresses from being linked (figures.style.no_autolink)."""
+    return _MARKUP.sub(r"\\\1", no_autolink(str(text)))
 
 
 def require_trace() -> View | None:
@@ -47,6 +49,16 @@ def chart(fig, key: str, **kwargs):
     v = view()
     fig = figures.presentation(fig, bool(v and v.presentation))
     return st.plotly_chart(fig, key=key, width="stretch", config=CHART_CONFIG, **kwargs)
+
+
+def nan_logits(logits, where: str) -> bool:
+    """Say so in one line, in the page, when the logits at a position are NaN (analysis.nan_logits),
+    and return True: the caller then shows no ranking, probability or rank computed from them.
+    where: "after 12 e" (user text is escaped here)."""
+    if not analysis.nan_logits(logits):
+        return False
+    st.error(plain(analysis.nan_message(where)))
+    return True
 
 
 def figure_chart(fig, key: str, **kwargs):

@@ -20,10 +20,12 @@ from .lens import lens_grid, site_label, target_depth
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
 from .residual import contributions_bars, residual_heatmap, residual_lines
 from .shapes import shape_flow
-from .style import presentation, style
+from .style import LOSS_AXIS, LOSS_UNIT, mean_loss, number, presentation, style
 from .tokens import loss_bars, token_chips_html, topk_bars
 
 __all__ = [
+    "LOSS_AXIS",
+    "LOSS_UNIT",
     "attention_heatmap",
     "attention_lines",
     "attribution_bars",
@@ -36,6 +38,8 @@ __all__ = [
     "lens_grid",
     "loss_bars",
     "mark_tile",
+    "mean_loss",
+    "number",
     "matrix_heatmap",
     "overview_cell",
     "presentation",

@@ -18,10 +18,12 @@ from .style import (
     ORANGE,
     category_axis,
     cell_notes,
+    colorbar_title,
     diverging_range,
     nan_overlay,
     plotly_text,
     style,
+    windowed,
 )
 
 MAX_CELLS = 256  # a heatmap side longer than this is averaged into blocks
@@ -29,10 +31,16 @@ GRID_TILE = 32  # side of one head's tile in the layer × head grid
 GRID_GAP = 2  # NaN cells between tiles
 
 COLORBAR_TITLE = {
-    "weights": "attention weight<br>(probability, 0–1)",
+    "weights": "attention weight",
     "masked scores": "score q·k/√D<br>(unitless)",
     "scores": "score q·k/√D<br>(unitless)",
 }
+
+
+def _colorbar(kind: str, score_rule: str | None) -> str:
+    if kind == "weights" or not score_rule:
+        return COLORBAR_TITLE[kind]
+    return f"score {score_rule}<br>(unitless)"
 
 
 def token_labels(tokens: Sequence[str]) -> list[str]:
@@ -100,6 +108,7 @@ def attention_heatmap(
     max_cells: int = MAX_CELLS,
     height: int = 680,
     mask: np.ndarray | None = None,
+    score_rule: str | None = None,
 ) -> go.Figure:
     """One head's [T, T] matrix, queries as rows and keys as columns. Masked cells (the key comes
     after the query) are not drawn: the grey background shows through. Cells where the model itself
@@ -108,6 +117,7 @@ def attention_heatmap(
     kind: "weights", "masked scores" or "scores" (sets the colour scale and its title).
     skip_first_key: scale the colours without key 0, which often takes most of the weight (a sink).
     mask: the layer's [T, T] attention mask (True = may read); without it every NaN counts as masked.
+    score_rule: the model's own score formula (analysis.score_rule) where it is not q·k/√D.
     A side longer than max_cells is averaged into blocks (NaN-aware) and the title says so."""
     m, masked, bad = _cells(matrix, mask, kind)
     z, masked, bad, b = _reduce(m, masked, bad, max_cells)
@@ -125,13 +135,13 @@ def attention_heatmap(
             zmax=zmax,
             colorscale="RdBu_r" if diverging else "Viridis",
             hoverongaps=False,
-            colorbar=dict(title=dict(text=COLORBAR_TITLE[kind] + f"<br>{zmin:.3g} … {zmax:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title(_colorbar(kind, score_rule), zmin, zmax))),
             hovertemplate="query %{y}<br>key %{x}<br>" + kind + " %{z:.4f}<extra></extra>",
         )
     )
     if bad.any():
         fig.add_trace(nan_overlay(bad, ticks, ticks))
-    caption = cell_notes(bool(masked.any()), bool(bad.any()))
+    caption = cell_notes(bool(masked.any()), bool(bad.any()), windowed(mask))
     if note:
         caption += f"; {note}"
     style(
@@ -142,11 +152,9 @@ def attention_heatmap(
         plot_bgcolor=MASKED if masked.any() else "white",
         margin=dict(t=90),
     )
-    fig.update_xaxes(
-        title_text="key position and token (what is read)", side="bottom", showgrid=False, constrain="domain"
-    )
+    fig.update_xaxes(title_text="key (read)", side="bottom", showgrid=False, constrain="domain")
     fig.update_yaxes(
-        title_text="query position and token (who reads)",
+        title_text="query (reads)",
         autorange="reversed",
         showgrid=False,
         scaleanchor="x",
@@ -201,11 +209,19 @@ def head_grid(
     title = f"Layer {layer}: every head's attention weights"
     if b > 1:
         title += f" · cells are means of {b}×{b} blocks"
-    style(fig, title, height=260 * rows + 110, subtitle=cell_notes(any_masked, any_bad), plot_bgcolor=MASKED)
+    style(
+        fig,
+        title,
+        height=260 * rows + 110,
+        subtitle=cell_notes(any_masked, any_bad, windowed(mask)),
+        plot_bgcolor=MASKED,
+    )
     # Subplots: the automatic title margin ignores the subtitle, so the title sits in a fixed top margin.
     fig.update_layout(title_yref="container", title_y=1, title_yanchor="top", title_pad_t=10, margin_t=110)
     fig.update_layout(
-        coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text="weight<br>0 … 1")))
+        coloraxis=dict(
+            colorscale="Viridis", cmin=0, cmax=1, colorbar=dict(title=dict(text=colorbar_title("weight", 0, 1)))
+        )
     )
     fig.update_xaxes(showticklabels=False, showgrid=False, title_text="")
     fig.update_yaxes(showticklabels=False, showgrid=False, autorange="reversed")
@@ -270,7 +286,7 @@ def layer_head_grid(
             zmin=0,
             zmax=1,
             hoverinfo="skip",
-            colorbar=dict(title=dict(text="weight<br>0 … 1")),
+            colorbar=dict(title=dict(text=colorbar_title("weight", 0, 1))),
         )
     )
     # Masked and NaN cells as one small uint8 layer over the weights: 0 is transparent, so the gaps
@@ -387,10 +403,11 @@ def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, 
     n = len(keys)
     ys = {int(k): n - 1 - i for i, k in enumerate(keys)}
     qy = (n - 1) / 2
+    gap = 0.06  # the lines stop short of the labels: a weight near 1 draws a line 14.5 px wide
     for k in keys:
         fig.add_trace(
             go.Scatter(
-                x=[0, 1],
+                x=[gap, 1 - gap],
                 y=[qy, ys[int(k)]],
                 mode="lines",
                 line=dict(width=0.5 + 14 * w[k], color=BLUE),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import style
+from .style import colorbar_title, style
 
 UP, DOWN = "#b2182b", "#2166ac"  # the ends of RdBu_r, as in the head grid: red pushes up, blue down
 MAX_BARS = 30  # more parts than this: the largest by |value|, the rest summed into one bar
@@ -80,7 +80,7 @@ def attribution_heads(matrix: np.ndarray, *, what: str) -> go.Figure:
             colorscale="RdBu_r",
             zmin=-r,
             zmax=r,
-            colorbar=dict(title=dict(text=f"logit<br>{-r:.3g} … {r:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title("logit", -r, r))),
             hovertemplate="layer %{y}, head %{x}<br>adds %{z:+.4f} to the logit<extra></extra>",
             texttemplate="%{z:.2f}" if L * H <= 64 else None,
         )

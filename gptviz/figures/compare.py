@@ -13,7 +13,19 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .attention import token_labels
-from .style import BLUE, INK, MASKED, ORANGE, category_axis, diverging_range, style
+from .style import (
+    BLUE,
+    INK,
+    LOSS_AXIS,
+    LOSS_UNIT,
+    MASKED,
+    ORANGE,
+    category_axis,
+    colorbar_title,
+    diverging_range,
+    plotly_text,
+    style,
+)
 
 __all__ = [
     "attention_difference_heatmap",
@@ -43,7 +55,7 @@ def attention_difference_heatmap(
             zmax=r,
             colorscale="RdBu_r",
             hoverongaps=False,
-            colorbar=dict(title=dict(text=f"A − B<br>{-r:.3g} … {r:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title("A − B", -r, r))),
             hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:+.4f}<extra></extra>",
         )
     )
@@ -78,7 +90,7 @@ def head_change_heatmap(change: np.ndarray, *, title: str, what: str = "change")
             zmax=r,
             colorscale="RdBu_r",
             texttemplate="%{z:+.3f}",
-            colorbar=dict(title=dict(text=f"{what}<br>{-r:.2g} … {r:.2g}")),
+            colorbar=dict(title=dict(text=colorbar_title(what, -r, r, ".2g"))),
             hovertemplate="%{y}, %{x}<br>" + what + " %{z:+.4f}<extra></extra>",
         )
     )
@@ -118,19 +130,13 @@ def loss_pair(df: pd.DataFrame, labels: Sequence[str], *, title: str, names: tup
                 y=df[col].to_numpy(),
                 name=name,
                 marker_color=colour,
-                hovertemplate=name + ": %{x}<br>loss %{y:.3f} nats<extra></extra>",
+                hovertemplate=plotly_text(name) + ": %{x}<br>loss %{y:.3f} " + LOSS_UNIT + "<extra></extra>",
             )
         )
-    style(
-        fig,
-        title,
-        height=400,
-        subtitle="loss of each token given the ones before it",
-        barmode="group",
-        margin=dict(t=100),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"),
-    )
-    fig.update_yaxes(title_text="loss (nats)", rangemode="tozero")
+    # which colour is which, in the subtitle: a legend above the plot ran into the title
+    colours = f"blue: {plotly_text(names[0])} · orange: {plotly_text(names[1])}"
+    style(fig, title, height=400, subtitle=colours, barmode="group", margin=dict(t=100), showlegend=False)
+    fig.update_yaxes(title_text=LOSS_AXIS, rangemode="tozero")
     fig.update_xaxes(title_text="predicted token")
     category_axis(fig, "x", labels)
     return fig
@@ -162,12 +168,12 @@ def timeline_losses(steps: pd.DataFrame, *, title: str, marked: int | None = Non
         fig,
         title,
         height=420,
-        subtitle="nats per token; dashed: the step on view",
+        subtitle=f"{LOSS_UNIT} per token; dashed: the step on view",
         margin=dict(t=110),
         legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
     )
     fig.update_xaxes(title_text="training step")
-    fig.update_yaxes(title_text="loss (nats)")
+    fig.update_yaxes(title_text=f"loss ({LOSS_UNIT})")
     return fig
 
 

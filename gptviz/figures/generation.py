@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import BLUE, ORANGE, category_axis, plotly_text, style
+from .style import BLUE, ORANGE, category_axis, mean_loss, plotly_text, style
 
 GREY = "#9aa5b1"  # prompt tokens, set apart from the generated ones
 
@@ -79,10 +79,10 @@ def generated_probs(labels: Sequence[str], probs: Sequence[float], selected: int
             hovertemplate="step %{x}<br>probability %{y:.4%}<extra></extra>",
         )
     )
-    mean_bits = float(-np.log2(np.clip(p, 1e-30, 1)).mean()) if p.size else float("nan")
+    surprise = -np.log(np.clip(p, 1e-30, 1))
     style(
         fig,
-        f"Probability of each generated token when it was chosen (mean surprise {mean_bits:.2f} bits; "
+        f"Probability of each generated token when it was chosen (surprise −ln p: {mean_loss(surprise, '.2f')}; "
         "orange = the step on view)",
         height=340,
     )

@@ -7,15 +7,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import ORANGE, category_axis, style
+from .style import ORANGE, category_axis, colorbar_title, style
 
 SCORE_TITLES = {
-    "previous_token": "previous-token score<br>(share of attention, 0–1)",
-    "duplicate_token": "duplicate-token score<br>(share of attention, 0–1)",
-    "induction": "induction score<br>(share of attention, 0–1)",
-    "sink": "sink: mean weight on key 0<br>(0–1)",
-    "self": "self: mean weight on the diagonal<br>(0–1)",
-    "entropy": "entropy per query<br>(nats)",
+    "previous_token": "previous-token score (share of attention)",
+    "duplicate_token": "duplicate-token score (share of attention)",
+    "induction": "induction score (share of attention)",
+    "sink": "sink: mean weight on key 0",
+    "self": "self: mean weight on the diagonal",
+    "entropy": "entropy per query (nats)",
 }
 SHORT = {"previous_token": "prev", "duplicate_token": "dup", "induction": "ind", "sink": "sink", "self": "self"}
 
@@ -56,7 +56,7 @@ def head_score_grid(
             text=text,
             texttemplate="%{text}" if L * H <= 400 else None,  # values in the cells while they stay legible
             hoverongaps=False,
-            colorbar=dict(title=dict(text=SCORE_TITLES[score] + f"<br>{zmin:.3g} … {zmax:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title(SCORE_TITLES[score], zmin, zmax))),
             hovertemplate="layer %{y}, head %{x}<br>" + score + " %{z:.3f}<extra></extra>",
         )
     )

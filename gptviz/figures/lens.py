@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import BLUE, ORANGE, category_axis, style
+from .style import BLUE, ORANGE, category_axis, colorbar_title, nan_overlay, style
 
 LENS_TITLE = "the final norm and LM head applied to an intermediate residual (a logit lens)"
 MAX_TEXT_COLUMNS = 48  # positions shown with their token text; the page picks a window this wide
@@ -43,10 +43,19 @@ def lens_grid(
     ys = [site_label(s) for s in sites]
     xs = [html.escape(str(p)) for p in position_labels]
     esc = np.vectorize(lambda s: html.escape(str(s)), otypes=[object])(top_tokens) if top_tokens.size else top_tokens
+    # where a site's logits are NaN there is no top token (the argmax of NaN is just id 0): say NaN, in red
+    nan = ~np.isfinite(top_probs[:, :, 0])
+    if nan.any():
+        esc = esc.copy()
+        esc[nan] = "NaN"
     hover = np.empty((S, W), dtype=object)
     for s in range(S):
         for w in range(W):
-            hover[s, w] = "<br>".join(f"{esc[s, w, j]}  {top_probs[s, w, j]:.1%}" for j in range(k))
+            hover[s, w] = (
+                "NaN: the logits here are NaN"
+                if nan[s, w]
+                else "<br>".join(f"{esc[s, w, j]}  {top_probs[s, w, j]:.1%}" for j in range(k))
+            )
     fig = go.Figure(
         go.Heatmap(
             z=top_probs[:, :, 0],
@@ -59,9 +68,20 @@ def lens_grid(
             texttemplate="%{text}" if W <= MAX_TEXT_COLUMNS else None,
             customdata=hover,
             hovertemplate="site %{y}<br>position %{x}<br>top tokens:<br>%{customdata}<extra></extra>",
-            colorbar=dict(title=dict(text="probability of<br>the top token<br>0 … 1")),
+            colorbar=dict(title=dict(text=colorbar_title("probability of the top token", 0, 1))),
         )
     )
+    if nan.any():
+        fig.add_trace(
+            nan_overlay(
+                nan,
+                xs,
+                ys,
+                text=esc[:, :, 0],
+                texttemplate="%{text}",
+                hovertemplate="site %{y}<br>position %{x}<br>NaN: the logits here are NaN<extra></extra>",
+            )
+        )
     T = n_tokens if n_tokens is not None else W
     where = f"positions {first_position}–{first_position + W - 1} of {T}" if W < T else f"all {T} positions"
     style(
@@ -86,7 +106,8 @@ def target_depth(
     ys = [site_label(s) for s in sites]
     tok, pos = html.escape(str(token)), html.escape(str(position_label))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    rank1 = np.asarray(rank, dtype=np.int64) + 1
+    # a site whose logits are NaN ranks nothing: a gap in both lines, not "rank 1"
+    rank1 = np.where(np.isfinite(np.asarray(prob, dtype=np.float64)), np.asarray(rank, dtype=np.float64) + 1, np.nan)
     fig.add_trace(
         go.Scatter(
             x=ys,

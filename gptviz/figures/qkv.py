@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.blocks import block_labels, block_mean
-from .style import BLUE, MASKED, ORANGE, category_axis, diverging_range, style
+from .style import BLUE, MASKED, ORANGE, category_axis, colorbar_title, diverging_range, style
 
 MAX_ROWS = 256
 
@@ -34,7 +34,7 @@ def matrix_heatmap(
             colorscale="RdBu_r",
             zmin=-r,
             zmax=r,
-            colorbar=dict(title=dict(text=f"{value_name}<br>−{r:.3g} … {r:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title(value_name, -r, r))),
             hovertemplate="token %{y}<br>dimension %{x}<br>" + value_name + " %{z:.4f}<extra></extra>",
         )
     )
@@ -45,7 +45,9 @@ def matrix_heatmap(
     return fig
 
 
-def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str, head_dim: int) -> go.Figure:
+def query_scores(
+    keys: pd.DataFrame, labels: Sequence[str], *, query_label: str, head_dim: int, rule: str | None = None
+) -> go.Figure:
     """The computation of one query's attention, one bar per key: the score q·k/√D (masked keys
     hatched grey: they take no part), then the softmax weight. The bars are the Trace's own values
     (analysis.query_computation's "score (Trace)" and "weight (Trace)"); q·k shows in the hover."""
@@ -56,7 +58,8 @@ def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str,
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.12,
-        subplot_titles=(f"score = q·k / √{head_dim}", "weight = softmax over the allowed keys"),
+        # rule: the model's own formula (analysis.query_computation's), where it is not q·k / √D
+        subplot_titles=(f"score = {rule or f'q·k / √{head_dim}'}", "weight = softmax over the allowed keys"),
     )
     score = keys["score (Trace)"].to_numpy()
     fig.add_trace(
@@ -96,7 +99,7 @@ def query_scores(keys: pd.DataFrame, labels: Sequence[str], *, query_label: str,
     )
     style(
         fig,
-        f"Query {query_label}: q·k for every key, ÷√D, mask, softmax",
+        f"Query {query_label}: {rule or 'q·k / √D'} for every key, mask, softmax",
         height=560,
         barmode="overlay",
         legend=dict(orientation="h", y=-0.18),
@@ -134,7 +137,7 @@ def query_weighted_values(
             z=rows,
             y=list(labels),
             x=np.arange(rows.shape[1]),
-            colorbar=dict(title=dict(text=f"value<br>−{r:.3g} … {r:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title("value", -r, r))),
             hovertemplate="key %{y}<br>dimension %{x}<br>weight·v %{z:.4f}<extra></extra>",
             **common,
         ),

@@ -10,9 +10,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis.blocks import block_labels, block_mean
-from .style import BLUE, INK, ORANGE, category_axis, diverging_range, style
+from .style import BLUE, INK, ORANGE, category_axis, colorbar_title, diverging_range, style
 
 STAT_NAMES = {"norm": "L2 norm ‖x‖ over C", "mean": "mean over C", "std": "standard deviation over C"}
+# The y axis says the statistic short: the title names it in full, and a long axis title runs up into
+# the chart's title on a 720 px high screen.
+STAT_SHORT = {"norm": "‖x‖", "mean": "mean", "std": "std"}
 
 
 def residual_lines(
@@ -59,7 +62,7 @@ def residual_lines(
     style(fig, f"Residual stream {STAT_NAMES[stat]}, layer by layer", height=420, legend=dict(orientation="h", y=-0.3))
     fig.update_xaxes(title_text="point in the residual stream (layer.sub-layer)")
     category_axis(fig, "x", sites)
-    fig.update_yaxes(title_text=f"{STAT_NAMES[stat]} (activation units)", gridcolor="#eee")
+    fig.update_yaxes(title_text=f"{STAT_SHORT[stat]} (activation units)", gridcolor="#eee")
     return fig
 
 
@@ -84,7 +87,7 @@ def residual_heatmap(
             colorscale="RdBu_r" if diverging else "Viridis",
             zmin=lo,
             zmax=hi,
-            colorbar=dict(title=dict(text=f"{stat}<br>{lo:.3g} … {hi:.3g}")),
+            colorbar=dict(title=dict(text=colorbar_title(stat, lo, hi))),
             hovertemplate="%{y}<br>token %{x}<br>" + stat + " %{z:.4g}<extra></extra>",
         )
     )
@@ -93,7 +96,7 @@ def residual_heatmap(
         title += f" · columns are means of {b} positions"
     style(fig, title, height=max(300, 26 * len(sites) + 160))
     fig.update_xaxes(title_text="token position and text", showgrid=False)
-    fig.update_yaxes(title_text="point in the residual stream", autorange="reversed", showgrid=False)
+    fig.update_yaxes(title_text="layer.sub-layer", autorange="reversed", showgrid=False)
     category_axis(fig, "x", cols)
     category_axis(fig, "y", sites)
     return fig

@@ -20,12 +20,74 @@ INK = "#333333"  # reference lines
 FONT_FAMILY = "Inter, 'Source Sans Pro', Arial, sans-serif"
 MASKED_NOTE = "grey = masked (a key after its query: not read)"
 NAN_NOTE = "red = NaN computed by the model"
+# One unit of loss on every page: nats, the unit of the training loss nanoGPT prints and the cards
+# record (bits = nats / ln 2 only in a CSV's loss_bits column).
+LOSS_UNIT = "nats"
+LOSS_AXIS = "loss −ln p (nats)"
+
+
+# GitHub-flavoured Markdown (Streamlit's renderer) turns www.…, http(s)://… and name@host into links
+# after escapes and character references are resolved, so neither can stop it; an invisible WORD
+# JOINER (U+2060) where those patterns join does: "www⁠.", "https:⁠//", "name⁠@host" read the same.
+WORD_JOINER = "\u2060"
+_AUTOLINK = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=//)|(?=@)")
+_ASCII_PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
+
+
+def no_autolink(s: str) -> str:
+    """Text that GitHub-flavoured Markdown will not turn into a link (see WORD_JOINER)."""
+    return _AUTOLINK.sub(WORD_JOINER, s)
+
+
+def html_text(s: str) -> str:
+    """Token text inside HTML that Streamlit reads as Markdown too (st.markdown with
+    unsafe_allow_html): every ASCII punctuation mark as a numeric character reference, which HTML
+    shows as the character and CommonMark never reads as markup (no emphasis across chips, no link,
+    no tag), and no autolink."""
+    return _ASCII_PUNCT.sub(lambda m: f"&#{ord(m.group())};", no_autolink(s))
 
 
 def plotly_text(s: str) -> str:
     """Token text as Plotly shows it, never as markup: Plotly reads tags such as <a href> and <br> in
     titles, ticks and hover text, and turns &lt; / &gt; back into < / >."""
     return s.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def number(x: float, spec: str = ".3f") -> str:
+    """A value for a title or label: "NaN" (or "Inf") when the model computed one, never "nan"."""
+    x = float(x)
+    if np.isnan(x):
+        return "NaN"
+    return f"{x:{spec}}" if np.isfinite(x) else ("Inf" if x > 0 else "−Inf")
+
+
+def mean_loss(values: Sequence[float] | np.ndarray, spec: str = ".3f") -> str:
+    """The mean of per-token losses in LOSS_UNIT for a title or legend, saying how many are NaN
+    instead of printing "mean nan": "mean 1.234 nats", "mean 1.234 nats over 40 tokens, 19 NaN",
+    "every loss NaN"."""
+    v = np.asarray(values, dtype=np.float64)
+    finite = v[np.isfinite(v)]
+    if v.size and not finite.size:
+        return "every loss NaN"
+    text = f"mean {number(finite.mean() if finite.size else np.nan, spec)} {LOSS_UNIT}"
+    return text + (f" over {finite.size} tokens, {v.size - finite.size} NaN" if finite.size < v.size else "")
+
+
+def nan_figure(fig: go.Figure, message: str) -> go.Figure:
+    """Say on an empty chart that there is nothing to draw because the model computed NaN: red text
+    in the middle of the plot, no axes that would suggest a scale. Returns the same figure."""
+    fig.add_annotation(
+        text=wrap(plotly_text(message), 56),
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font=dict(color=NAN),
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
 
 
 def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **layout) -> go.Figure:
@@ -84,6 +146,7 @@ def nan_overlay(nan_cells: np.ndarray, x, y, **trace) -> go.Heatmap:
     """A heatmap drawn over another one that paints the cells where the model computed NaN red,
     so they cannot be taken for masked (grey) cells. nan_cells: bool, True where NaN."""
     z = np.where(np.asarray(nan_cells, dtype=bool), 1.0, np.nan).astype(np.float32)
+    trace = {"hovertemplate": "query %{y}<br>key %{x}<br>NaN computed by the model<extra></extra>", **trace}
     return go.Heatmap(
         z=z,
         x=x,
@@ -94,14 +157,25 @@ def nan_overlay(nan_cells: np.ndarray, x, y, **trace) -> go.Heatmap:
         showscale=False,
         hoverongaps=False,
         name="NaN",
-        hovertemplate="query %{y}<br>key %{x}<br>NaN computed by the model<extra></extra>",
         **trace,
     )
 
 
-def cell_notes(masked: bool, nan: bool) -> str:
-    """The caption of a heatmap's colourless cells: what grey and red mean, when they occur."""
-    notes = ([MASKED_NOTE] if masked else []) + ([NAN_NOTE] if nan else [])
+WINDOW_NOTE = "grey = masked (a key after its query, or older than the layer's window: not read)"
+
+
+def windowed(mask) -> bool:
+    """Whether an attention mask [T, T] also hides earlier keys (a sliding-window or local layer)."""
+    if mask is None:
+        return False
+    m = np.asarray(mask, dtype=bool)
+    return bool((~m & np.tri(*m.shape, dtype=bool)).any())
+
+
+def cell_notes(masked: bool, nan: bool, window: bool = False) -> str:
+    """The caption of a heatmap's colourless cells: what grey and red mean, when they occur.
+    window: the mask also hides keys older than a sliding window."""
+    notes = ([WINDOW_NOTE if window else MASKED_NOTE] if masked else []) + ([NAN_NOTE] if nan else [])
     return "; ".join(notes) if notes else "no masked cells"
 
 
@@ -124,6 +198,33 @@ def wrap(text: str, width: int) -> str:
     return "<br>".join(lines)
 
 
+def colorbar_title(name: str, lo: float | None = None, hi: float | None = None, spec: str = ".3g") -> str:
+    """A colour bar's title on one line: the quantity and, when given, the range its colours span
+    ("score q·k/√D, −4.1 … 5.2"). One line, because the title runs along the bar
+    (_colorbar_compact), where a second line reads as a stray second scale beside the first."""
+    text = re.sub(r"\s*<br\s*/?>\s*", " ", name)
+    return text if lo is None else f"{text}, {number(lo, spec)} … {number(hi, spec)}"
+
+
+def wrap_name(text: str, width: int = 44) -> str:
+    """A checkpoint's name or path for a title, as Plotly text, never cut: a path has no spaces for
+    wrap() to break at, so a long one is broken after a "/" (or every `width` characters)."""
+    lines, line = [], ""
+    for part in re.split(r"(?<=/)", text):
+        while len(part) > width:  # one path component longer than a line
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    lines.append(line)
+    return "<br>".join(plotly_text(x) for x in lines if x)
+
+
 def _colorbar_compact(fig: go.Figure, font: int) -> None:
     """Colour bar titles along the bar (not above it), so a wide title neither covers the plot's
     titles nor pushes the plot narrow; the bar starts at the bottom and leaves the top fifth free
@@ -133,11 +234,12 @@ def _colorbar_compact(fig: go.Figure, font: int) -> None:
     )
     for tr in fig.data:
         if hasattr(tr, "colorbar") and getattr(tr, "showscale", None) is not False:
-            tr.update(colorbar=bar)
+            tr.update(colorbar=dict(bar, title_text=colorbar_title(tr.colorbar.title.text or "")))
         elif getattr(getattr(tr, "marker", None), "colorbar", None) is not None and tr.marker.colorbar.title.text:
-            tr.update(marker_colorbar=bar)
+            tr.update(marker_colorbar=dict(bar, title_text=colorbar_title(tr.marker.colorbar.title.text)))
     if fig.layout.coloraxis and fig.layout.coloraxis.colorbar:
-        fig.update_layout(coloraxis_colorbar=bar)
+        title = colorbar_title(fig.layout.coloraxis.colorbar.title.text or "")
+        fig.update_layout(coloraxis_colorbar=dict(bar, title_text=title))
 
 
 def presentation(fig: go.Figure, on: bool = True) -> go.Figure:

@@ -9,7 +9,18 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import BLUE, category_axis, plotly_text, style
+from .style import (
+    BLUE,
+    LOSS_AXIS,
+    LOSS_UNIT,
+    NAN,
+    category_axis,
+    html_text,
+    mean_loss,
+    nan_figure,
+    plotly_text,
+    style,
+)
 
 _CHIP = (
     '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
@@ -28,27 +39,39 @@ def _heat(frac: float) -> str:
 def token_chips_html(
     labels: Sequence[str],
     ids: Sequence[int],
-    values: Sequence[float] | None = None,
+    values: Sequence[float | None] | None = None,
     vmax: float | None = None,
     unit: str = "",
 ) -> str:
-    """Tokens as HTML chips 'index·id / token'. With values (one per token, NaN = none), each chip is
-    coloured from white (0) to red (vmax) and its tooltip shows the value. Text is HTML-escaped."""
+    """Tokens as HTML chips 'index·id / token'. With values (one per token), each chip is coloured
+    from white (0) to orange-red (vmax) and its tooltip shows the value; None = no value (pale grey,
+    e.g. the first token, which nothing predicts); NaN = the model computed NaN (NAN red, the colour
+    NaN has on every chart, so it is never taken for a white "certain"). Text is HTML-escaped."""
     chips = []
     if values is not None and vmax is None:
-        finite = [v for v in values if np.isfinite(v)]
+        finite = [v for v in values if v is not None and np.isfinite(v)]
         vmax = max(finite) if finite else 1.0
     for i, (tok, tid) in enumerate(zip(labels, ids)):
-        v = values[i] if values is not None else np.nan
-        bg = _heat(v / vmax) if np.isfinite(v) and vmax else "#f4f4f4"
-        tip = f"position {i}, id {tid}" + (f", {v:.3f} {unit}" if np.isfinite(v) else "")
-        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html.escape(tok)))
+        v = values[i] if values is not None else None
+        tip = f"position {i}, id {tid}"
+        if v is None:
+            bg = "#f4f4f4"
+        elif np.isfinite(v):
+            bg, tip = _heat(v / vmax) if vmax else _heat(0), f"{tip}, {v:.3f} {unit}"
+        else:
+            bg, tip = NAN, f"{tip}, NaN (the model computed NaN here)"
+        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html_text(tok)))
     return '<div style="line-height:2.6">' + "".join(chips) + "</div>"
 
 
 def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.0) -> go.Figure:
     """Horizontal bars of a top-k table (analysis.top_k): probability on x (0–1 shown as %),
-    the logit in the text and hover. The most likely token is on top."""
+    the logit in the text and hover. The most likely token is on top. A table from NaN logits (no
+    rows, attrs["nan"]) gives a chart that says so instead of bars."""
+    if top.attrs.get("nan"):
+        fig = go.Figure()
+        style(fig, f"Next token after {position_label}: logits are NaN", height=260)
+        return nan_figure(fig, f"The logits after {position_label} are NaN: no next-token distribution to rank.")
     names = [f"#{r} {plotly_text(t)}" for r, t in zip(top["rank"], top["token"])]
     fig = go.Figure(
         go.Bar(
@@ -80,34 +103,48 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
 
 
 def loss_bars(loss: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
-    """Per-token loss of the prompt (analysis.per_token_loss): one bar per predicted token, in bits."""
+    """Per-token loss of the prompt (analysis.per_token_loss): one bar per predicted token, in nats.
+    A NaN loss gets a red "NaN" mark on the axis (a bar of no height would read as "certain")."""
     pos = loss["position"].to_numpy()
-    bits = loss["loss_bits"].to_numpy()
+    nats = loss["loss_nats"].to_numpy(dtype=np.float64)
+    x = [labels[p] for p in pos]
+    finite = nats[np.isfinite(nats)]
+    top = float(finite.max()) if finite.size else 1.0
     fig = go.Figure(
         go.Bar(
-            x=[labels[p] for p in pos],
-            y=bits,
+            x=x,
+            y=nats,
             marker=dict(
-                color=bits,
+                color=nats,
                 colorscale="OrRd",
                 cmin=0,
-                cmax=float(bits.max()) if len(bits) else 1,
-                colorbar=dict(title=dict(text=f"loss (bits)<br>0 … {bits.max() if len(bits) else 0:.2f}")),
+                cmax=top,
+                colorbar=dict(title=dict(text=f"loss ({LOSS_UNIT})")),
             ),
             customdata=loss["probability"].to_numpy(),
-            hovertemplate="token %{x}<br>loss %{y:.3f} bits<br>p = %{customdata:.4f}<extra></extra>",
+            hovertemplate=f"token %{{x}}<br>loss %{{y:.3f}} {LOSS_UNIT}<br>p = %{{customdata:.4f}}<extra></extra>",
+            showlegend=False,
         )
     )
-    mean = float(bits.mean()) if len(bits) else float("nan")
-    style(
-        fig,
-        f"How surprised the model is by each prompt token (mean {mean:.3f} bits = {mean * np.log(2):.3f} nats)",
-        height=380,
-    )
+    bad = ~np.isfinite(nats)
+    if bad.any():
+        fig.add_scatter(
+            x=[x[i] for i in np.flatnonzero(bad)],
+            y=np.zeros(int(bad.sum())),
+            mode="markers+text",
+            marker=dict(color=NAN, symbol="x", size=12),
+            text=["NaN"] * int(bad.sum()),
+            textposition="top center",
+            textfont=dict(color=NAN),
+            name="loss NaN",
+            hovertemplate="token %{x}<br>loss NaN: the model computed NaN here<extra></extra>",
+            showlegend=False,
+        )
+    style(fig, f"How surprised the model is by each prompt token ({mean_loss(nats)})", height=420)
     fig.update_xaxes(
         title_text="token (position and text), predicted from the tokens before it",
-        tickangle=-45 if len(pos) > 8 else 0,  # upright labels of many tokens run into each other
+        tickangle=-90 if len(pos) > 8 else 0,  # slanted labels of many tokens run into each other
     )
-    category_axis(fig, "x", [labels[p] for p in pos])
-    fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero", gridcolor="#eee")
+    category_axis(fig, "x", x)
+    fig.update_yaxes(title_text=LOSS_AXIS, rangemode="tozero", gridcolor="#eee", range=[0, top * 1.15])
     return fig

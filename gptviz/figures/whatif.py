@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import style
+from .style import FONT, LOSS_AXIS, LOSS_UNIT, NAN, mean_loss, style
 
-MAX_TEXT_CELLS = 600  # numbers written in the cells up to this many
+# Numbers are written in the cells up to this many columns, in a fixed readable size: Plotly
+# otherwise shrinks them to fit the cell (about 5 px tall at 60 columns); beyond it the hover has them.
+MAX_TEXT_COLUMNS = 24
 
 
 def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None = None) -> go.Figure:
@@ -20,7 +22,7 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
     heads = site == "attn.z"
     cols = [f"H{h}" for h in range(n)] if heads else list(labels or [str(i) for i in range(n)])
     top = max(1.0, float(np.nanmax(np.abs(sweep))) if sweep.size else 1.0)
-    text = np.vectorize(lambda v: f"{v:.2f}")(sweep) if sweep.size <= MAX_TEXT_CELLS else None
+    text = np.vectorize(lambda v: f"{v:.2f}")(sweep) if sweep.size and n <= MAX_TEXT_COLUMNS else None
     fig = go.Figure(
         go.Heatmap(
             z=sweep,
@@ -33,6 +35,7 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
             zmax=top,
             text=text,
             texttemplate="%{text}" if text is not None else None,
+            textfont=dict(size=FONT - 2),
             customdata=np.array([[cols[c] for c in range(n)]] * L),
             colorbar=dict(
                 title=dict(text="restored"),
@@ -46,27 +49,50 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
         )
     )
     what = "head" if heads else "position"
-    style(fig, f"Patching {site}: every layer × {what}", height=max(300, 40 * L + 160))
+    note = "" if text is not None else f"more than {MAX_TEXT_COLUMNS} columns: each cell's value is in its hover"
+    style(fig, f"Patching {site}: every layer × {what}", height=max(300, 40 * L + 160), subtitle=note)
     fig.update_xaxes(title_text=what, tickvals=list(range(n)), ticktext=cols)
     fig.update_yaxes(title_text="layer", tickvals=list(range(L)), autorange="reversed")
     return fig
 
 
-def loss_before_after(before: pd.DataFrame, after: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
-    """Per-token loss (analysis.per_token_loss) of the plain and the edited run, side by side, in bits."""
+def loss_before_after(
+    before: pd.DataFrame,
+    after: pd.DataFrame,
+    labels: Sequence[str],
+    names: tuple[str, str] = ("before", "after the edit"),
+    title: str = "Loss of each prompt token, before and after the edit",
+) -> go.Figure:
+    """Per-token loss (analysis.per_token_loss) of the plain and the edited run, side by side, in
+    LOSS_UNIT. The colours and means are said in the subtitle, not in a legend that would sit on the
+    title; a NaN loss is a red "NaN" mark on the axis."""
     pos = before["position"].to_numpy()
     x = [labels[p] for p in pos]
     fig = go.Figure()
-    for df, name, color in ((before, "before", "#9aa5b1"), (after, "after the edit", "#d1495b")):
+    runs = ((before, names[0], "#9aa5b1"), (after, names[1], "#d1495b"))
+    for df, name, color in runs:
         fig.add_bar(
             x=x,
-            y=df["loss_bits"].to_numpy(),
-            name=f"{name} (mean {df['loss_bits'].mean():.3f} bits)",
+            y=df["loss_nats"].to_numpy(),
+            name=name,
             marker_color=color,
-            hovertemplate="%{x}<br>%{y:.3f} bits<extra>" + name + "</extra>",
+            hovertemplate="%{x}<br>%{y:.3f} " + LOSS_UNIT + "<extra>" + name + "</extra>",
         )
-    style(fig, "Loss of each prompt token, before and after the edit", height=380)
-    fig.update_layout(barmode="group", legend=dict(orientation="h", y=1.12))
+    nan = ~np.isfinite(before["loss_nats"].to_numpy()) | ~np.isfinite(after["loss_nats"].to_numpy())
+    if nan.any():
+        fig.add_scatter(
+            x=[x[i] for i in np.flatnonzero(nan)],
+            y=np.zeros(int(nan.sum())),
+            mode="markers+text",
+            marker=dict(color=NAN, symbol="x", size=12),
+            text=["NaN"] * int(nan.sum()),
+            textposition="top center",
+            textfont=dict(color=NAN),
+            hovertemplate="%{x}<br>loss NaN in a run: the model computed NaN here<extra></extra>",
+        )
+    subtitle = " · ".join(f"{c}: {n} ({mean_loss(df['loss_nats'])})" for (df, n, _), c in zip(runs, ("grey", "red")))
+    style(fig, f"{title} ({LOSS_UNIT})", height=400, subtitle=subtitle)
+    fig.update_layout(barmode="group", showlegend=False)
     fig.update_xaxes(title_text="token predicted from the tokens before it", type="category", categoryarray=x)
-    fig.update_yaxes(title_text="loss −log₂ p (bits)", rangemode="tozero")
+    fig.update_yaxes(title_text=LOSS_AXIS, rangemode="tozero")
     return fig

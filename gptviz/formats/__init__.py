@@ -14,25 +14,29 @@ import torch
 from ..devices import resolve_device
 from ..errors import CheckpointError, GptvizError
 from .bundle import Bundle, LoadReport
+from .hf_decoders import DECODERS, load_hf_decoder, refuse_model_type
 from .hf_gpt2 import is_hf, load_hf_gpt2
+from .inmemory import MemoryPath
 from .nanogpt import is_nanogpt, load_nanogpt
 from .native import is_native, load_native, save
+from .safe import read_json, user_path
 
 # (name, does this path hold the format?, loader), tried in order
 FORMATS: list[tuple[str, Callable[[Path], bool], Callable[[Path, torch.device], Bundle]]] = [
     ("gptviz", is_native, load_native),
-    ("hf-gpt2", is_hf, load_hf_gpt2),
+    ("hf", is_hf, lambda path, dev: load_hf(path, dev)),
     ("nanogpt", is_nanogpt, load_nanogpt),
 ]
 
 
-def load(path: str | Path, device: str | torch.device | None = "cpu") -> Bundle:
-    """Load any supported checkpoint, detecting its format. Raises CheckpointError naming the file
-    (or DeviceError), never anything else: a checkpoint is untrusted input, and whatever it does
-    wrong must reach the person as one sentence, not a traceback."""
-    if not isinstance(path, (str, Path)):
+def load(path: str | Path | MemoryPath, device: str | torch.device | None = "cpu") -> Bundle:
+    """Load any supported checkpoint, detecting its format: a path, or a MemoryPath (files held in
+    memory, e.g. an upload). Raises CheckpointError naming the file (or DeviceError), never anything
+    else: a checkpoint is untrusted input, and whatever it does wrong must reach the person as one
+    sentence, not a traceback."""
+    if not isinstance(path, (str, Path, MemoryPath)):
         raise CheckpointError(f"a checkpoint path must be text, got {type(path).__name__}")
-    path = Path(path)
+    path = path if isinstance(path, MemoryPath) else user_path(path)
     dev = resolve_device(device)
     try:
         return _load(path, dev)
@@ -50,6 +54,16 @@ def load(path: str | Path, device: str | torch.device | None = "cpu") -> Bundle:
         ) from None
 
 
+def load_hf(path: Path, device: torch.device) -> Bundle:
+    """A Hugging Face directory, by its config.json's model_type: GPT-2, or one of the decoder families."""
+    kind = read_json(path / "config.json").get("model_type")
+    if kind == "gpt2":
+        return load_hf_gpt2(path, device)
+    if kind in DECODERS:
+        return load_hf_decoder(path, device)
+    raise refuse_model_type(kind, path / "config.json")
+
+
 def _load(path: Path, dev: torch.device) -> Bundle:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
@@ -58,8 +72,8 @@ def _load(path: Path, dev: torch.device) -> Bundle:
             return loader(path, dev)
     raise CheckpointError(
         f"{path}: not a checkpoint gptviz recognises; expected a gptviz or Hugging Face "
-        "GPT-2 directory (config.json + weights) or a nanoGPT ckpt.pt"
+        "decoder directory (config.json + weights) or a nanoGPT ckpt.pt"
     )
 
 
-__all__ = ["FORMATS", "Bundle", "LoadReport", "load", "save"]
+__all__ = ["FORMATS", "Bundle", "LoadReport", "MemoryPath", "load", "save"]

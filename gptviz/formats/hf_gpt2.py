@@ -18,6 +18,7 @@ from ..errors import CheckpointError, ConfigError
 from ..limits import MAX_TOKENIZER_BYTES
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
+from .hf_decoders import refuse_model_type
 from .native import read_safetensors, safetensors_shapes
 from .safe import check_file, read_json, torch_load
 
@@ -44,11 +45,7 @@ def is_hf(path: Path) -> bool:
 def config_from_hf(hf: dict, source: Path) -> GPTConfig:
     kind = hf.get("model_type")
     if kind != "gpt2":
-        raise CheckpointError(
-            f"{source}: model_type is {kind!r}, not 'gpt2'; gptviz loads GPT-2 style decoders only"
-            if kind
-            else f"{source}: no model_type; not a Hugging Face model config"
-        )
+        raise refuse_model_type(kind, source)
     act = hf.get("activation_function", "gelu_new")
     if not isinstance(act, str) or act not in ACTIVATIONS:
         shown = repr(act) if len(repr(act)) < 40 else repr(act)[:37] + "..."

@@ -64,6 +64,19 @@ def is_nanogpt(path: Path) -> bool:
     return ckpt_file(path) is not None
 
 
+def recorded_iter_num(path: Path) -> int | None:
+    """The iter_num nanoGPT's train.py wrote into the checkpoint (path: the file or its folder), or None
+    when it has none or cannot be read (the loader will say why). Through the same safe torch.load as
+    a load (weights_only, sized first), with the tensors memory-mapped, not read: the pickle's cost."""
+    file = ckpt_file(path) or path
+    try:
+        ckpt = torch_load(file, mmap=True)
+    except CheckpointError:
+        return None
+    n = ckpt.get("iter_num") if isinstance(ckpt, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
 def config_from_args(args: dict, source: Path) -> GPTConfig:
     missing = sorted({"n_layer", "n_head", "n_embd", "block_size", "vocab_size"} - set(args))
     if missing:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from safetensors.torch import load as load_bytes
 from safetensors.torch import load_file, save_model
 
 from ..config import GPTConfig
@@ -16,6 +17,7 @@ from ..limits import MAX_TOKENIZER_BYTES
 from ..model import GPT
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
+from .inmemory import on_disk
 from .safe import check_file, read_json
 
 NATIVE_FORMAT_VERSION = 1
@@ -49,6 +51,8 @@ def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
     """Each tensor's shape from a safetensors file's header alone: no tensor data is read."""
     check_file(file, None, "weights file")
     try:
+        if not on_disk(file):  # an upload held in memory: the header is read from its bytes
+            return header_shapes(file.read_bytes())
         with safe_open(str(file), framework="pt") as f:
             return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not iterable)
     except Exception as e:  # SafetensorError, OSError, and whatever a damaged header raises
@@ -56,10 +60,33 @@ def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
         raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
 
 
+def header_shapes(data: bytes) -> dict[str, tuple[int, ...]]:
+    """The shapes a safetensors header declares (an 8-byte little-endian length, then that much
+    JSON), for bytes in memory, where safe_open cannot go; safetensors.torch.load checks the
+    offsets and sizes when the tensors are read."""
+    if len(data) < 8:
+        raise ValueError("shorter than the 8-byte header length")
+    n = int.from_bytes(data[:8], "little")
+    if n > min(len(data) - 8, 100 * 2**20):  # safetensors' own limit on a header is 100 MB
+        raise ValueError(f"a header of {n} bytes does not fit the file")
+    header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    shapes = {}
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise ValueError(f"tensor {key[:60]!r} has no valid shape")
+        shapes[key] = tuple(shape)
+    return shapes
+
+
 def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file whose header was checked (safetensors_shapes)."""
     try:
-        return load_file(str(file))
+        return load_file(str(file)) if on_disk(file) else load_bytes(file.read_bytes())
     except Exception as e:
         first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
@@ -89,7 +116,7 @@ def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | N
         if not file.exists():
             raise CheckpointError(f"{file}: file not found; config.json names it as the BPE tokenizer")
         check_file(file, MAX_TOKENIZER_BYTES, "tokenizer file")
-        tokenizer = BPETokenizer.from_file(file)
+        tokenizer = BPETokenizer.from_file(file, special_tokens=spec.get("special_tokens") is True)
     else:
         shown = repr(kind) if len(repr(kind)) < 40 else repr(kind)[:37] + "..."
         raise CheckpointError(f"{source}: tokenizer kind {shown} is not supported; use 'char' or 'bpe'")

@@ -31,7 +31,34 @@ from ..limits import (
 LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 ZIP_MAGIC = b"PK\x03\x04"
 # what torch's weights_only unpickler says when a pickle asks for a callable or class it refuses
-REFUSED = ("Unsupported global", "Trying to call reduce", "Unsupported class")
+# (a module torch blocks outright, os or posix, reads "unsupported GLOBAL posix.system whose module ...")
+REFUSED = ("Unsupported global", "unsupported GLOBAL", "Trying to call reduce", "Unsupported class")
+
+
+def user_path(path: str | Path) -> Path:
+    """A path typed or linked by a person (a URL, a text box, the command line) as a Path, or
+    CheckpointError in one line: the OS cannot name a file with a NUL byte, and every call on such
+    a Path (stat, exists, open) would raise ValueError wherever it happened to be made first."""
+    text = str(path)
+    if "\0" in text:
+        raise CheckpointError(f"{shown_name(text)}: a path cannot contain a NUL byte")
+    return Path(text).expanduser()
+
+
+def shown_name(name: str | bytes, limit: int = 200) -> str:
+    """A file name or path as printable text whatever its bytes: bytes that are not UTF-8 (a name
+    from a folder listing holds them as lone surrogates) and control characters become backslash
+    escapes, e.g. b'\\xff\\xfe' -> '\\xff\\xfe', a NUL -> '\\x00'."""
+    if isinstance(name, bytes):
+        raw = name
+    else:
+        try:
+            raw = str(name).encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a lone surrogate no file name decodes to: show its code point
+            raw = str(name).encode("utf-8", "backslashreplace")
+    text = raw.decode("utf-8", "backslashreplace")
+    text = "".join(c if c.isprintable() or c == " " else ascii(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def size_text(n: int) -> str:
@@ -66,7 +93,7 @@ def read_bytes(path: Path, limit: int, what: str) -> bytes:
     """A file's bytes, sized first (check_file); a failed read is one sentence naming the file."""
     check_file(path, limit, what)
     try:
-        with open(path, "rb") as f:
+        with path.open("rb") as f:  # a Path, or a MemoryPath (an upload held in memory)
             data = f.read(limit + 1)  # the file may have grown since stat
     except OSError as e:
         raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
@@ -121,7 +148,7 @@ def check_unpacked_size(path: Path, size: int) -> None:
     reader allocates by those same sizes, so this is known before anything is unpacked."""
     corrupt = f"{path}: not a readable PyTorch file, truncated or corrupt"
     try:
-        with zipfile.ZipFile(path) as z:
+        with path.open("rb") as f, zipfile.ZipFile(f) as z:
             total = sum(info.file_size for info in z.infolist())
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as e:
         raise CheckpointError(f"{corrupt} (zip: {str(e)[:200]})") from None
@@ -135,29 +162,35 @@ def check_unpacked_size(path: Path, size: int) -> None:
         )
 
 
-def torch_load(path: Path) -> object:
+def torch_load(path: Path, mmap: bool = False) -> object:
     """torch.load with weights_only=True, every failure turned into one sentence naming the file.
     "Could run code" is said only of a pickle that asks for a callable; anything else unreadable is
-    corrupt or not a PyTorch file."""
+    corrupt or not a PyTorch file. mmap=True maps a zip checkpoint's tensors instead of reading them:
+    what only needs the pickle's plain values (nanoGPT's iter_num) then costs the pickle, not the
+    weights (the older non-zip format cannot be mapped and is read whole)."""
     size = check_file(path, None, "checkpoint")
     corrupt = f"{path}: not a readable PyTorch file, truncated or corrupt"
     try:
-        with open(path, "rb") as f:
+        with path.open("rb") as f:
             head = f.read(len(LEGACY_MAGIC))
     except OSError as e:
         raise CheckpointError(f"{path}: cannot be read ({e.strerror or e})") from None
-    if head.startswith(ZIP_MAGIC):
+    zipped = head.startswith(ZIP_MAGIC)
+    if zipped:
         check_unpacked_size(path, size)
     elif head != LEGACY_MAGIC:  # the legacy format stores its tensors raw: memory is bounded by the size
         raise CheckpointError(f"{corrupt}: it is not the zip archive torch.save writes (nor its older format)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        if mmap and zipped and isinstance(path, Path):  # mapping needs a real file; an upload is read whole
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        with path.open("rb") as f:  # a file object: the same call reads a Path or an in-memory upload
+            return torch.load(f, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         text = str(e)
         if not any(r in text for r in REFUSED):
             raise CheckpointError(f"{corrupt} ({_first_line(text)})") from None
         # weights_only refuses a pickle that names anything but tensors and plain containers
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", text)
         what = f"it names {found.group(1)}" if found else "it holds objects other than tensors and plain data"
         raise CheckpointError(
             f"{path}: refused to load: {what}, which could run code; "

@@ -11,6 +11,8 @@ mojibake.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -68,36 +70,75 @@ def _is_byte_level(tok: HFTokenizer) -> bool:
     return has(spec.get("decoder")) or has(spec.get("pre_tokenizer"))
 
 
+def _first(e: Exception) -> str:
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+
+def _merge_pairs(text: str) -> list[tuple[str, str]]:
+    """merges.txt as the pairs it lists, read as the tokenizers library reads the file: an optional
+    first '#version' line, then one 'a b' pair per line."""
+    pairs = []
+    for n, line in enumerate(text.splitlines()):
+        if not line or (n == 0 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2:
+            raise ValueError(f"line {n + 1} of merges.txt is not two tokens separated by a space")
+        pairs.append((parts[0], parts[1]))
+    return pairs
+
+
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+def _is_metaspace(tok: HFTokenizer) -> bool:
+    """SentencePiece-converted (Llama, Gemma, Mistral): words start with `▁` instead of a space."""
+    spec = json.loads(tok.to_str())
+    parts = (spec.get("pre_tokenizer"), spec.get("normalizer"), spec.get("decoder"))
+    return any("▁" in json.dumps(p, ensure_ascii=False) or "Metaspace" in json.dumps(p) for p in parts if p)
+
+
 class BPETokenizer:
     """A `tokenizers` BPE tokenizer with display strings. Never adds special tokens on its own."""
 
     kind = "bpe"
 
-    def __init__(self, tok: HFTokenizer, source: str = "") -> None:
-        """tok: the `tokenizers` object; source: where it came from, for messages and the load report."""
+    def __init__(self, tok: HFTokenizer, source: str = "", special_tokens: bool = False) -> None:
+        """tok: the `tokenizers` object; source: where it came from, for messages and the load report.
+        special_tokens: encode adds what the tokenizer's post-processor adds (a BOS), as
+        `Tokenizer.encode(text)` does for Llama-style checkpoints; GPT-2's adds nothing either way."""
         self.tok = tok
         self.source = source
+        self.special_tokens = special_tokens
         self.byte_level = _is_byte_level(tok)
+        self.metaspace = _is_metaspace(tok)
         self._decoder = byte_decoder()
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path) -> BPETokenizer:
-        """Load a tokenizer.json; CheckpointError naming the file if it is not one."""
-        path = Path(path)
+    def from_file(cls, path: str | Path, special_tokens: bool = False) -> BPETokenizer:
+        """Load a tokenizer.json (a path, or a file held in memory: anything with read_text);
+        CheckpointError naming the file if it is not one."""
         try:
-            return cls(HFTokenizer.from_file(str(path)), str(path))
+            if isinstance(path, (str, os.PathLike)):
+                return cls(HFTokenizer.from_file(str(path)), str(path), special_tokens)
+            return cls(HFTokenizer.from_str(path.read_text()), str(path), special_tokens)
         except Exception as e:  # the Rust side raises plain Exception subclasses
-            raise CheckpointError(f"{path}: not a readable tokenizer.json ({str(e).splitlines()[0]})") from None
+            raise CheckpointError(f"{path}: not a readable tokenizer.json ({_first(e)})") from None
 
     @classmethod
     def from_vocab_merges(cls, vocab: str | Path, merges: str | Path) -> BPETokenizer:
-        """GPT-2's vocab.json + merges.txt pair, set up the way GPT-2 uses it (byte-level, no prefix space)."""
+        """GPT-2's vocab.json + merges.txt pair, set up the way GPT-2 uses it (byte-level, no prefix space).
+        Paths, or files held in memory (anything with read_text)."""
         try:
-            tok = HFTokenizer(models.BPE.from_file(str(vocab), str(merges)))
+            if isinstance(vocab, (str, os.PathLike)) and isinstance(merges, (str, os.PathLike)):
+                model = models.BPE.from_file(str(vocab), str(merges))
+            else:
+                model = models.BPE(json.loads(vocab.read_text()), _merge_pairs(merges.read_text()))
+            tok = HFTokenizer(model)
         except Exception as e:
             raise CheckpointError(
-                f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({str(e).splitlines()[0]})"
+                f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({_first(e)})"
             ) from None
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -129,7 +170,8 @@ class BPETokenizer:
 
     def to_dict(self) -> dict:
         """What a native checkpoint's config.json stores (the tokenizer itself is tokenizer.json)."""
-        return {"kind": self.kind, "file": TOKENIZER_FILE, "vocab_size": self.vocab_size}
+        out = {"kind": self.kind, "file": TOKENIZER_FILE, "vocab_size": self.vocab_size}
+        return out | ({"special_tokens": True} if self.special_tokens else {})
 
     # --- the Tokenizer interface ------------------------------------------------------------
     @property
@@ -140,7 +182,7 @@ class BPETokenizer:
     def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
         """Token ids of text. Byte-level BPE knows every byte, so `unknown` only matters for
         tokenizers with an unknown token; their unknown pieces are dropped or reported."""
-        enc = self.tok.encode(text, add_special_tokens=False)
+        enc = self.tok.encode(text, add_special_tokens=self.special_tokens)
         unk = self.tok.model.unk_token if isinstance(self.tok.model, models.BPE) else None
         unk_id = self.tok.token_to_id(unk) if unk else None
         if unk_id is None or unk_id not in enc.ids:
@@ -161,6 +203,16 @@ class BPETokenizer:
             return None
         return bytes(self._decoder[c] for c in piece)
 
+    def _piece(self, i: int) -> tuple[str | None, bytes | None]:
+        """A token's text as a person reads it, or its bytes: SentencePiece's `▁` is a space and its
+        byte-fallback pieces (`<0x0A>`) are the byte they name."""
+        piece = self.tok.id_to_token(int(i))
+        if piece is None or not self.metaspace:
+            return piece, None
+        if BYTE_PIECE.fullmatch(piece):
+            return None, bytes([int(piece[3:5], 16)])
+        return piece.replace("▁", " "), None
+
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         """Each token's own text. A byte-level token that is only part of a UTF-8 character keeps
         its bytes as \\xNN escapes rather than a replacement character."""
@@ -168,7 +220,10 @@ class BPETokenizer:
         for i in ids:
             data = self.token_bytes(i)
             if data is None:
-                piece = self.tok.id_to_token(int(i))
+                piece, data = self._piece(i)
+                if data is not None:
+                    out.append(data.decode("utf-8", errors="backslashreplace"))
+                    continue
                 out.append(piece if piece is not None else f"<id {int(i)}>")
             else:
                 out.append(data.decode("utf-8", errors="backslashreplace"))
@@ -180,7 +235,10 @@ class BPETokenizer:
         for i in ids:
             data = self.token_bytes(i)
             if data is None:
-                piece = self.tok.id_to_token(int(i))
+                piece, data = self._piece(i)
+                if data is not None:
+                    out.append(show_bytes(data))
+                    continue
                 out.append(display_token(piece) if piece is not None else f"<id {int(i)}>")
             else:
                 out.append(show_bytes(data))

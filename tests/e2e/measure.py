@@ -143,7 +143,8 @@ def measure(url: str, runs: int, screenshot: Path | None, base_prompt: str) -> d
                 enter_ms.append(drawn - t_enter)
                 script_ms.append(over - t_enter)
                 rerun_ms.append(done - t_click)
-        if screenshot:  # a fresh session opened from a bookmark-style URL
+        if screenshot:  # a fresh session opened from a bookmark-style URL, on a 1440 × 900 laptop screen
+            page.set_viewport_size({"width": 1440, "height": 900})
             page.goto(f"{url}/?{urlencode(SCREENSHOT_VIEW)}")
             page.locator(HEATMAP).first.wait_for(state="attached", timeout=60_000)
             wait_for_app_run(page)

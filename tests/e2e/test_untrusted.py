@@ -1,22 +1,14 @@
 """Untrusted input in a real Chromium: Markdown in a URL is shown as text (no live link, no image
-fetched from outside), an upload belongs to the browser session that made it (another session
-cannot open it by its server path; its folder is gone once its session ends), and a prompt of
-several lines is typed and kept."""
+fetched from outside), and a prompt of several lines is typed and kept. (Uploads, autolinks, odd
+file names and outside hosts: test_hostile.py.)"""
 
 from __future__ import annotations
 
-import tempfile
-import time
-from pathlib import Path
 from urllib.parse import quote, urlparse
 
 import pytest
-import torch
-from dashboard_fixtures import CHARS, CONFIG
 from e2e_server import heatmap_drawn, no_errors, type_prompt, wait_for_app_run, wait_until_drawn
-from playwright.sync_api import Browser, Page, expect
-
-import gptviz
+from playwright.sync_api import Page, expect
 
 OUTSIDE = "example.invalid"
 INJECTIONS = [
@@ -27,8 +19,7 @@ INJECTIONS = [
 
 
 def outside_requests(page: Page) -> list[str]:
-    """Every request the page makes, from now on, to the host the injected Markdown names. (Streamlit
-    itself fetches its Material-icon favicon from fonts.gstatic.com: not something a user typed.)"""
+    """Every request the page makes, from now on, to the host the injected Markdown names."""
     seen: list[str] = []
     page.on("request", lambda r: (urlparse(r.url).hostname or "").endswith(OUTSIDE) and seen.append(r.url))
     return seen
@@ -47,50 +38,6 @@ def test_markdown_in_the_url_is_shown_as_text(page: Page, streamlit_url, text):
     page.wait_for_timeout(500)
     assert seen == [], seen
     no_errors(page)
-
-
-@pytest.fixture(scope="module")
-def checkpoint_files() -> list[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="gptviz-e2e-upload-")) / "ckpt"
-    torch.manual_seed(7)
-    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), folder, gptviz.CharTokenizer(CHARS))
-    return sorted(folder.iterdir())
-
-
-def upload_folders() -> set[Path]:
-    root = Path(tempfile.gettempdir()) / "gptviz-uploads"
-    return {p for p in root.glob("*/*") if p.is_dir()} if root.is_dir() else set()
-
-
-def test_an_upload_belongs_to_its_session(browser: Browser, streamlit_url, checkpoint_files):
-    before = upload_folders()
-    a = browser.new_context()
-    page_a = a.new_page()
-    page_a.goto(f"{streamlit_url}/?checkpoint=upload")
-    wait_for_app_run(page_a, timeout=90_000)
-    page_a.locator("[data-testid=stSidebar] input[type=file]").set_input_files([str(p) for p in checkpoint_files])
-    expect(heatmap_drawn(page_a)).to_be_attached(timeout=90_000)
-    wait_until_drawn(page_a)
-    names = ", ".join(p.name for p in checkpoint_files)
-    expect(page_a.get_by_text(f"upload: {names}").first).to_be_visible()
-    assert "gptviz-uploads" not in page_a.content()  # named by its files, never by a server path
-    (folder,) = upload_folders() - before
-
-    b = browser.new_context()
-    page_b = b.new_page()
-    for path in (folder, folder / "model.safetensors"):
-        page_b.goto(f"{streamlit_url}/?checkpoint={quote(str(path))}")
-        wait_for_app_run(page_b, timeout=90_000)
-        expect(page_b.get_by_test_id("stAlertContentError").first).to_contain_text("private to each session")
-        expect(page_b.locator("[data-testid=stPlotlyChart]")).to_have_count(0)
-
-    a.close()  # A's tab is closed: its session ends and the next run anywhere sweeps its folder
-    deadline = time.monotonic() + 30
-    while folder.exists() and time.monotonic() < deadline:
-        page_b.reload()
-        wait_for_app_run(page_b)
-    assert not folder.exists() and not folder.parent.exists()
-    b.close()
 
 
 def test_a_prompt_of_several_lines(page: Page, streamlit_url):

@@ -1,0 +1,143 @@
+"""`python -m gptviz bench --scan`: what the corpus scan costs, in one run on one machine.
+
+- the local scan of 64 windows x 256 tokens against a plain batched forward pass of the same
+  windows in the same batches (goal: at most 1.2x; must be at most 1.5x);
+- the peak memory of scanning 3x the windows against 1x, each in a fresh process (goal: +150 MB);
+- the Ray engine (a Ray started here) against the local engine on 512 windows, tokens/s of both,
+  with Ray's own start-up (ray.init) timed apart.
+
+A GPT-2-small-shaped model with random weights (--tiny: a tiny one, to prove the bench runs).
+A benchmark prints numbers; it asserts nothing about them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .bench import GPT2_SMALL, TINY
+from .config import GPTConfig
+from .model import GPT
+
+
+def windows(n: int, T: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, T).tolist() for _ in range(n)]
+
+
+def build(config: dict) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**config)).eval()
+
+
+@torch.no_grad()
+def plain_seconds(model: GPT, docs: list[list[int]], batch: int) -> float:
+    started = time.perf_counter()
+    for i in range(0, len(docs), batch):
+        model(torch.tensor(docs[i : i + batch]))
+    return time.perf_counter() - started
+
+
+def scan_seconds(model, docs, T: int, batch: int, **kw) -> tuple[float, dict]:
+    from .scanning import scan
+
+    started = time.perf_counter()
+    s = scan(model, docs, window=T, k=20, batch_size=batch, **kw)
+    return time.perf_counter() - started, s.summary
+
+
+def peak_child(tiny: bool, n: int, T: int, batch: int) -> int:
+    """Peak RSS (bytes) of a fresh process that builds the model and scans n windows."""
+    code = (
+        "import resource, gptviz.bench_scan as b; "
+        f"m = b.build(b.TINY if {tiny} else b.GPT2_SMALL); "
+        f"b.scan_seconds(m, b.windows({n}, {T}, m.config.vocab_size), {T}, {batch}); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return int(done.stdout.split()[-1])
+
+
+def report(out: dict, **values) -> None:
+    """Record figures and print them at once: a long run on a busy machine keeps what it measured."""
+    out.update(values)
+    for key, value in values.items():
+        print(f"{key:<28}  {value}", flush=True)
+
+
+def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int, mem_windows: int = 64) -> dict:
+    config = TINY if tiny else GPT2_SMALL
+    T = 32 if tiny else 256
+    batch = 8
+    if threads:
+        torch.set_num_threads(threads)
+    model = build(config)
+    out: dict = {}
+    report(
+        out,
+        model="tiny" if tiny else "GPT-2 small shape (random weights)",
+        machine=f"{platform.machine()}, {os.cpu_count()} cores (shared), torch threads {torch.get_num_threads()}",
+        window_tokens=T,
+        batch_windows=batch,
+    )
+    if "speed" in parts:
+        docs = windows(64, T, config["vocab_size"])
+        plain_seconds(model, docs[:batch], batch)  # warm-up: first-call allocations are no one's cost
+        plain = plain_seconds(model, docs, batch)
+        local, _ = scan_seconds(model, docs, T, batch)
+        report(
+            out, windows=64, plain_s=round(plain, 2), scan_s=round(local, 2), scan_over_plain=round(local / plain, 3)
+        )
+    if "memory" in parts:
+        one, three = peak_child(tiny, mem_windows, T, batch), peak_child(tiny, 3 * mem_windows, T, batch)
+        report(out, mem_windows=mem_windows, peak_rss_1x_mb=round(one / 2**20), peak_rss_3x_mb=round(three / 2**20))
+        report(out, peak_growth_3x_mb=round((three - one) / 2**20))
+    if "ray" in parts:
+        many = windows(ray_windows, T, config["vocab_size"], seed=1)
+        tokens = len(many) * T
+        local_many, _ = scan_seconds(model, many, T, batch)
+        report(
+            out, ray_windows=len(many), local_scan_s=round(local_many, 2), local_tokens_per_s=round(tokens / local_many)
+        )
+        import ray
+
+        from .formats import save
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = save(model, Path(tmp) / "model")  # each Ray worker loads it from the path
+            started = time.perf_counter()
+            ray.init(
+                num_cpus=os.cpu_count(), object_store_memory=256 * 2**20, include_dashboard=False, log_to_driver=False
+            )
+            ray_start = time.perf_counter() - started
+            try:
+                on_ray, _ = scan_seconds(str(path), many, T, batch, engine="ray")
+            finally:
+                ray.shutdown()
+        report(
+            out,
+            ray_init_s=round(ray_start, 2),
+            ray_scan_s=round(on_ray, 2),
+            ray_tokens_per_s=round(tokens / on_ray),
+            ray_over_local_throughput=round(local_many / on_ray, 3),
+        )
+    report(out, maxrss_this_process_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+    return out
+
+
+def main(args) -> None:
+    parts = set((args.parts or "speed,memory,ray").split(","))
+    result = run(args.tiny, args.threads, parts, args.ray_windows, args.mem_windows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))

@@ -1,0 +1,204 @@
+"""The Corpus page's logic: shipped samples and scans, a scan run as its own process, and the
+slices of a scan the page shows (worst windows, a neuron's contexts, the neurons a token drives).
+
+The dashboard never imports Ray (nor runs a scan in its own process): it starts
+`python -m gptviz scan ... --progress-file F` and reads F and the folder the scan writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..formats.safe import user_path
+from ..scanning import Scan, load_scan
+from .caches import cached
+from .private import private_folder, private_root, write_private
+
+SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
+SCANS_ENV = "GPTVIZ_SCANS_DIR"  # where the page's own scans are written (default: a folder in the temp dir)
+MAX_UPLOAD_BYTES = 64 * 2**20
+CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
+CONTEXT_AFTER = 8
+
+
+def samples_dir() -> Path:
+    if os.environ.get(SAMPLES_ENV):
+        return Path(os.environ[SAMPLES_ENV])
+    checkout = Path(__file__).resolve().parents[2] / "samples"
+    return checkout if checkout.is_dir() else Path.cwd() / "samples"
+
+
+def sample_corpora() -> list[str]:
+    root = samples_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "scans" and any(p.glob("*.txt")))
+
+
+def shipped_scan(source: str) -> Path | None:
+    """The scan shipped for a shipped checkpoint (samples/scans/<name>), if there is one."""
+    folder = samples_dir() / "scans" / source
+    return folder if (folder / "summary.json").is_file() else None
+
+
+def scans_root() -> Path:
+    """Where the page's scans go: private to this user (0700), never through a symlink (private.py)."""
+    return private_root(Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans"))
+
+
+@cached(max_entries=4, show_spinner=False)
+def _load(folder: str, stamp: float) -> Scan:
+    return load_scan(folder)
+
+
+def open_scan(folder: str | Path) -> Scan:
+    """A scan folder, read once per version of its summary.json (shared read-only by every session)."""
+    folder = user_path(folder)  # CheckpointError for a NUL byte
+    try:
+        stamp = (folder / "summary.json").stat().st_mtime
+    except OSError:
+        stamp = 0.0
+    return _load(str(folder), stamp)
+
+
+# --- a scan as its own process ---------------------------------------------------------------------
+_JOBS: dict[str, subprocess.Popen] = {}  # job id -> the scan process this server started
+
+
+@dataclass
+class Job:
+    id: str
+    out: str  # the folder the scan writes
+    progress: str  # the JSON file it reports progress in
+    log: str  # its stderr (the one-line error, if it fails)
+
+
+def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = "cpu") -> Job:
+    """Start `python -m gptviz scan` for this checkpoint and corpus; return at once."""
+    job_id = uuid.uuid4().hex[:12]
+    folder = private_folder(scans_root(), job_id)
+    job = Job(job_id, str(folder / "scan"), str(folder / "progress.json"), str(folder / "scan.log"))
+    cmd = [sys.executable, "-m", "gptviz", "scan", "--checkpoint", str(checkpoint), "--data", str(data)]
+    cmd += ["--out", job.out, "--window", str(window), "--k", str(k), "--device", device]
+    cmd += ["--progress-file", job.progress]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")])
+        ),
+    }
+    with open(job.log, "w") as log:
+        _JOBS[job_id] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    return job
+
+
+def save_upload(name: str, data: bytes) -> Path:
+    """An uploaded corpus file, kept under a name of ours (only its suffix is the user's)."""
+    suffix = ".jsonl" if name.lower().endswith(".jsonl") else ".txt"
+    folder = private_folder(scans_root(), f"upload-{uuid.uuid4().hex[:12]}")
+    return write_private(folder / f"corpus{suffix}", data)
+
+
+def job_state(job: Job) -> dict:
+    """{"state": "running" | "done" | "error", "done", "total", "message"} of a started scan."""
+    try:
+        state = json.loads(Path(job.progress).read_text())
+    except (OSError, ValueError):
+        state = {"state": "running", "done": 0, "total": 0}
+    proc = _JOBS.get(job.id)
+    code = proc.poll() if proc is not None else (0 if state.get("state") == "done" else 1)
+    if code is None:
+        return {**state, "state": "running"} if state.get("state") != "error" else state
+    _JOBS.pop(job.id, None)
+    if code == 0 and Path(job.out, "summary.json").is_file():
+        return {**state, "state": "done"}
+    try:
+        lines = [line for line in Path(job.log).read_text().splitlines() if line.startswith("error:")]
+    except OSError:
+        lines = []
+    message = lines[-1].removeprefix("error: ") if lines else state.get("message") or f"the scan exited with {code}"
+    return {**state, "state": "error", "message": message}
+
+
+def stop_scan(job: Job) -> None:
+    proc = _JOBS.pop(job.id, None)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+# --- slices of a scan ------------------------------------------------------------------------------
+def window_ids(scan: Scan, window: int) -> np.ndarray:
+    row = scan.windows.loc[scan.windows["window"] == window]
+    return np.asarray(row.iloc[0]["token_ids"], dtype=np.int64) if len(row) else np.zeros(0, np.int64)
+
+
+def window_losses(scan: Scan, window: int, n: int) -> np.ndarray:
+    """Loss of each token of the window (NaN at position 0, which nothing predicts)."""
+    out = np.full(n, np.nan)
+    rows = scan.tokens.loc[scan.tokens["window"] == window]
+    pos = rows["position"].to_numpy()
+    ok = (pos >= 0) & (pos < n)
+    out[pos[ok]] = rows["loss"].to_numpy()[ok]
+    return out
+
+
+def windows_by_loss(scan: Scan, display) -> pd.DataFrame:
+    """Every window, the worst first, with the start of its text."""
+    df = scan.windows.sort_values("loss", ascending=False)[["window", "doc", "start", "n_tokens", "loss"]]
+    ids = scan.windows.set_index("window")["token_ids"]
+    df["text"] = ["".join(display(list(ids[w])[:48])) for w in df["window"]]
+    return df.reset_index(drop=True)
+
+
+def neuron_contexts(scan: Scan, layer: int, neuron: int) -> pd.DataFrame:
+    """A neuron's top-k rows (rank, value, window, position), rank 0 first."""
+    n = scan.neurons
+    return n.loc[(n["layer"] == layer) & (n["neuron"] == neuron)].sort_values("rank").reset_index(drop=True)
+
+
+def context(scan: Scan, window: int, position: int) -> tuple[list[int], int]:
+    """The tokens around a position of a window (ids) and where that position falls in them."""
+    ids = window_ids(scan, window)
+    a = max(0, position - CONTEXT_BEFORE)
+    return ids[a : position + CONTEXT_AFTER + 1].tolist(), position - a
+
+
+def neurons_for_token(scan: Scan, token_id: int, top: int = 50) -> pd.DataFrame:
+    """The neurons whose strongest contexts peak on this token: how many of their top-k do, and the
+    largest such value; strongest first."""
+    w, n = scan.windows, scan.neurons
+    lengths = w["n_tokens"].to_numpy()
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    flat = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in w["token_ids"]]) if len(w) else np.zeros(0)
+    row = pd.Series(np.arange(len(w)), index=w["window"].to_numpy()).reindex(n["window"].to_numpy()).to_numpy()
+    pos = n["position"].to_numpy()
+    known = ~np.isnan(row)
+    r = np.where(known, row, 0).astype(np.int64)
+    ok = known & (pos >= 0) & (pos < lengths[r])
+    hit = np.zeros(len(n), dtype=bool)
+    hit[ok] = flat[offsets[r[ok]] + pos[ok]] == token_id
+    on = n.loc[hit]
+    if on.empty:
+        return pd.DataFrame(columns=["layer", "neuron", "contexts_on_token", "max_value"])
+    g = on.groupby(["layer", "neuron"]).agg(contexts_on_token=("rank", "size"), max_value=("value", "max"))
+    return g.reset_index().sort_values(["contexts_on_token", "max_value"], ascending=False).head(top)
+
+
+def head_distribution(scan: Scan, score: str) -> pd.DataFrame:
+    """Per-window values of one head score, columns layer, head, value (for the distribution figure)."""
+    hw = scan.head_windows
+    return hw[["layer", "head", score]].rename(columns={score: "value"})

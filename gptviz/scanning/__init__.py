@@ -1,0 +1,220 @@
+"""Behaviour across data: run a corpus through the model once and keep what questions about
+behaviour need (loss per token, head scores per window, each neuron's strongest contexts).
+
+    scan = gptviz.scan(model, "corpus/", tokenizer, window=128, k=20, out="scan-out")
+    scan.windows, scan.tokens, scan.neurons, scan.heads, scan.summary
+    again = gptviz.load_scan("scan-out")
+
+Flow: corpus.py reads and cuts the data, reduce.py runs and reduces one batch, local.py and
+ray_engine.py are the two engines (same Partials, same merge), store.py reads and writes a folder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.heads import SCORES
+from ..errors import GptvizError
+from .corpus import Corpus, ScanDataError, read_corpus
+from .local import default_batch_size, run_local
+from .reduce import Partial
+from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
+
+ENGINES = ("local", "ray")
+DEFAULT_WINDOW = 128
+__all__ = ["Scan", "scan", "load_scan", "ScanDataError", "ScanFolderError"]
+
+
+@dataclass
+class Scan:
+    """A scan's tables (see DESIGN.md, "the corpus scan"). head_windows: every window's head scores,
+    of which `heads` is the mean (the page draws their distribution)."""
+
+    windows: pd.DataFrame
+    tokens: pd.DataFrame
+    neurons: pd.DataFrame
+    heads: pd.DataFrame
+    summary: dict
+    head_windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_windows"])))
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {
+            "windows": self.windows,
+            "tokens": self.tokens,
+            "neurons": self.neurons,
+            "heads": self.heads,
+            "head_windows": self.head_windows,
+        }
+
+
+def _model_and_tokenizer(model, tokenizer, device):
+    """A GPT, a Bundle or a checkpoint path -> (GPT in eval mode, tokenizer, checkpoint path or None)."""
+    from ..formats import Bundle, load
+
+    if isinstance(model, (str, Path)):
+        path = str(model)
+        bundle = load(path, device=device or "cpu")
+        return bundle.model, tokenizer or bundle.tokenizer, path
+    if isinstance(model, Bundle):
+        m = model.model if device is None else model.model.to(device)
+        return m, tokenizer or model.tokenizer, str(model.report.path)
+    if device is not None:
+        model = model.to(device)
+    return model, tokenizer, None
+
+
+def tables(corpus: Corpus, part: Partial, L: int, H: int) -> dict[str, pd.DataFrame]:
+    """The scan's tables from the corpus and the merged Partial of every window."""
+    by_id = {w.window: w for w in corpus.windows}
+    wins = [by_id[int(i)] for i in part.window]
+    windows = pd.DataFrame(
+        {
+            "window": part.window,
+            "doc": np.array([w.doc for w in wins], dtype=np.int64),
+            "start": np.array([w.start for w in wins], dtype=np.int64),
+            "n_tokens": part.n_tokens,
+            "loss": part.loss,
+            "token_ids": [w.ids.tolist() for w in wins],
+        }
+    )
+    predicted = part.n_tokens - 1
+    tokens = pd.DataFrame(
+        {
+            "window": np.repeat(part.window, predicted),
+            "position": np.concatenate([np.arange(1, n + 1) for n in predicted]).astype(np.int64),
+            "token_id": np.concatenate([w.ids[1:] for w in wins]),
+            "loss": part.token_loss.astype(np.float32),
+        }
+    )
+    Ln, Fn, K = part.top_value.shape
+    neurons = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(Ln), Fn * K),
+            "neuron": np.tile(np.repeat(np.arange(Fn), K), Ln),
+            "rank": np.tile(np.arange(K), Ln * Fn),
+            "value": part.top_value.reshape(-1),
+            "window": part.top_window.reshape(-1),
+            "position": part.top_position.reshape(-1).astype(np.int64),
+        }
+    )
+    W = len(part.window)
+    head_windows = pd.DataFrame(
+        {
+            "window": np.repeat(part.window, L * H),
+            "layer": np.tile(np.repeat(np.arange(L), H), W),
+            "head": np.tile(np.arange(H), W * L),
+            **{s: part.heads[..., i].reshape(-1) for i, s in enumerate(SCORES)},
+        }
+    )
+    heads = head_windows.drop(columns="window").groupby(["layer", "head"], as_index=False).mean()
+    return {"windows": windows, "tokens": tokens, "neurons": neurons, "heads": heads, "head_windows": head_windows}
+
+
+def scan(
+    model,
+    data,
+    tokenizer=None,
+    window: int = DEFAULT_WINDOW,
+    k: int = 20,
+    engine: str = "local",
+    out: str | Path | None = None,
+    *,
+    device: str | None = None,
+    batch_size: int | None = None,
+    ray_address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Scan:
+    """Scan a corpus (see DESIGN.md, "the corpus scan").
+
+    model: a GPT, a Bundle or a checkpoint path (its tokenizer is used when tokenizer is None).
+    data: a .txt file, a folder of .txt files, a .jsonl or .parquet file with a `text` column, a
+    list of strings, or a list of token-id lists. engine: "local" (this process) or "ray" (Ray
+    Data: the cluster RAY_ADDRESS or ray_address names, else a Ray started here and stopped after).
+    progress(done, total): called with the windows done so far. device: where the model runs.
+    window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
+    on purpose is an error). k: contexts kept per neuron.
+    """
+    if engine not in ENGINES:
+        raise GptvizError(f"unknown engine {engine!r}; choose local or ray")
+    started = time.perf_counter()
+    source = model
+    model, tokenizer, checkpoint = _model_and_tokenizer(model, tokenizer, device)
+    cfg = model.config
+    if not isinstance(window, int) or window < 2:
+        raise GptvizError(f"window must be an integer of at least 2 tokens, got {window!r}")
+    if window == DEFAULT_WINDOW:  # the default adapts to a model that reads fewer tokens
+        window = min(window, cfg.block_size)
+    if window > cfg.block_size:
+        raise GptvizError(f"window {window} is longer than the model reads (block_size={cfg.block_size})")
+    if not isinstance(k, int) or k < 1:
+        raise GptvizError(f"k must be a positive integer, got {k!r}")
+    corpus = read_corpus(data, tokenizer, window, cfg.vocab_size)
+    n_neurons = model.transformer.h[0].mlp.c_proj.in_features
+    if out is not None:  # before the model runs: a corpus too large for the disk costs nothing
+        need = estimate_bytes(corpus.tokens, len(corpus.windows), cfg.n_layer, n_neurons, cfg.n_head, k)
+        check_space(Path(out), need)
+    batch_size = batch_size or default_batch_size(window)
+    total, done = len(corpus.windows), 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    if engine == "local":
+        acc = run_local(model, corpus.windows, k, batch_size, step)
+    else:
+        from .ray_engine import run_ray
+
+        acc = run_ray(
+            checkpoint if isinstance(source, (str, Path)) else model,
+            corpus.windows,
+            k,
+            batch_size,
+            step,
+            ray_address=ray_address,
+            device=device,
+        )
+    part = acc.result()
+    result = tables(corpus, part, cfg.n_layer, cfg.n_head)
+    predicted = int((part.n_tokens - 1).sum())
+    summary = {
+        "docs": corpus.docs,
+        "windows": total,
+        "tokens": corpus.tokens,
+        "loss": float(part.token_loss.astype(np.float64).sum() / predicted),
+        "seconds": round(time.perf_counter() - started, 3),
+        "engine": engine,
+        "window": window,
+        "k": k,
+        "checkpoint": checkpoint,
+        "data": str(data) if isinstance(data, (str, Path)) else f"a list of {corpus.docs} documents",
+        "doc_names": corpus.names[:1000],  # where each document came from (the first 1,000)
+    }
+    s = Scan(**{k_: v for k_, v in result.items() if k_ != "head_windows"}, summary=summary)
+    s.head_windows = result["head_windows"]
+    if out is not None:
+        write(Path(out), s.tables(), summary)
+    return s
+
+
+def load_scan(folder: str | Path) -> Scan:
+    """A scan written with out= (or `python -m gptviz scan --out`), read back and checked."""
+    found, summary = read(Path(folder))
+    return Scan(
+        found["windows"],
+        found["tokens"],
+        found["neurons"],
+        found["heads"],
+        summary,
+        found.get("head_windows", pd.DataFrame(columns=list(COLUMNS["head_windows"]))),
+    )

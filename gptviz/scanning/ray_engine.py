@@ -1,0 +1,160 @@
+"""The Ray engine: the same batches as the local engine, run on Ray Data.
+
+A dataset holds one row per batch (the same groups local.batches() makes, so both engines pad and
+reduce identically); `map_batches` runs a callable class over an actor pool, so each worker loads
+the model once (from the checkpoint path, or from weights put in the object store) and returns
+each batch's Partial as a plain .npz. The driver merges them as they stream in (the top-k merge is
+exact in any order). The cluster is the one `ray_address=` or $RAY_ADDRESS names; else a Ray is
+started on this machine with bounded CPUs and object-store memory, and shut down after.
+
+Only this module imports ray, and only when the Ray engine is asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GptvizError
+from .corpus import Window
+from .local import batches
+from .reduce import Accumulator, Partial
+
+LOCAL_MAX_CPUS = 8  # a Ray started here takes at most this many cores ...
+LOCAL_OBJECT_STORE = 256 * 2**20  # ... and this much shared memory for batches and partials (more for
+# a model handed over in memory, whose weights go through the object store)
+
+
+class RayEngineError(GptvizError, RuntimeError):
+    """Ray is missing, or the cluster cannot be reached."""
+
+
+class ScanWorker:
+    """One actor of the pool: loads the model once, then reduces the batches it is given."""
+
+    def __init__(self, source, device: str, threads: int):
+        import torch
+
+        torch.set_num_threads(threads)
+        if isinstance(source, str):  # a checkpoint path, loaded where the worker runs
+            from ..formats import load
+
+            self.model = load(source, device=device).model
+        else:  # weights from the object store: {"config": dict, "state": {name: ndarray}}
+            import ray
+
+            from ..config import GPTConfig
+            from ..model import GPT
+
+            if isinstance(source, ray.ObjectRef):
+                source = ray.get(source)
+            self.model = GPT(GPTConfig.from_dict(source["config"]))
+            self.model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in source["state"].items()})
+            self.model = self.model.to(device).eval()
+
+    def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from .reduce import run_batch
+
+        parts = []
+        for windows, ids, lengths, k in zip(rows["windows"], rows["ids"], rows["lengths"], rows["k"]):
+            batch = np.split(np.asarray(ids, dtype=np.int64), np.cumsum(lengths)[:-1])
+            parts.append(run_batch(self.model, list(windows), batch, int(k)).to_bytes())
+        return {"part": np.array(parts, dtype=object), "n": np.array([len(w) for w in rows["windows"]])}
+
+
+def _weights(model) -> dict:
+    return {
+        "config": model.config.to_dict(),
+        "state": {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()},
+    }
+
+
+def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE) -> bool:
+    """Join the named cluster or start a bounded Ray here; True when this call must shut it down."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = ray_address or os.environ.get("RAY_ADDRESS")
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        else:
+            package_root = str(Path(__file__).resolve().parents[2])  # workers import this very gptviz
+            path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+            ray.init(
+                num_cpus=min(os.cpu_count() or 1, LOCAL_MAX_CPUS),
+                object_store_memory=store_bytes,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="ERROR",
+                runtime_env={"env_vars": {"PYTHONPATH": path}},
+            )
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        where = f"the Ray cluster at {address}" if address else "a Ray on this machine"
+        raise RayEngineError(f"cannot start or reach {where}: {' '.join(str(e).split())[:200]}") from None
+    return True
+
+
+def run_ray(
+    source,
+    windows: Sequence[Window],
+    k: int,
+    batch_size: int,
+    progress: Callable[[int], None] | None = None,
+    *,
+    ray_address: str | None = None,
+    device: str | None = None,
+    threads: int | None = None,
+) -> Accumulator:
+    """source: a checkpoint path (each worker loads it) or a GPT (its weights go to the object store)."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise RayEngineError("the Ray engine needs Ray: pip install 'gptviz[ray]' (or 'ray[data]')") from None
+    device = device or ("cpu" if isinstance(source, (str, Path)) else str(source.device))
+    # weights handed over in memory go through the object store: room for them and the batches
+    weights = 0 if isinstance(source, (str, Path)) else sum(p.numel() * p.element_size() for p in source.parameters())
+    started_here = _connect(ray_address, max(LOCAL_OBJECT_STORE, 2 * weights + LOCAL_OBJECT_STORE // 2))
+    try:
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # our progress bar, not Ray Data's chatter
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        threads = threads or max(1, min(cpus, 2))
+        actors = max(1, cpus // threads)
+        rows = [
+            {
+                "windows": np.array([w.window for w in group], dtype=np.int64),
+                "ids": np.concatenate([w.ids for w in group]),
+                "lengths": np.array([len(w.ids) for w in group], dtype=np.int64),
+                "k": k,
+            }
+            for group in batches(windows, batch_size)
+        ]
+        model_source = str(source) if isinstance(source, (str, Path)) else ray.put(_weights(source))
+        gpus = 1 if device.startswith("cuda") else 0
+        parts = ray.data.from_items(rows, override_num_blocks=min(len(rows), actors * 4)).map_batches(
+            ScanWorker,
+            batch_size=1,
+            compute=ray.data.ActorPoolStrategy(size=actors),
+            fn_constructor_kwargs={"source": model_source, "device": device, "threads": threads},
+            num_cpus=threads,
+            num_gpus=gpus,
+            batch_format="numpy",
+        )
+        acc = Accumulator(k)
+        for row in parts.iter_rows():
+            acc.add(Partial.from_bytes(row["part"]))
+            if progress is not None:
+                progress(int(row["n"]))
+        return acc
+    finally:
+        if started_here:
+            ray.shutdown()

@@ -1,0 +1,214 @@
+"""One batch of windows through the model, reduced at once to what the scan's tables keep.
+
+The forward pass is the plain one; hooks on the contract points (gptviz.capture.edited) read each
+layer's q, k and mlp.hidden as they are made and reduce them right there, so no more than one
+layer's activations of one batch are alive at a time:
+
+    attn.q, attn.k   -> each window's head scores (head_scores_batch: the maps of one layer of one batch)
+    mlp.hidden       -> each window's largest activation of every neuron, and where it is
+    logits           -> the loss of every predicted token
+
+Windows of different lengths share a batch padded on the right: attention is causal, so a real
+token never reads a pad, and the pads' positions are masked out of every reduction.
+
+A Partial is a batch's result; an Accumulator gathers them. The top-k merge is exact (the top-k of a
+union is the top-k of the two top-ks), so the engines may reduce in any grouping and order.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..analysis.heads import SCORES
+from ..capture import edited
+from ..model import AttentionSpec, attention_weights
+from ..names import point
+
+
+@dataclass
+class Partial:
+    """The reduced result of some windows. Per window: ids, loss, token losses, head scores.
+    Per neuron: the top-k (value, window, position), rank 0 the largest; fewer than k ranks when
+    fewer windows were seen."""
+
+    window: np.ndarray  # [W] int64
+    loss: np.ndarray  # [W] float64, mean over the window's predicted tokens
+    n_tokens: np.ndarray  # [W] int64
+    token_loss: np.ndarray  # [sum(n_tokens - 1)] float32, windows in the order of `window`
+    heads: np.ndarray  # [W, L, H, len(SCORES)] float64
+    top_value: np.ndarray  # [L, F, k] float32
+    top_window: np.ndarray  # [L, F, k] int64
+    top_position: np.ndarray  # [L, F, k] int32
+
+    def to_bytes(self) -> bytes:
+        """A plain .npz (no pickles), how a Ray worker hands a partial to the driver."""
+        buffer = io.BytesIO()
+        np.savez(buffer, **self.__dict__)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Partial:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return cls(**{k: z[k] for k in cls.__dataclass_fields__})
+
+
+def top_k(values: np.ndarray, windows: np.ndarray, positions: np.ndarray, k: int):
+    """The k best of each row of [L, F, n] candidates: value descending, ties by window ascending,
+    so the result is the same whatever order partials are merged in."""
+    order = np.lexsort((windows, -values.astype(np.float64)), axis=-1)[..., :k]
+    take = lambda a: np.take_along_axis(a, order, axis=-1)  # noqa: E731
+    return take(values), take(windows), take(positions)
+
+
+class Accumulator:
+    """Partials gathered in any order: the per-window parts are kept as they came (joined once, at
+    the end), the per-neuron top-k is merged at once, so it never holds more than k + one batch."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.parts: list[Partial] = []
+        self.top: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def add(self, part: Partial) -> None:
+        if self.top is None:
+            self.top = (part.top_value, part.top_window, part.top_position)
+        else:
+            self.top = top_k(
+                *(np.concatenate([mine, theirs], axis=-1) for mine, theirs in zip(self.top, self._top(part))),
+                self.k,
+            )
+        # the per-window arrays stay; the partial's own top-k is dropped, already merged
+        self.parts.append(Partial(part.window, part.loss, part.n_tokens, part.token_loss, part.heads, *EMPTY))
+
+    @staticmethod
+    def _top(part: Partial):
+        return part.top_value, part.top_window, part.top_position
+
+    def result(self) -> Partial:
+        """Every window, in window order, and the merged top-k."""
+        per_window = [
+            t for p in self.parts for t in np.split(p.token_loss, np.cumsum(p.n_tokens - 1)[:-1].astype(np.int64))
+        ]
+        order = np.argsort(np.concatenate([p.window for p in self.parts]), kind="stable")
+        cat = lambda name: np.concatenate([getattr(p, name) for p in self.parts])[order]  # noqa: E731
+        token_loss = np.concatenate([per_window[i] for i in order])
+        return Partial(cat("window"), cat("loss"), cat("n_tokens"), token_loss, cat("heads"), *self.top)
+
+
+EMPTY = (np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.int32))
+
+
+def batch_patterns(ids: Tensor) -> Tensor:
+    """The previous-token, duplicate-token and induction patterns (gptviz.analysis.heads's, which
+    follow TransformerLens's detect_head) of G windows of n tokens at once: [G, n, n, 3] floats."""
+    G, n = ids.shape
+    same = ids[:, :, None] == ids[:, None, :]  # [G, n, n]: query i and key j hold the same token
+    duplicate = torch.tril(same, diagonal=-1)  # an earlier copy; a token is no duplicate of itself
+    induction = torch.zeros_like(duplicate)
+    induction[:, :, 1:] = duplicate[:, :, :-1]  # key j follows an earlier copy of the query's token
+    previous = torch.zeros_like(duplicate)
+    previous[:, 1:, :-1] = torch.eye(n - 1, dtype=torch.bool, device=ids.device)
+    return torch.stack([previous, duplicate, induction], dim=-1).float()
+
+
+def head_scores_batch(q: Tensor, k: Tensor, patterns: Tensor, spec: AttentionSpec | None = None) -> Tensor:
+    """Every head's scores (SCORES order) in G windows of n tokens: q, k [G, H, n, D] -> [G, H, 6].
+    The same quantities as gptviz.analysis.heads.layer_head_scores_from_qk, for a batch, from the
+    maps the model's own functions build with the layer's spec (its scale, soft-cap and window;
+    1/√D and no window when None). Tests hold it to head_scores of a Trace per window."""
+    G, H, n, D = q.shape
+    spec = spec or AttentionSpec(scale=1.0 / math.sqrt(D))
+    w = attention_weights(spec.scores(q, k), spec.mask(n, q.device)).float()  # [G, H, n, n]
+    total = w.sum(dim=(-2, -1))  # [G, H]
+    hits = torch.bmm(w.reshape(G, H, n * n), patterns.reshape(G, n * n, 3)) / total[..., None]  # [G, H, 3]
+    sink = w[..., 1:, 0].sum(-1) / (n - 1)  # n >= 2: a window of one token is never scanned
+    self_ = w.diagonal(dim1=-2, dim2=-1).sum(-1) / n
+    entropy = torch.special.entr(w).sum(dim=(-2, -1)) / n
+    return torch.cat([hits, torch.stack([sink, self_, entropy], dim=-1)], dim=-1)
+
+
+class _Layers:
+    """The hooks' state for one batch: each layer's reductions as they arrive."""
+
+    def __init__(self, lengths: Tensor, idx: Tensor):
+        self.lengths = lengths  # [B]
+        # the windows grouped by length (rows of the batch), and each group's patterns [G, n, n, 3]
+        self.groups = [(n, (lengths == n).nonzero().flatten().to(idx.device)) for n in lengths.unique().tolist()]
+        self.patterns = {n: batch_patterns(idx[rows, :n]) for n, rows in self.groups}
+        self.q: Tensor | None = None
+        self.heads: dict[int, Tensor] = {}  # layer -> [B, H, scores]
+        self.neuron: dict[int, tuple[Tensor, Tensor]] = {}  # layer -> ([B, F] max, [B, F] argmax)
+
+    def keep_q(self, out: Tensor) -> Tensor:
+        self.q = out
+        return out
+
+    def score(self, layer: int, spec=None):
+        """spec: the layer's AttentionSpec (its scale, soft-cap and window), as the model computes it."""
+
+        def hook(k: Tensor) -> Tensor:  # k arrives right after q of the same layer
+            q = self.q  # [B, H, T, D]
+            if k.size(1) != q.size(1):  # grouped-query attention: query head h reads KV head h // group
+                k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
+            out = torch.empty(q.size(0), q.size(1), len(SCORES), device=q.device)
+            for n, rows in self.groups:  # windows of one length together: a few large ops, not many small ones
+                out[rows] = head_scores_batch(q[rows, :, :n].float(), k[rows, :, :n].float(), self.patterns[n], spec)
+            self.heads[layer] = out
+            self.q = None
+            return k
+
+        return hook
+
+    def neurons(self, layer: int):
+        def hook(h: Tensor) -> Tensor:  # [B, T, F]
+            T = h.size(1)
+            pad = torch.arange(T, device=h.device)[None, :] >= self.lengths.to(h.device)[:, None]  # [B, T]
+            value, position = h.float().masked_fill(pad[:, :, None], float("-inf")).max(dim=1)  # [B, F] each
+            self.neuron[layer] = (value, position)
+            return h
+
+        return hook
+
+
+@torch.no_grad()
+def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int) -> Partial:
+    """The Partial of one batch of windows (ids of each, at most block_size long)."""
+    device = model.device
+    lengths = torch.tensor([len(ids) for ids in batch], dtype=torch.long)
+    B, T = len(batch), int(lengths.max())
+    idx = torch.zeros(B, T, dtype=torch.long)
+    for b, ids in enumerate(batch):
+        idx[b, : len(ids)] = torch.as_tensor(ids)
+    idx = idx.to(device)
+    state = _Layers(lengths, idx)
+    L = model.config.n_layer
+    hooks = {}
+    for l in range(L):
+        hooks[point("attn.q", l)] = state.keep_q
+        hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
+        hooks[point("mlp.hidden", l)] = state.neurons(l)
+    with edited(model, hooks):
+        logits = model(idx)  # [B, T, V]
+    # loss of predicting token t+1 from tokens <= t, for the real tokens only
+    # one window at a time: the log-softmax of a whole batch would be a second [B, T, V] tensor
+    token_loss = [
+        F.cross_entropy(logits[b, : n - 1].float(), idx[b, 1:n], reduction="none").cpu().numpy()
+        for b, n in enumerate(lengths.tolist())
+    ]
+    loss = np.array([t.astype(np.float64).mean() for t in token_loss])
+    heads = torch.stack([state.heads[l] for l in range(L)], dim=1).double().cpu().numpy()  # [B, L, H, scores]
+    value = torch.stack([state.neuron[l][0] for l in range(L)]).cpu().numpy()  # [L, B, F]
+    position = torch.stack([state.neuron[l][1] for l in range(L)]).cpu().numpy()
+    win = np.asarray(windows, dtype=np.int64)
+    cand_value = value.transpose(0, 2, 1)  # [L, F, B]
+    cand_window = np.broadcast_to(win[None, None, :], cand_value.shape)
+    top = top_k(cand_value, cand_window, position.transpose(0, 2, 1).astype(np.int32), k)
+    return Partial(win, loss, lengths.numpy().astype(np.int64), np.concatenate(token_loss), heads, *top)

@@ -1,0 +1,152 @@
+"""A scan on disk: windows, tokens, neurons, heads (and head_windows) .parquet plus summary.json.
+
+A scan folder is untrusted input like a checkpoint (someone else's, or a stale one): every file is
+sized before it is read, its columns are checked against the tables' own, and anything wrong is a
+ScanFolderError of one line naming the file. Writing goes to a temporary folder beside `out` that
+replaces the files only once all are written, so a failure leaves the previous scan as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import GptvizError
+from ..formats.safe import size_text
+from ..limits import GiB, MiB
+
+# Each table's columns, in order (the contract's; head_windows is the per-window form of heads).
+COLUMNS = {
+    "windows": ("window", "doc", "start", "n_tokens", "loss", "token_ids"),
+    "tokens": ("window", "position", "token_id", "loss"),
+    "neurons": ("layer", "neuron", "rank", "value", "window", "position"),
+    "heads": ("layer", "head", "previous_token", "duplicate_token", "induction", "sink", "self", "entropy"),
+    "head_windows": (
+        "window",
+        "layer",
+        "head",
+        "previous_token",
+        "duplicate_token",
+        "induction",
+        "sink",
+        "self",
+        "entropy",
+    ),
+}
+REQUIRED = ("windows", "tokens", "neurons", "heads")  # head_windows is optional (the page's histograms)
+SUMMARY_KEYS = ("docs", "windows", "tokens", "loss", "seconds", "engine")
+MAX_TABLE_BYTES = 4 * GiB  # a table file larger than this is refused before it is read
+MAX_SUMMARY_BYTES = 1 * MiB
+
+
+class ScanFolderError(GptvizError, OSError):
+    """A scan folder cannot be read or written; the message names the file."""
+
+
+def estimate_bytes(tokens: int, windows: int, n_layer: int, n_neurons: int, n_head: int, k: int) -> int:
+    """A generous upper bound of what write() puts on disk (uncompressed), from the corpus's sizes."""
+    return (
+        tokens * (8 + 8 + 8 + 4)  # tokens.parquet: window, position, token_id, loss
+        + tokens * 8  # windows.parquet: token_ids
+        + windows * 48  # windows.parquet: the other columns
+        + n_layer * n_neurons * k * 32  # neurons.parquet
+        + windows * n_layer * n_head * 64  # head_windows.parquet
+        + MiB  # summary, heads, Parquet's own metadata
+    )
+
+
+def check_space(out: Path, needed: int) -> None:
+    """ScanFolderError when the disk under out has less free space than needed (checked before the
+    model runs, so a corpus too large for the disk costs nothing)."""
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if needed > free:
+        raise ScanFolderError(
+            f"{out}: the scan needs about {size_text(needed)} but the disk has {size_text(free)} free; "
+            "choose another --out or a smaller corpus"
+        )
+
+
+def write(out: Path, tables: dict[str, pd.DataFrame], summary: dict) -> None:
+    """Write every table and summary.json into out (made if missing), replacing a previous scan's."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ScanFolderError(f"{out}: is a file; a scan is written into a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".scan-", dir=out))
+    except OSError as e:
+        raise ScanFolderError(f"{out}: cannot be written ({e.strerror or e}); choose another --out") from None
+    try:
+        for name, df in tables.items():
+            df.to_parquet(tmp / f"{name}.parquet", index=False)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
+        for f in tmp.iterdir():
+            f.replace(out / f.name)
+    except OSError as e:
+        raise ScanFolderError(f"{out}: cannot be written ({e.strerror or e}); choose another --out") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _size(path: Path, limit: int) -> None:
+    try:
+        st = path.stat()
+    except OSError:
+        raise ScanFolderError(
+            f"{path}: missing; a scan folder holds {', '.join(REQUIRED)} .parquet and summary.json"
+        ) from None
+    if not path.is_file():
+        raise ScanFolderError(f"{path}: is not a file")
+    if st.st_size > limit:
+        raise ScanFolderError(f"{path}: {size_text(st.st_size)} is more than gptviz reads ({size_text(limit)})")
+
+
+def read_table(path: Path, name: str) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    _size(path, MAX_TABLE_BYTES)
+    try:
+        schema = pq.read_schema(path)
+    except Exception as e:  # pyarrow's own error types for a file that is not Parquet
+        raise ScanFolderError(f"{path}: not a Parquet file ({str(e).splitlines()[0][:160]})") from None
+    missing = [c for c in COLUMNS[name] if c not in schema.names]
+    if missing:
+        raise ScanFolderError(f"{path}: lacks the column(s) {', '.join(missing)}; is this a gptviz scan?")
+    try:
+        df = pq.read_table(path, columns=list(COLUMNS[name])).to_pandas()
+    except Exception as e:
+        raise ScanFolderError(f"{path}: cannot be read ({str(e).splitlines()[0][:160]})") from None
+    if name != "windows":
+        bad = [c for c in COLUMNS[name] if not pd.api.types.is_numeric_dtype(df[c])]
+        if bad:
+            raise ScanFolderError(f"{path}: column {bad[0]} is not numeric")
+    return df
+
+
+def read(folder: Path) -> tuple[dict[str, pd.DataFrame], dict]:
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise ScanFolderError(f"{folder}: no such folder; give the folder a scan wrote (--out)")
+    summary_path = folder / "summary.json"
+    _size(summary_path, MAX_SUMMARY_BYTES)
+    try:
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError, OSError):
+        raise ScanFolderError(f"{summary_path}: not readable JSON") from None
+    if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
+        raise ScanFolderError(f"{summary_path}: a scan summary has the keys {', '.join(SUMMARY_KEYS)}")
+    numbers = ("docs", "windows", "tokens", "loss", "seconds")
+    bad = [k for k in numbers if isinstance(summary[k], bool) or not isinstance(summary[k], (int, float))]
+    if bad or not isinstance(summary["engine"], str):
+        raise ScanFolderError(f"{summary_path}: {(bad or ['engine'])[0]} has a value of the wrong type")
+    tables = {name: read_table(folder / f"{name}.parquet", name) for name in REQUIRED}
+    if (folder / "head_windows.parquet").exists():
+        tables["head_windows"] = read_table(folder / "head_windows.parquet", "head_windows")
+    return tables, summary

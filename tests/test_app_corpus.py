@@ -1,0 +1,135 @@
+"""The Corpus page through AppTest: a shipped scan opens at once and shows the library's numbers;
+a context opens as the prompt on Next token; a scan run from the page (its own process) ends in the
+page, and a bad corpus ends in one line."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from apptest_helpers import APP, figure, ok, serve
+from dashboard_fixtures import NAME, make_checkpoints
+from streamlit.testing.v1 import AppTest
+
+import gptviz
+from gptviz.analysis.heads import SCORES
+from gptviz.dashboard import corpus as cp
+
+TEXT = "To be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 6
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory) -> tuple[Path, Path]:
+    ckpts = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+    samples = tmp_path_factory.mktemp("samples")
+    (samples / "hamlet").mkdir()
+    (samples / "hamlet" / "a.txt").write_text(TEXT)
+    gptviz.scan(str(ckpts / NAME), samples / "hamlet", window=32, k=5, out=samples / "scans" / NAME)
+    return ckpts, samples
+
+
+@pytest.fixture
+def at(roots, monkeypatch, tmp_path) -> AppTest:
+    ckpts, samples = roots
+    serve(monkeypatch, ckpts, NAME)
+    monkeypatch.setenv(cp.SAMPLES_ENV, str(samples))
+    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    at = ok(AppTest.from_file(APP, default_timeout=60).run())
+    return ok(at.switch_page("views/corpus.py").run())
+
+
+def test_the_shipped_scan_opens_at_once_with_the_librarys_numbers(at, roots):
+    _, samples = roots
+    scan = gptviz.load_scan(samples / "scans" / NAME)
+    assert at.title[0].value == "Corpus"
+    assert at.radio(key="corpus_mode").value == "the shipped scan"
+    metrics = {m.label: m.value for m in at.metric}
+    assert (
+        metrics["Windows"] == f"{len(scan.windows):,}" and metrics["Mean loss (nats)"] == f"{scan.summary['loss']:.3f}"
+    )
+    worst = int(scan.windows.sort_values("loss", ascending=False)["window"].iloc[0])
+    assert at.number_input(key="corpus_window").value == worst  # the worst window first
+    heads = figure(at, "corpus_heads_fig")
+    assert len(heads["data"]) == len(scan.heads) + 1  # one box per head and the means
+    # the neuron browser: layer 0, neuron 0's contexts, rank 0 first, with its value
+    top = scan.neurons[(scan.neurons.layer == 0) & (scan.neurons.neuron == 0)].sort_values("rank")
+    shown = [h.proto.body for h in at.get("html") if "window " in h.proto.body and "activation" in h.proto.body]
+    assert len(shown) == len(top)
+    assert f"{top['value'].iloc[0]:.3f}" in shown[0] and f"window {top['window'].iloc[0]}" in shown[0]
+    # every table downloads as CSV
+    for key in ("corpus_dl_windows", "corpus_dl_tokens", "corpus_dl_heads", "corpus_dl_neurons"):
+        assert at.get_by_key(key) is not None
+    ok(at.selectbox(key="corpus_score").set_value("induction").run())
+    ys = figure(at, "corpus_heads_fig")["data"][-1]
+    assert ys["name"] == "mean over windows"
+    assert list(SCORES).index("induction") >= 0
+
+
+def test_the_neurons_that_fire_on_a_token(at, roots):
+    _, samples = roots
+    scan = gptviz.load_scan(samples / "scans" / NAME)
+    tok = gptviz.load(roots[0] / NAME).tokenizer
+    ok(at.text_input(key="corpus_token").input("e").run())
+    found = [d.value for d in at.dataframe if "contexts_on_token" in d.value.columns]
+    assert len(found) == 1 and len(found[0]) > 0
+    expected = cp.neurons_for_token(scan, tok.encode("e")[0])
+    assert found[0][["layer", "neuron"]].values.tolist() == expected[["layer", "neuron"]].values.tolist()
+    for row in found[0].head(5).itertuples():  # each such neuron really peaks on "e" that many times
+        top = scan.neurons[(scan.neurons.layer == row.layer) & (scan.neurons.neuron == row.neuron)]
+        ids = scan.windows.set_index("window")["token_ids"]
+        on = sum(ids[w][p] == tok.encode("e")[0] for w, p in zip(top["window"], top["position"]))
+        assert on == row.contexts_on_token
+    ok(at.text_input(key="corpus_token").input("ee").run())
+    assert "exactly one token" in at.warning[0].value
+
+
+def test_a_context_opens_as_the_prompt_on_next_token(at, roots):
+    _, samples = roots
+    scan = gptviz.load_scan(samples / "scans" / NAME)
+    r = scan.neurons[(scan.neurons.layer == 0) & (scan.neurons.neuron == 0) & (scan.neurons["rank"] == 0)].iloc[0]
+    ids = scan.windows.set_index("window")["token_ids"][int(r.window)][: int(r.position) + 1]
+    tok = gptviz.load(roots[0] / NAME).tokenizer
+    ok(at.button(key="corpus_next_0").click().run())
+    assert at.title[0].value == "Next token"
+    assert at.text_area(key="prompt").value == tok.decode(list(ids))
+
+
+def test_a_bad_scan_folder_is_one_line(at, tmp_path):
+    ok(at.radio(key="corpus_mode").set_value("open a scan folder").run())
+    at.text_input(key="corpus_folder").input(str(tmp_path / "nothing"))
+    at.button(key="corpus_open_folder").click().run()
+    assert not at.exception
+    assert "Scan not opened" in at.error[0].value and "no such folder" in at.error[0].value
+
+
+def wait_for_scan(at: AppTest, timeout: float = 120) -> AppTest:
+    deadline = time.monotonic() + timeout
+    while "corpus_job" in at.session_state and at.session_state["corpus_job"]:
+        assert time.monotonic() < deadline, "the scan did not end"
+        time.sleep(0.5)
+        at.run()
+    return at
+
+
+@pytest.mark.slow  # starts the scan as its own process, as the page does
+def test_a_scan_run_from_the_page_opens_and_a_bad_corpus_is_one_line(at, tmp_path):
+    ok(at.radio(key="corpus_mode").set_value("run a new scan").run())
+    assert at.selectbox(key="corpus_source").value == "shipped sample: hamlet"
+    at.number_input(key="corpus_window_size").set_value(16)
+    ok(at.button(key="corpus_run").click().run())
+    ok(wait_for_scan(at))
+    assert at.session_state["corpus_scan"].startswith(str(tmp_path / "scans"))
+    metrics = {m.label: m.value for m in at.metric}
+    again = gptviz.load_scan(at.session_state["corpus_scan"])
+    assert metrics["Windows"] == f"{len(again.windows):,}" and again.summary["window"] == 16
+    # a binary file as the corpus: the scan process fails with one line, shown on the page
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"abc\x00\x01")
+    ok(at.radio(key="corpus_mode").set_value("run a new scan").run())
+    ok(at.selectbox(key="corpus_source").set_value("a path on this server").run())
+    ok(at.text_input(key="corpus_path").input(str(bad)).run())  # the button waits for a path
+    at.button(key="corpus_run").click().run()
+    wait_for_scan(at)
+    assert not at.exception
+    assert "Scan failed" in at.error[0].value and "looks binary" in at.error[0].value

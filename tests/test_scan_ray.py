@@ -1,0 +1,151 @@
+"""The Ray engine gives the local engine's tables: on a Ray started in this process, and on a real
+Ray head started as its own process on 127.0.0.1 and reached through RAY_ADDRESS, as a person with a
+cluster would (the head is stopped after, and no process of it may remain)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import tiny_model
+
+import gptviz
+
+pytestmark = pytest.mark.slow  # starting Ray takes seconds
+ROOT = Path(__file__).resolve().parents[1]
+TOK = gptviz.CharTokenizer(list("abcdefghij \n"))
+
+
+def same_tables(a: gptviz.Scan, b: gptviz.Scan) -> None:
+    for name in ("windows", "tokens", "heads", "head_windows"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), rtol=1e-5, atol=1e-5, check_dtype=False)
+    # neurons: the values to 1e-5; a window may differ only where two windows tie exactly
+    pd.testing.assert_frame_equal(
+        a.neurons.drop(columns=["window", "position"]), b.neurons.drop(columns=["window", "position"]), atol=1e-5
+    )
+    differ = (a.neurons["window"] != b.neurons["window"]).mean()
+    assert differ < 0.05, differ
+
+
+@pytest.fixture(scope="module")
+def docs():
+    rng = np.random.default_rng(7)
+    return [rng.integers(0, 11, n).tolist() for n in (70, 13, 2, 33, 16)]
+
+
+def test_ray_in_this_process_equals_local(docs, monkeypatch):
+    import ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    model = tiny_model(seed=2)
+    local = gptviz.scan(model, docs, window=8, k=3, batch_size=3)
+    on_ray = gptviz.scan(model, docs, window=8, k=3, batch_size=3, engine="ray")
+    same_tables(local, on_ray)
+    assert on_ray.summary["engine"] == "ray" and on_ray.summary["windows"] == local.summary["windows"]
+    assert not ray.is_initialized()  # the Ray it started is shut down after
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_head(tmp_path_factory):
+    """`ray start --head --block` as its own process; yields its environment (RAY_ADDRESS, the token).
+    Stopped by terminating that process, which stops what it started: `ray stop` would stop every
+    Ray on the machine, other people's too."""
+    port = free_port()
+    temp = Path(os.path.realpath(f"/tmp/rs{port}"))  # short: Ray's socket paths must fit in 107 bytes
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RAY_AUTH_MODE": "token",  # a cluster with a token, as Ray makes by default
+        "RAY_AUTH_TOKEN": os.urandom(32).hex(),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # stop at once: nothing to drain in a test
+    }
+    cmd = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        f"--port={port}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=2",
+        f"--object-store-memory={96 * 2**20}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp}",
+        "--block",
+    ]
+    log = tmp_path_factory.mktemp("ray") / "head.log"
+    with open(log, "w") as out:
+        head = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert head.poll() is None, log.read_text()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the Ray head did not come up in 90 s"
+                time.sleep(0.2)
+        yield {**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
+    finally:
+        head.terminate()
+        try:
+            head.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)  # its own session: only what this fixture started
+            head.wait(10)
+        time.sleep(1)
+        left = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        mine = [line for line in left.splitlines() if str(temp) in line or f"--port={port}" in line]
+        for line in mine:  # never expected; killed by pid so no later test inherits them
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        assert not mine, f"Ray processes left behind: {mine}"
+
+
+def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
+    """The CLI with --engine ray on a real head reached through RAY_ADDRESS; the workers load the
+    checkpoint from its path. Its folder equals the local engine's."""
+    ckpt = gptviz.save(tiny_model(seed=4, vocab_size=TOK.vocab_size), tmp_path / "ck", TOK)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("abc def\nghij " * 9)
+    (corpus / "b.txt").write_text("jihgf edcba\n" * 4)
+    args = ["--checkpoint", str(ckpt), "--data", str(corpus), "--window", "16", "--k", "4", "--batch-size", "2"]
+    run = [sys.executable, "-m", "gptviz", "scan", *args]
+    local = subprocess.run([*run, "--out", str(tmp_path / "local")], env=ray_head, capture_output=True, text=True)
+    assert local.returncode == 0, local.stderr
+    on_ray = subprocess.run(
+        [*run, "--out", str(tmp_path / "ray"), "--engine", "ray"], env=ray_head, capture_output=True, text=True
+    )
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    assert "(ray)" in on_ray.stdout
+    same_tables(gptviz.load_scan(tmp_path / "local"), gptviz.load_scan(tmp_path / "ray"))
+    assert gptviz.load_scan(tmp_path / "ray").summary["engine"] == "ray"
+
+
+def test_bench_scan_runs_on_a_tiny_model(tmp_path):
+    """`python -m gptviz bench --scan --tiny` measures and writes its JSON (no figure is asserted)."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "gptviz", "bench", "--scan", "--tiny", "--parts", "speed,memory"]
+    done = subprocess.run([*cmd, "--mem-windows", "4", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert {"plain_s", "scan_s", "scan_over_plain", "peak_rss_1x_mb", "peak_rss_3x_mb", "peak_growth_3x_mb"} <= set(
+        result
+    )
+    assert result["scan_s"] > 0 and result["peak_rss_3x_mb"] > 0

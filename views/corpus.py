@@ -1,0 +1,218 @@
+"""Corpus: behaviour across data. Run a corpus through the model (as its own process) or open a scan,
+then browse the windows by loss, each head's scores over the windows, and each neuron's top contexts."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from gptviz.analysis.heads import SCORES
+from gptviz.dashboard import corpus as cp
+from gptviz.dashboard import widgets
+from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped
+from gptviz.dashboard.state import view
+from gptviz.errors import GptvizError
+from gptviz.figures import corpus as cfig
+from gptviz.figures import token_chips_html
+from gptviz.formats.safe import user_path
+
+SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
+PAGES = {"attention": "views/attention.py", "next": "views/next_token.py"}
+target = st.session_state.pop("_corpus_open", None)
+if target in PAGES:  # set by an "open as prompt" click below, with the prompt already chosen
+    keep = {k: st.session_state[k] for k in SIDEBAR_KEYS if k in st.session_state}
+    st.session_state["_switch_choices"] = {**keep, "prompt": st.session_state.pop("_corpus_prompt", "")}
+    st.switch_page(PAGES[target])
+
+finished = st.session_state.pop("_corpus_done", None)
+if finished:  # a scan this page started has ended: open its folder
+    st.session_state.update(corpus_mode="open a scan folder", corpus_folder=finished, corpus_scan=finished)
+
+v = view()
+st.title("Corpus")
+st.caption(
+    "One prompt is an anecdote. A scan runs a corpus through the model once, in windows, and keeps the loss of "
+    "every token, every head's scores in every window, and each neuron's strongest contexts (at most one per "
+    "window). It runs as its own process (`python -m gptviz scan`); the page reads the folder it writes."
+)
+if v is None or v.bundle is None:
+    st.info("Choose a checkpoint in the sidebar first: a scan is of one model.")
+    st.stop()
+tok = v.bundle.tokenizer
+runnable = v.source != DEMO and not is_upload(v.source)
+
+
+def readable(ids) -> list[str]:
+    ids = [int(i) for i in ids]
+    if tok is None:
+        return [f"{i} " for i in ids]
+    return [s.replace("\n", "↵").replace("\t", "⇥").replace("\r", "") for s in tok.token_strings(ids)]
+
+
+# --- choose or run a scan --------------------------------------------------------------------------
+ship = cp.shipped_scan(v.source) if v.source in shipped() else None
+modes = (["the shipped scan"] if ship else []) + ["run a new scan", "open a scan folder"]
+mode = st.radio("Scan", modes, key="corpus_mode", horizontal=True)
+if mode == "the shipped scan":
+    st.session_state["corpus_scan"] = str(ship)
+elif mode == "run a new scan":
+    if not runnable:
+        st.info("A scan runs on a shipped checkpoint or a local path; choose one in the sidebar.")
+    samples = cp.sample_corpora()
+    c1, c2, c3 = st.columns([2, 1, 1])
+    kinds = [f"shipped sample: {s}" for s in samples] + ["a path on this server", "upload a .txt or .jsonl"]
+    kind = c1.selectbox("Corpus", kinds, key="corpus_source")
+    block = v.bundle.model.config.block_size
+    window = c2.number_input("Window (tokens)", 2, block, min(128, block), key="corpus_window_size")
+    k = c3.number_input("Contexts per neuron (k)", 1, 200, 20, key="corpus_k")
+    data = None
+    if kind.startswith("shipped sample: "):
+        data = cp.samples_dir() / kind.removeprefix("shipped sample: ")
+    elif kind == "a path on this server":
+        typed = st.text_input("Corpus path (.txt, folder of .txt, .jsonl or .parquet)", key="corpus_path")
+        try:
+            data = user_path(typed) if typed else None
+        except GptvizError as e:  # a NUL byte: no file has that name
+            st.error(widgets.plain(e))
+            data = None
+    else:
+        up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload")
+        if up is not None and up.size > cp.MAX_UPLOAD_BYTES:
+            st.error(f"That file is larger than {cp.MAX_UPLOAD_BYTES // 2**20} MB; give its path instead.")
+        elif up is not None:
+            data = ("upload", up.name, up.getvalue())
+    if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None):
+        try:  # the scans folder may be refused: a symlink, or another user's (private.py)
+            if isinstance(data, tuple):
+                data = cp.save_upload(data[1], data[2])
+            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            st.session_state["corpus_job"] = job.__dict__
+        except GptvizError as e:
+            st.error(f"Scan not started: {widgets.plain(e)}")
+else:
+    folder = st.text_input("Scan folder (what `python -m gptviz scan --out` wrote)", key="corpus_folder")
+    if st.button("Open", key="corpus_open_folder") and folder:
+        st.session_state["corpus_scan"] = folder
+
+
+@st.fragment(run_every=1.0)
+def progress() -> None:
+    """The running scan's progress bar, refreshed every second until it ends."""
+    raw = st.session_state.get("corpus_job")
+    if not raw:
+        return
+    job = cp.Job(**raw)
+    state = cp.job_state(job)
+    if state["state"] == "running":
+        total, done = state.get("total") or 0, state.get("done") or 0
+        text = (
+            f"Scanning: {done:,} of {total:,} windows"
+            if total
+            else "Starting the scan: loading the model, reading the corpus"
+        )
+        st.progress(done / total if total else 0.0, text=text)
+        return
+    st.session_state.pop("corpus_job")
+    if state["state"] == "error":
+        st.session_state["corpus_error"] = state.get("message", "the scan failed")
+    else:  # shown as an opened folder: the widgets take it before they are drawn, in the next run
+        st.session_state["_corpus_done"] = job.out
+    st.rerun(scope="app")
+
+
+if st.session_state.get("corpus_job"):
+    progress()
+if st.session_state.get("corpus_error"):
+    st.error(f"Scan failed: {widgets.plain(st.session_state.pop('corpus_error'))}")
+folder = st.session_state.get("corpus_scan")
+if not folder or st.session_state.get("corpus_job"):
+    st.stop()
+try:
+    scan = cp.open_scan(folder)
+except GptvizError as e:
+    st.error(f"Scan not opened: {widgets.plain(e)}")
+    st.stop()
+
+# --- what the scan found ---------------------------------------------------------------------------
+sm = scan.summary
+vocab = v.bundle.model.config.vocab_size
+max_id = max((max(ids) for ids in scan.windows["token_ids"] if len(ids)), default=0)
+if max_id >= vocab:
+    st.error(f"This scan holds token id {max_id}, outside this checkpoint's vocabulary: open it with its own model.")
+    st.stop()
+m = st.columns(5)
+m[0].metric("Documents", f"{sm['docs']:,}")
+m[1].metric("Windows", f"{sm['windows']:,}")
+m[2].metric("Tokens", f"{sm['tokens']:,}")
+m[3].metric("Mean loss (nats)", f"{sm['loss']:.3f}")
+m[4].metric("Engine", str(sm["engine"]))
+st.caption(
+    f"Scan of {widgets.plain(sm.get('checkpoint') or 'a model')} on {widgets.plain(sm.get('data', ''))}, "
+    f"in {float(sm['seconds']):,.0f} s"
+)
+if runnable and sm.get("checkpoint") and Path(sm["checkpoint"]).name != checkpoint_path(v.source).name:
+    st.warning("This scan was made with another checkpoint than the sidebar's: its tokens are shown with this one's.")
+tab_w, tab_h, tab_n = st.tabs(["Windows by loss", "Heads over windows", "Neurons"])
+
+with tab_w:
+    ranked = cp.windows_by_loss(scan, readable)
+    chosen = st.number_input(
+        "Window", 0, int(scan.windows["window"].max()), int(ranked["window"].iloc[0]), key="corpus_window"
+    )
+    ids = cp.window_ids(scan, chosen)
+    losses = cp.window_losses(scan, chosen, len(ids))
+    widgets.chart(
+        cfig.window_loss_histogram(
+            ranked["loss"].to_numpy(), float(scan.windows.set_index("window")["loss"].get(chosen, float("nan")))
+        ),
+        key="corpus_loss_hist",
+    )
+    st.markdown(f"**Window {chosen}**: each token coloured by its loss (nats; position 0 has none).")
+    st.html(token_chips_html(v.display(ids), ids, losses, unit="nats"))
+    st.dataframe(ranked, key="corpus_windows_table", hide_index=True, height=260)
+    widgets.download("windows (CSV)", lambda: scan.windows, "windows.csv", key="corpus_dl_windows")
+    widgets.download("tokens (CSV)", lambda: scan.tokens, "tokens.csv", key="corpus_dl_tokens")
+
+with tab_h:
+    score = st.selectbox("Score", SCORES, key="corpus_score", format_func=lambda s: s.replace("_", " "))
+    if scan.head_windows.empty:
+        st.info("This scan folder has no per-window head scores (head_windows.parquet): only the means.")
+    else:
+        widgets.chart(
+            cfig.head_score_distribution(cp.head_distribution(scan, score), scan.heads, score), key="corpus_heads_fig"
+        )
+    st.dataframe(scan.heads, key="corpus_heads_table", hide_index=True)
+    widgets.download("heads (CSV)", lambda: scan.heads, "heads.csv", key="corpus_dl_heads")
+
+
+def open_as_prompt(page: str, ids: list[int]) -> None:
+    st.session_state["_corpus_open"] = page
+    st.session_state["_corpus_prompt"] = tok.decode(ids) if tok is not None else ", ".join(map(str, ids))
+
+
+with tab_n:
+    L = int(scan.neurons["layer"].max()) + 1
+    F = int(scan.neurons["neuron"].max()) + 1
+    c1, c2, c3 = st.columns([1, 1, 2])
+    layer = c1.number_input("Layer", 0, L - 1, 0, key="corpus_layer")
+    neuron = c2.number_input(f"Neuron (0–{F - 1})", 0, F - 1, 0, key="corpus_neuron")
+    token = c3.text_input("…or the neurons that fire most on this token", key="corpus_token")
+    if token:
+        tid = tok.encode(token, unknown="drop") if tok is not None else []
+        if len(tid) != 1:
+            st.warning("Type exactly one token of this model's vocabulary (one character for a character model).")
+        else:
+            found = cp.neurons_for_token(scan, tid[0])
+            st.caption("Neurons whose strongest contexts peak on this token (how many of their top k do).")
+            st.dataframe(found, key="corpus_token_neurons", hide_index=True, height=220)
+    top = cp.neuron_contexts(scan, layer, neuron)
+    st.markdown(f"**Layer {layer}, neuron {neuron}**: its {len(top)} strongest contexts, the peak token highlighted.")
+    for r in top.itertuples():
+        ctx, at = cp.context(scan, int(r.window), int(r.position))
+        prefix = cp.window_ids(scan, int(r.window))[: int(r.position) + 1].tolist()
+        c1, c2, c3 = st.columns([6, 1.3, 1.5], vertical_alignment="center")
+        c1.html(
+            f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · " + cfig.context_html(readable(ctx), at, r.value)
+        )
+        c2.button("Attention", key=f"corpus_attn_{r.rank}", on_click=open_as_prompt, args=("attention", prefix))
+        c3.button("Next token", key=f"corpus_next_{r.rank}", on_click=open_as_prompt, args=("next", prefix))
+    widgets.download("neurons (CSV)", lambda: scan.neurons, "neurons.csv", key="corpus_dl_neurons")
