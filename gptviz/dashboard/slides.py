@@ -167,12 +167,14 @@ def _move(n: int, delta: int) -> None:
         nudge(code)
 
 
-def _rerun_full(session) -> None:
+def _rerun_full(session, code: str) -> None:
     """On the server's event loop: rerun a session's whole script with its last client state (its
     URL: request_rerun(None) would run it without ?follow=), not the fragment it last ran."""
     state = ClientState()
     state.CopyFrom(session._client_state)
     state.fragment_id, state.is_auto_rerun = "", False
+    if f"follow={code}" not in state.query_string:  # a state saved before its first run ended
+        state.query_string = f"follow={code}"
     session.request_rerun(state)
 
 
@@ -190,7 +192,7 @@ def nudge(code: str) -> None:
             if info is None:  # the student closed the tab
                 live.unfollow(code, sid)
                 continue
-            loop.call_soon_threadsafe(_rerun_full, info.session)
+            loop.call_soon_threadsafe(_rerun_full, info.session, code)
     except Exception:  # Streamlit's internals changed: polling is the fallback
         log.warning("could not nudge the followers of %s; they will poll", code, exc_info=True)
 
@@ -280,7 +282,7 @@ def full_page_link(slide: Slide) -> None:
     st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
 
 
-FOLLOW_POLL_S = 10.0  # a follower's own check, the safety net behind the teacher's nudge (rare: each is a rerun)
+FOLLOW_POLL_S = 10.0  # the safety net behind the nudge: each poll is a rerun (30 at 4-5 s jammed 2 cores)
 
 
 def follower(code: str, presentation: bool) -> None:
