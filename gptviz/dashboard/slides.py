@@ -57,12 +57,10 @@ CLICKER_JS = """<script>
 </script>"""
 
 # A slide fills a 1280 × 720 screen: less padding above the page, the note large.
-# Streamlit's header bar is made see-through (its two buttons still work), so the slide's own row
-# of Back / Next can sit at the very top.
+# The slide's row of Back / Next sits just under Streamlit's header bar (3.75rem, the page menu),
+# not Streamlit's default 6rem below it.
 SLIDE_CSS = """<style>
-[data-testid=stMainBlockContainer] { padding-top: 0.9rem; padding-bottom: 1rem; }
-[data-testid=stHeader] { background: transparent; pointer-events: none; }
-[data-testid=stHeader] button, [data-testid=stHeader] a { pointer-events: auto; }
+[data-testid=stMainBlockContainer] { padding-top: 4rem; padding-bottom: 1rem; }
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
 .st-key-slide_head h3, .st-key-follow_head h3 { padding: 0; }
 .st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
