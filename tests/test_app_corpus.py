@@ -45,7 +45,9 @@ def test_the_shipped_scan_opens_at_once_with_the_librarys_numbers(at, roots):
     assert at.title[0].value == "Corpus"
     assert at.radio(key="corpus_mode").value == "the shipped scan"
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Windows"] == f"{len(scan.windows):,}" and metrics["Mean loss"] == f"{scan.summary['loss']:.3f} nats"
+    assert (
+        metrics["Windows"] == f"{len(scan.windows):,}" and metrics["Mean loss (nats)"] == f"{scan.summary['loss']:.3f}"
+    )
     worst = int(scan.windows.sort_values("loss", ascending=False)["window"].iloc[0])
     assert at.number_input(key="corpus_window").value == worst  # the worst window first
     heads = figure(at, "corpus_heads_fig")

@@ -209,6 +209,10 @@ def test_out_round_trips_and_bad_folders_are_one_line(tmp_path, docs):
     pd.DataFrame({"window": [0]}).to_parquet(tmp_path / "scan" / "tokens.parquet")
     with pytest.raises(ScanFolderError, match="lacks the column"):
         gptviz.load_scan(tmp_path / "scan")
+    good = json.loads((tmp_path / "scan" / "summary.json").read_text())
+    (tmp_path / "scan" / "summary.json").write_text(json.dumps({**good, "loss": "<b>1</b>"}))
+    with pytest.raises(ScanFolderError, match="loss has a value of the wrong type"):
+        gptviz.load_scan(tmp_path / "scan")
     (tmp_path / "scan" / "summary.json").write_text("{oops")
     with pytest.raises(ScanFolderError, match="summary.json: not readable JSON"):
         gptviz.load_scan(tmp_path / "scan")

@@ -13,6 +13,7 @@ from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
 from gptviz.figures import token_chips_html
+from gptviz.formats.safe import user_path
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
 PAGES = {"attention": "views/attention.py", "next": "views/next_token.py"}
@@ -68,7 +69,11 @@ elif mode == "run a new scan":
         data = cp.samples_dir() / kind.removeprefix("shipped sample: ")
     elif kind == "a path on this server":
         typed = st.text_input("Corpus path (.txt, folder of .txt, .jsonl or .parquet)", key="corpus_path")
-        data = Path(typed).expanduser() if typed else None
+        try:
+            data = user_path(typed) if typed else None
+        except GptvizError as e:  # a NUL byte: no file has that name
+            st.error(widgets.plain(e))
+            data = None
     else:
         up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload")
         if up is not None and up.size > cp.MAX_UPLOAD_BYTES:
@@ -76,10 +81,13 @@ elif mode == "run a new scan":
         elif up is not None:
             data = ("upload", up.name, up.getvalue())
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None):
-        if isinstance(data, tuple):
-            data = cp.save_upload(data[1], data[2])
-        job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
-        st.session_state["corpus_job"] = job.__dict__
+        try:  # the scans folder may be refused: a symlink, or another user's (private.py)
+            if isinstance(data, tuple):
+                data = cp.save_upload(data[1], data[2])
+            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            st.session_state["corpus_job"] = job.__dict__
+        except GptvizError as e:
+            st.error(f"Scan not started: {widgets.plain(e)}")
 else:
     folder = st.text_input("Scan folder (what `python -m gptviz scan --out` wrote)", key="corpus_folder")
     if st.button("Open", key="corpus_open_folder") and folder:
@@ -135,9 +143,12 @@ m = st.columns(5)
 m[0].metric("Documents", f"{sm['docs']:,}")
 m[1].metric("Windows", f"{sm['windows']:,}")
 m[2].metric("Tokens", f"{sm['tokens']:,}")
-m[3].metric("Mean loss", f"{sm['loss']:.3f} nats")
-m[4].metric("Engine", f"{sm['engine']}, {sm['seconds']:.0f} s")
-st.caption(f"Scan of {widgets.plain(sm.get('checkpoint') or 'a model')} on {widgets.plain(sm.get('data', ''))}")
+m[3].metric("Mean loss (nats)", f"{sm['loss']:.3f}")
+m[4].metric("Engine", str(sm["engine"]))
+st.caption(
+    f"Scan of {widgets.plain(sm.get('checkpoint') or 'a model')} on {widgets.plain(sm.get('data', ''))}, "
+    f"in {float(sm['seconds']):,.0f} s"
+)
 if runnable and sm.get("checkpoint") and Path(sm["checkpoint"]).name != checkpoint_path(v.source).name:
     st.warning("This scan was made with another checkpoint than the sidebar's: its tokens are shown with this one's.")
 tab_w, tab_h, tab_n = st.tabs(["Windows by loss", "Heads over windows", "Neurons"])

@@ -25,7 +25,8 @@ from .local import batches
 from .reduce import Accumulator, Partial
 
 LOCAL_MAX_CPUS = 8  # a Ray started here takes at most this many cores ...
-LOCAL_OBJECT_STORE = 256 * 2**20  # ... and this much shared memory for batches and partials
+LOCAL_OBJECT_STORE = 256 * 2**20  # ... and this much shared memory for batches and partials (more for
+# a model handed over in memory, whose weights go through the object store)
 
 
 class RayEngineError(GptvizError, RuntimeError):
@@ -72,7 +73,7 @@ def _weights(model) -> dict:
     }
 
 
-def _connect(ray_address: str | None) -> bool:
+def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE) -> bool:
     """Join the named cluster or start a bounded Ray here; True when this call must shut it down."""
     import ray
 
@@ -87,7 +88,7 @@ def _connect(ray_address: str | None) -> bool:
             path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
             ray.init(
                 num_cpus=min(os.cpu_count() or 1, LOCAL_MAX_CPUS),
-                object_store_memory=LOCAL_OBJECT_STORE,
+                object_store_memory=store_bytes,
                 include_dashboard=False,
                 log_to_driver=False,
                 logging_level="ERROR",
@@ -117,7 +118,9 @@ def run_ray(
     except ImportError:
         raise RayEngineError("the Ray engine needs Ray: pip install 'gptviz[ray]' (or 'ray[data]')") from None
     device = device or ("cpu" if isinstance(source, (str, Path)) else str(source.device))
-    started_here = _connect(ray_address)
+    # weights handed over in memory go through the object store: room for them and the batches
+    weights = 0 if isinstance(source, (str, Path)) else sum(p.numel() * p.element_size() for p in source.parameters())
+    started_here = _connect(ray_address, max(LOCAL_OBJECT_STORE, 2 * weights + LOCAL_OBJECT_STORE // 2))
     try:
         logging.getLogger("ray.data").setLevel(logging.ERROR)  # our progress bar, not Ray Data's chatter
         ctx = ray.data.DataContext.get_current()

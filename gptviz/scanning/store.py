@@ -142,6 +142,10 @@ def read(folder: Path) -> tuple[dict[str, pd.DataFrame], dict]:
         raise ScanFolderError(f"{summary_path}: not readable JSON") from None
     if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
         raise ScanFolderError(f"{summary_path}: a scan summary has the keys {', '.join(SUMMARY_KEYS)}")
+    numbers = ("docs", "windows", "tokens", "loss", "seconds")
+    bad = [k for k in numbers if isinstance(summary[k], bool) or not isinstance(summary[k], (int, float))]
+    if bad or not isinstance(summary["engine"], str):
+        raise ScanFolderError(f"{summary_path}: {(bad or ['engine'])[0]} has a value of the wrong type")
     tables = {name: read_table(folder / f"{name}.parquet", name) for name in REQUIRED}
     if (folder / "head_windows.parquet").exists():
         tables["head_windows"] = read_table(folder / "head_windows.parquet", "head_windows")
