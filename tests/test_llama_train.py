@@ -53,8 +53,8 @@ def test_family_llama_sets_the_llama_fields_and_a_given_flag_wins():
     "flags, said",
     [
         (["--family", "llama", "--tokenizer", "char"], "--format hf writes the tokenizer as tokenizer.json"),
-        (["--tokenizer", "bpe"], "needs rotary positions"),
-        (["--family", "llama", "--tokenizer", "bpe", "--norm", "layernorm"], "RMSNorm with a learned scale"),
+        (["--tokenizer", "bpe"], "--format hf: this model is not a Llama, so it has no Hugging Face Llama form"),
+        (["--family", "llama", "--tokenizer", "bpe", "--norm", "layernorm"], "its norms (Llama: RMSNorm × w)"),
     ],
 )
 def test_format_hf_refuses_what_is_no_llama_in_one_line_before_training(tmp_path, capsys, flags, said):
@@ -98,10 +98,10 @@ def test_a_written_llama_directory_is_read_by_transformers_with_the_same_logits(
 def test_only_a_llama_shape_is_written_as_a_llama(tmp_path):
     gpt2 = tiny_model()
     assert llama_refusals(gpt2.config)
-    with pytest.raises(ConfigError, match="needs rotary positions"):
+    with pytest.raises(ConfigError, match=r"pos_encoding='learned' \(Llama: rotary\)"):
         save_hf_llama(gpt2, tmp_path / "no")
     gemma_like = tiny_model(**dict(LLAMA, norm_plus_one=True))
-    assert llama_refusals(gemma_like.config) == ["RMSNorm with a learned scale (norm rmsnorm)"]
+    assert llama_refusals(gemma_like.config) == ["its norms (Llama: RMSNorm × w)"]
 
 
 @pytest.mark.slow

@@ -28,28 +28,33 @@ SPECIAL = "<|endoftext|>"  # the one special token a trained BPE gets for Huggin
 
 
 def llama_refusals(config: GPTConfig) -> list[str]:
-    """What keeps this config from being a Hugging Face Llama (one phrase each); [] when it is one."""
-    c, out = config, []
-    if c.pos_encoding != "rotary" or c.rotary_fraction != 1.0 or c.rotary_interleaved or c.rope_local_theta:
-        out.append("rotary positions on the whole head, halves rotated (pos_encoding rotary)")
-    if c.norm != "rmsnorm" or c.norm_plus_one or not c.norm_affine:
-        out.append("RMSNorm with a learned scale (norm rmsnorm)")
-    if not (c.mlp_gated and c.activation == "silu"):
-        out.append("a SwiGLU MLP (mlp_gated true, activation silu)")
-    if c.bias and c.qkv_bias != c.out_bias:
-        out.append("the same bias setting on q, k, v and the output projection")
-    if not c.pre_norm or c.post_norm or c.qk_norm != "none" or c.parallel:
-        out.append("pre-norm sequential blocks without post- or q/k norms")
-    if c.sliding_window or c.attn_scale or c.attn_softcap or c.final_softcap or c.qkv_clip or c.embed_scale != 1.0:
-        out.append("no sliding window, soft-cap, clipping, embedding scale or unusual attention scale")
-    return out
+    """What keeps this config from being a Hugging Face Llama, one phrase each; [] when nothing does."""
+    c = config
+    checks = [
+        (c.pos_encoding == "rotary", f"pos_encoding={c.pos_encoding!r} (Llama: rotary)"),
+        (c.norm == "rmsnorm" and c.norm_affine and not c.norm_plus_one, "its norms (Llama: RMSNorm × w)"),
+        (c.mlp_gated and c.activation == "silu", "its MLP (Llama: SwiGLU, gated with silu)"),
+        (c.pre_norm and not c.post_norm and c.qk_norm == "none", "norms after sub-layers or on q/k"),
+        (not c.parallel, "a parallel block"),
+        (not c.sliding_window, "a sliding window"),
+        (not (c.attn_scale or c.attn_softcap or c.final_softcap or c.qkv_clip), "a scale, soft-cap or clip"),
+        (c.embed_scale == 1.0, "an embedding scale"),
+        (c.rotary_fraction == 1.0 and not c.rotary_interleaved and not c.rope_local_theta, "partial rotary"),
+        (not c.bias or c.qkv_bias == c.out_bias, "biases on some attention projections only"),
+    ]
+    return [why for ok, why in checks if not ok]
+
+
+def refusal(config: GPTConfig) -> str:
+    """The one sentence for a config that is no Llama ("" when it is one)."""
+    problems = llama_refusals(config)
+    return f"this model is not a Llama, so it has no Hugging Face Llama form: {'; '.join(problems)}" if problems else ""
 
 
 def hf_llama_config(config: GPTConfig, tokenizer: Tokenizer | None = None, card: dict | None = None) -> dict:
     """The config.json of a Hugging Face Llama with this shape (ConfigError if it is not one)."""
-    refusals = llama_refusals(config)
-    if refusals:
-        raise ConfigError("a Hugging Face Llama directory needs " + "; ".join(refusals))
+    if refusal(config):
+        raise ConfigError(refusal(config))
     c = config
     rope = {"rope_type": "default", "rope_theta": c.rope_theta}
     if c.rope_scaling != "none":

@@ -35,7 +35,7 @@ from .. import cli_args
 from ..config import GPTConfig
 from ..errors import ConfigError
 from ..formats import save
-from ..formats.hf_llama_export import SPECIAL, llama_refusals, save_hf_llama
+from ..formats.hf_llama_export import SPECIAL, refusal, save_hf_llama
 from ..model import GPT, _explicit
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .corpus import DEFAULT_CACHE, Corpus, load_corpus
@@ -392,9 +392,8 @@ def writer(args: argparse.Namespace, config: GPTConfig):
         return save
     if args.tokenizer != "bpe":
         raise ConfigError("--format hf writes the tokenizer as tokenizer.json: use --tokenizer bpe")
-    refusals = llama_refusals(config)
-    if refusals:
-        raise ConfigError("--format hf writes a Hugging Face Llama, which needs " + "; ".join(refusals))
+    if refusal(config):
+        raise ConfigError(f"--format hf: {refusal(config)}")
     return save_hf_llama
 
 
