@@ -5,7 +5,7 @@ once, then each step runs only the new token. A step runs on the explicit attent
 attention weights exist as a tensor; a forward hook on each layer's `attn.weights` probe keeps the
 new token's row. The record of a step therefore costs what the step costs, never a re-run.
 
-Past the model's block_size, `sliding_window=True` does what nanoGPT's sample.py does: the context
+Past the model's block_size, `crop_context=True` does what nanoGPT's sample.py does: the context
 is cropped to its last block_size tokens and generation goes on. Positions are absolute (learned or
 sinusoidal), so a kept key would sit at another position in the cropped window: every step past
 block_size re-runs the whole window, and its logits equal a fresh forward over it. The step's
@@ -73,7 +73,7 @@ class Generation(_Record):
     prompt_len: int = 0
     seed: int | None = None  # the seed used (drawn at random when none was given); None when greedy
     stopped: str = ""  # why fewer tokens than asked came out (the model's block_size), else empty
-    sliding_window: bool = False  # whether the context was cropped to the last block_size tokens as it grew
+    crop_context: bool = False  # whether the context was cropped to its last block_size tokens as it grew
 
     @property
     def new_ids(self) -> list[int]:
@@ -155,7 +155,7 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
-    sliding_window: bool = False,
+    crop_context: bool = False,
 ) -> Generation:
     """Continue `ids` by up to max_new_tokens tokens, one at a time, with a KV cache.
 
@@ -168,7 +168,7 @@ def generate(
     probability before temperature), `top` (the TOP most likely tokens with their probabilities) and
     `attention` ([L, H, t], its own attention row in every layer and head).
 
-    Without sliding_window, generation stops at the model's block_size, the longest context it reads,
+    Without crop_context, generation stops at the model's block_size, the longest context it reads,
     and `stopped` says so. With it, the context is cropped to its last block_size tokens (a longer
     prompt too) and generation goes on, as nanoGPT's sample.py does; each step past block_size
     re-runs the cropped window (absolute positions move), so its logits equal a fresh forward over it."""
@@ -176,12 +176,12 @@ def generate(
     idx = as_ids(ids, model.device)  # (1, P)
     block = model.config.block_size
     P = idx.size(1)
-    model.check_ids(idx[:, -block:] if sliding_window else idx)
-    n = max_new_tokens if sliding_window else min(max_new_tokens, block - P)
+    model.check_ids(idx[:, -block:] if crop_context else idx)
+    n = max_new_tokens if crop_context else min(max_new_tokens, block - P)
     greedy = temperature == 0
     if seed is None and not greedy:
         seed = secrets.randbits(63)
-    out = Generation(ids=idx[0].tolist(), prompt_len=P, seed=None if greedy else seed, sliding_window=sliding_window)
+    out = Generation(ids=idx[0].tolist(), prompt_len=P, seed=None if greedy else seed, crop_context=crop_context)
     if n < max_new_tokens:
         out.stopped = (
             f"stopped after {n} new token(s): the model reads at most block_size={block} tokens and the prompt has {P}"

@@ -114,14 +114,14 @@ def test_generation_stops_at_block_size_and_says_so(at):
 
 
 def test_the_sliding_window_goes_past_block_size_and_shows_the_window_row(at, ckpt_root):
-    """On by default, as nanoGPT's sample.py: the steps equal gptviz.generate(sliding_window=True), and
+    """On by default, as nanoGPT's sample.py: the steps equal gptviz.generate(crop_context=True), and
     the attention row of a step past block_size covers the block_size tokens before it."""
     block = CONFIG["block_size"]
     assert at.checkbox(key="gen_slide").value
     at.slider(key="gen_temperature").set_value(0.0)
     at.number_input(key="gen_n").set_value(block)
     ok(at.button(key="gen_run").click().run())
-    _, ids, g = reference(ckpt_root, block, temperature=0, sliding_window=True)
+    _, ids, g = reference(ckpt_root, block, temperature=0, crop_context=True)
     assert len(ids) > 10  # prompt + block_size new tokens: more than 10 steps slide
     assert at.session_state["gen"]["ids"] == g.new_ids and not at.warning
     assert any("sliding window" in i.value for i in at.info)

@@ -88,3 +88,10 @@ def test_every_batch_size_gives_the_same_sweep():
     for batch_size in (1, 2, 3, 7, 100):
         np.testing.assert_allclose(sweep(batch_size=batch_size), full, atol=1e-3)  # float32 batching
     assert np.isfinite(full).all()
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5])
+def test_a_scan_batch_size_out_of_range_is_one_sentence(batch_size):
+    """batch_size=0 scanned as if it were the default; -1 ended in NumPy's "need at least one array"."""
+    with pytest.raises(gptviz.GptvizError, match="batch_size must be"):
+        gptviz.scan(MODEL, [[1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3]], window=8, k=2, batch_size=batch_size)

@@ -1,4 +1,4 @@
-"""gptviz.generate past block_size with sliding_window=True: as nanoGPT's sample.py, the context is
+"""gptviz.generate past block_size with crop_context=True: as nanoGPT's sample.py, the context is
 cropped to its last block_size tokens and generation goes on. Every step's distribution, chosen
 token and attention row are checked against a fresh forward (and Trace) of exactly the cropped
 window; and the record unpacks as `ids, steps = gptviz.generate(...)`."""
@@ -22,13 +22,18 @@ def window_logits(model: gptviz.GPT, ids: list[int]) -> torch.Tensor:
         return model(torch.tensor([ids[-BLOCK:]]))[0, -1]  # (V,)
 
 
-@pytest.mark.parametrize("variant", VARIANTS[::5], ids=variant_id)
+# positions learned, sinusoidal and rotary (with grouped-query attention): a cropped window moves every
+# kept token, so each step past block_size must equal a fresh forward whatever the encoding
+WINDOW_VARIANTS = [*VARIANTS[::10], dict(pos_encoding="rotary", n_kv_head=1)]
+
+
+@pytest.mark.parametrize("variant", WINDOW_VARIANTS, ids=variant_id)
 def test_greedy_steps_past_block_size_equal_a_fresh_forward_of_the_cropped_window(variant):
     model = tiny_model(seed=4, **variant)
     prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     n = 20  # 10 + 20 = 30 tokens: 14 steps past block_size = 16
-    g = gptviz.generate(model, prompt, n, temperature=0, sliding_window=True)
-    assert len(g.ids) == len(prompt) + n and g.stopped == "" and g.sliding_window
+    g = gptviz.generate(model, prompt, n, temperature=0, crop_context=True)
+    assert len(g.ids) == len(prompt) + n and g.stopped == "" and g.crop_context
     L, H = model.config.n_layer, model.config.n_head
     for step in g.steps:
         pos = step.position
@@ -53,7 +58,7 @@ def test_greedy_steps_past_block_size_equal_a_fresh_forward_of_the_cropped_windo
 def test_a_prompt_longer_than_block_size_is_cropped_and_sampling_matches_the_window():
     model = tiny_model(seed=9)
     prompt = [(3 * i + 1) % 11 for i in range(25)]  # 25 tokens, block_size 16
-    g = gptviz.generate(model, prompt, 6, temperature=1.0, seed=5, sliding_window=True)
+    g = gptviz.generate(model, prompt, 6, temperature=1.0, seed=5, crop_context=True)
     assert g.ids[:25] == prompt and len(g.steps) == 6 and g.prompt_len == 25
     for step in g.steps:
         probs = torch.softmax(window_logits(model, g.ids[: step.position]), -1)
@@ -72,7 +77,7 @@ def test_the_window_slides_like_nanogpt_sample_loop():
     ids = [4, 4, 2, 9]
     for _ in range(30):
         ids.append(int(torch.argmax(window_logits(model, ids))))
-    assert gptviz.generate(model, [4, 4, 2, 9], 30, temperature=0, sliding_window=True).ids == ids
+    assert gptviz.generate(model, [4, 4, 2, 9], 30, temperature=0, crop_context=True).ids == ids
 
 
 def test_the_record_unpacks_into_ids_and_steps(model):

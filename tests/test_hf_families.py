@@ -649,3 +649,60 @@ def test_a_hostile_config_json_is_one_sentence(saved, tmp_path, change, words):
     message = str(err.value)
     assert words in message and "config.json" in message and "\n" not in message
     assert "please report this" not in message  # not the last-resort net: a message of its own
+
+
+@pytest.mark.parametrize("scaling", [{}, dict(rope_scaling="llama3", rope_factor=8.0, rope_original_max=16)])
+def test_a_llama_shaped_gptviz_model_saves_as_a_hugging_face_llama(tmp_path, scaling):
+    """gptviz -> Hugging Face Llama directory: transformers' LlamaForCausalLM loads it and computes
+    the same logits, and gptviz.load reads it back to the same model."""
+    from transformers import LlamaForCausalLM
+
+    from gptviz.formats.hf_decoders import save_hf_llama
+
+    torch.manual_seed(12)
+    config = gptviz.GPTConfig(
+        vocab_size=150, block_size=64, n_layer=2, n_head=4, n_kv_head=2, n_embd=48, n_inner=80, bias=False,
+        pos_encoding="rotary", norm="rmsnorm", activation="silu", mlp_gated=True, rope_theta=500000.0, **scaling,
+    )  # fmt: skip
+    model = gptviz.GPT(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(1.0 + torch.randn_like(p) * 0.2 if "ln" in name else torch.randn_like(p) * 0.15)
+    save_hf_llama(model, tmp_path)
+    hf = LlamaForCausalLM.from_pretrained(tmp_path, attn_implementation="eager", dtype=torch.float32).eval()
+    ids = prompt()
+    with torch.no_grad():
+        np.testing.assert_allclose(hf(ids).logits[0].numpy(), model(ids)[0].numpy(), atol=1e-4, rtol=0)
+    again = gptviz.load(tmp_path)
+    assert again.report.format == "hf-llama (model.safetensors)"
+    with torch.no_grad():
+        torch.testing.assert_close(again.model(ids), model(ids), atol=0, rtol=0)
+
+
+def test_a_model_that_is_not_a_llama_is_not_saved_as_one(tmp_path):
+    from gptviz.formats.hf_decoders import save_hf_llama
+
+    gemma_like = gptviz.GPT(gptviz.GPTConfig(pos_encoding="rotary", norm="rmsnorm", mlp_gated=True, post_norm=True))
+    with pytest.raises(
+        gptviz.ConfigError, match="not a Llama, so it has no Hugging Face Llama form: .*norms after sub-layers"
+    ):
+        save_hf_llama(gemma_like, tmp_path)
+    with pytest.raises(gptviz.ConfigError, match=r"its MLP \(Llama: SwiGLU, gated with silu\)"):
+        save_hf_llama(gptviz.GPT(gptviz.GPTConfig()), tmp_path)
+    assert not (tmp_path / "config.json").exists()
+
+
+def test_sharded_pytorch_model_bin(tmp_path):
+    """pytorch_model.bin.index.json naming two weights-only torch files, as older save_pretrained wrote."""
+    hf = hf_random_decoder("olmo2", seed=13)
+    hf.config.save_pretrained(tmp_path)
+    state = hf.state_dict()
+    names = sorted(state)
+    shards = {"pytorch_model-00001-of-00002.bin": names[::2], "pytorch_model-00002-of-00002.bin": names[1::2]}
+    for file, keys in shards.items():
+        torch.save({k: state[k] for k in keys}, tmp_path / file)
+    index = {"metadata": {}, "weight_map": {k: file for file, keys in shards.items() for k in keys}}
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    bundle = gptviz.load(tmp_path)
+    assert bundle.report.format == "hf-olmo2 (2 shards)"
+    assert_parity(hf, bundle, prompt())

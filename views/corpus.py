@@ -13,6 +13,7 @@ from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
 from gptviz.figures import token_chips_html
+from gptviz.formats.safe import user_path
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
 PAGES = {"attention": "views/attention.py", "next": "views/next_token.py"}
@@ -68,7 +69,11 @@ elif mode == "run a new scan":
         data = cp.samples_dir() / kind.removeprefix("shipped sample: ")
     elif kind == "a path on this server":
         typed = st.text_input("Corpus path (.txt, folder of .txt, .jsonl or .parquet)", key="corpus_path")
-        data = Path(typed).expanduser() if typed else None
+        try:
+            data = user_path(typed) if typed else None
+        except GptvizError as e:  # a NUL byte: no file has that name
+            st.error(widgets.plain(e))
+            data = None
     else:
         up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload")
         if up is not None and up.size > cp.MAX_UPLOAD_BYTES:
@@ -76,10 +81,13 @@ elif mode == "run a new scan":
         elif up is not None:
             data = ("upload", up.name, up.getvalue())
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None):
-        if isinstance(data, tuple):
-            data = cp.save_upload(data[1], data[2])
-        job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
-        st.session_state["corpus_job"] = job.__dict__
+        try:  # the scans folder may be refused: a symlink, or another user's (private.py)
+            if isinstance(data, tuple):
+                data = cp.save_upload(data[1], data[2])
+            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            st.session_state["corpus_job"] = job.__dict__
+        except GptvizError as e:
+            st.error(f"Scan not started: {widgets.plain(e)}")
 else:
     folder = st.text_input("Scan folder (what `python -m gptviz scan --out` wrote)", key="corpus_folder")
     if st.button("Open", key="corpus_open_folder") and folder:

@@ -69,7 +69,7 @@ if one or many:
             top_k=int(top_k) or None,
             top_p=float(top_p) if top_p < 1.0 else None,
             seed=int(seed),
-            sliding_window=slide,
+            crop_context=slide,
         )
     except GptvizError as e:
         st.error(f"Not generated: {widgets.plain(e)}")

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import streamlit as st
 
+from ..formats.safe import user_path
 from ..scanning import Scan, load_scan
+from .caches import cached
+from .private import private_folder, private_root, write_private
 
 SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
 SCANS_ENV = "GPTVIZ_SCANS_DIR"  # where the page's own scans are written (default: a folder in the temp dir)
@@ -50,19 +52,18 @@ def shipped_scan(source: str) -> Path | None:
 
 
 def scans_root() -> Path:
-    root = Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """Where the page's scans go: private to this user (0700), never through a symlink (private.py)."""
+    return private_root(Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans"))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@cached(max_entries=4, show_spinner=False)
 def _load(folder: str, stamp: float) -> Scan:
     return load_scan(folder)
 
 
 def open_scan(folder: str | Path) -> Scan:
     """A scan folder, read once per version of its summary.json (shared read-only by every session)."""
-    folder = Path(folder).expanduser()
+    folder = user_path(folder)  # CheckpointError for a NUL byte
     try:
         stamp = (folder / "summary.json").stat().st_mtime
     except OSError:
@@ -85,8 +86,7 @@ class Job:
 def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = "cpu") -> Job:
     """Start `python -m gptviz scan` for this checkpoint and corpus; return at once."""
     job_id = uuid.uuid4().hex[:12]
-    folder = scans_root() / job_id
-    folder.mkdir(parents=True)
+    folder = private_folder(scans_root(), job_id)
     job = Job(job_id, str(folder / "scan"), str(folder / "progress.json"), str(folder / "scan.log"))
     cmd = [sys.executable, "-m", "gptviz", "scan", "--checkpoint", str(checkpoint), "--data", str(data)]
     cmd += ["--out", job.out, "--window", str(window), "--k", str(k), "--device", device]
@@ -105,11 +105,8 @@ def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = 
 def save_upload(name: str, data: bytes) -> Path:
     """An uploaded corpus file, kept under a name of ours (only its suffix is the user's)."""
     suffix = ".jsonl" if name.lower().endswith(".jsonl") else ".txt"
-    folder = scans_root() / f"upload-{uuid.uuid4().hex[:12]}"
-    folder.mkdir(parents=True)
-    path = folder / f"corpus{suffix}"
-    path.write_bytes(data)
-    return path
+    folder = private_folder(scans_root(), f"upload-{uuid.uuid4().hex[:12]}")
+    return write_private(folder / f"corpus{suffix}", data)
 
 
 def job_state(job: Job) -> dict:

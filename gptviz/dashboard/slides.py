@@ -23,7 +23,7 @@ from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
 from . import caches, live, sources
-from .caches import ModelKey, RunKey
+from .caches import ModelKey, RunKey, cached
 from .state import PRESET_PROMPT, link_params
 from .widgets import CHART_CONFIG, plain
 
@@ -86,7 +86,7 @@ def model_key(slide: Slide) -> ModelKey | None:
     return ModelKey(name, "cpu", sources.version(name))
 
 
-@st.cache_resource(max_entries=64, show_spinner="Preparing the slide…")
+@cached(max_entries=64, show_spinner="Preparing the slide…")
 def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
     """What the slide shows, once per process for every session and follower; a slide that cannot
     be shown gives its one-line reason instead (remembered too: a class would ask again and again)."""

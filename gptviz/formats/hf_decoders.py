@@ -12,6 +12,7 @@ safetensors headers, before any weight is read or anything allocated.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -600,3 +601,95 @@ def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
     if report.unexpected:
         report.warnings.append(f"ignored {summarise(report.unexpected, 'tensors')}")
     return Bundle(finish(model, report, device), tokenizer, report, card)
+
+
+# --- the other direction: a Llama-family gptviz model as a Hugging Face Llama directory -----------
+def _not_llama(config: GPTConfig) -> list[str]:
+    """What keeps a config from being a Hugging Face Llama (empty when nothing does)."""
+    c, out = config, []
+    checks = [
+        (c.pos_encoding == "rotary", f"pos_encoding={c.pos_encoding!r} (Llama: rotary)"),
+        (c.norm == "rmsnorm" and c.norm_affine and not c.norm_plus_one, "its norms (Llama: RMSNorm × w)"),
+        (c.mlp_gated and c.activation == "silu", "its MLP (Llama: SwiGLU, gated with silu)"),
+        (c.pre_norm and not c.post_norm and c.qk_norm == "none", "norms after sub-layers or on q/k"),
+        (not c.parallel, "a parallel block"),
+        (not c.sliding_window, "a sliding window"),
+        (not (c.attn_scale or c.attn_softcap or c.final_softcap or c.qkv_clip), "a scale, soft-cap or clip"),
+        (c.embed_scale == 1.0, "an embedding scale"),
+        (c.rotary_fraction == 1.0 and not c.rotary_interleaved and not c.rope_local_theta, "partial rotary"),
+        (not c.bias or c.qkv_bias == c.out_bias, "biases on some attention projections only"),
+    ]
+    out += [why for ok, why in checks if not ok]
+    return out
+
+
+def save_hf_llama(model: GPT, path: str | Path, tokenizer: BPETokenizer | None = None) -> Path:
+    """Write a Llama-family model (rotary, RMSNorm, SwiGLU, grouped-query attention) as a Hugging
+    Face `LlamaForCausalLM` directory: config.json, model.safetensors (and tokenizer.json), which
+    `transformers` and gptviz.load both read. Any other shape is refused in one sentence."""
+    from safetensors.torch import save_file
+
+    config = model.config
+    problems = _not_llama(config)
+    if problems:
+        raise ConfigError(f"this model is not a Llama, so it has no Hugging Face Llama form: {'; '.join(problems)}")
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    H, Hkv, D = config.n_head, config.kv_heads, config.head_dim
+    rope_scaling = None
+    if config.rope_scaling == "linear":
+        rope_scaling = {"rope_type": "linear", "factor": config.rope_factor}
+    elif config.rope_scaling == "llama3":
+        rope_scaling = {
+            "rope_type": "llama3",
+            "factor": config.rope_factor,
+            "low_freq_factor": config.rope_low_freq,
+            "high_freq_factor": config.rope_high_freq,
+            "original_max_position_embeddings": config.rope_original_max,
+        }
+    hf = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.n_embd,
+        "intermediate_size": config.mlp_dim,
+        "num_hidden_layers": config.n_layer,
+        "num_attention_heads": H,
+        "num_key_value_heads": Hkv,
+        "head_dim": D,
+        "hidden_act": "silu",
+        "max_position_embeddings": config.block_size,
+        "rms_norm_eps": config.norm_eps,
+        "tie_word_embeddings": config.tie_weights,
+        "rope_theta": config.rope_theta,  # the transformers 4.x spelling, which 5.x reads too
+        "rope_scaling": rope_scaling,
+        "attention_bias": config.bias and config.qkv_bias,
+        "mlp_bias": config.bias and config.mlp_bias,
+        "torch_dtype": "float32",
+    }
+    sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    out = {"model.embed_tokens.weight": sd["transformer.wte.weight"]}
+    for i in range(config.n_layer):
+        o, t = f"transformer.h.{i}", f"model.layers.{i}"
+        for p in ("weight", "bias"):
+            if f"{o}.attn.c_attn.{p}" in sd:
+                q, k, v = sd[f"{o}.attn.c_attn.{p}"].split([H * D, Hkv * D, Hkv * D], dim=0)
+                out |= {f"{t}.self_attn.q_proj.{p}": q, f"{t}.self_attn.k_proj.{p}": k, f"{t}.self_attn.v_proj.{p}": v}
+            for ours, theirs in (
+                ("attn.c_proj", "self_attn.o_proj"),
+                ("mlp.c_gate", "mlp.gate_proj"),
+                ("mlp.c_fc", "mlp.up_proj"),
+                ("mlp.c_proj", "mlp.down_proj"),
+            ):
+                if f"{o}.{ours}.{p}" in sd:
+                    out[f"{t}.{theirs}.{p}"] = sd[f"{o}.{ours}.{p}"]
+        out[f"{t}.input_layernorm.weight"] = sd[f"{o}.ln_1.weight"]
+        out[f"{t}.post_attention_layernorm.weight"] = sd[f"{o}.ln_2.weight"]
+    out["model.norm.weight"] = sd["transformer.ln_f.weight"]
+    if not config.tie_weights:
+        out["lm_head.weight"] = sd["lm_head.weight"]
+    save_file({k: v.contiguous().clone() for k, v in out.items()}, str(path / SAFETENSORS), metadata={"format": "pt"})
+    (path / "config.json").write_text(json.dumps(hf, indent=2))
+    if tokenizer is not None:
+        tokenizer.save(path)
+    return path

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.heads import SCORES
+from ..checks import whole
 from ..errors import GptvizError
 from .corpus import Corpus, ScanDataError, read_corpus
 from .local import default_batch_size, run_local
@@ -159,7 +160,8 @@ def scan(
     if out is not None:  # before the model runs: a corpus too large for the disk costs nothing
         need = estimate_bytes(corpus.tokens, len(corpus.windows), cfg.n_layer, n_neurons, cfg.n_head, k)
         check_space(Path(out), need)
-    batch_size = batch_size or default_batch_size(window)
+    # a batch of 0 or -1 made no batches (or failed deep in NumPy); None means the default
+    batch_size = default_batch_size(window) if batch_size is None else whole(batch_size, "batch_size", low=1)
     total, done = len(corpus.windows), 0
 
     def step(n: int) -> None:

@@ -139,6 +139,7 @@ async def bench(url: str, pid: int, n: int, n_browsers: int) -> dict:
         opened = await asyncio.wait_for(
             asyncio.gather(*(s.open() for s in students), *(browser_open(p, url) for p in pages)), STEP_S
         )
+        print("open done", flush=True)
         out["open"] = {"simulated": summary(opened[:n]), "chromium": summary(opened[n:]) if pages else None}
         # 2. everyone submits a prompt of their own at once
         prompts = await asyncio.wait_for(
@@ -148,6 +149,7 @@ async def bench(url: str, pid: int, n: int, n_browsers: int) -> dict:
             ),
             STEP_S,
         )
+        print("prompt done", flush=True)
         out["prompt"] = {"simulated": summary(prompts[:n]), "chromium": summary(prompts[n:]) if pages else None}
         for s in students:
             await s.close()
@@ -177,18 +179,34 @@ async def bench(url: str, pid: int, n: int, n_browsers: int) -> dict:
             real = []
             for p in pages:
                 await p.goto(f"{url}/?follow={code}")
-                await p.get_by_text("slide 1 of").wait_for(timeout=STEP_S * 1000)
+                await p.get_by_text("slide 1 of").first.wait_for(timeout=STEP_S * 1000)
                 real.append(p)
-            delays, browser_delays = [], []
+            delays, browser_delays, missed = [], [], 0
             for k in (2, 3, 4):
                 t0 = time.monotonic()
                 await teacher._send([WidgetState(id=teacher.widgets["slide_next"], trigger_value=True)])
-                watch = [f.follow_until(lambda x, k=k: f"slide {k} of" in x, STEP_S) for f in followers]
-                seen = [p.get_by_text(f"slide {k} of").wait_for(timeout=STEP_S * 1000) for p in real]
-                done = await asyncio.wait_for(asyncio.gather(*watch, *seen, teacher._read_run(STEP_S)), STEP_S)
-                delays += [d - t0 for d in done[:n]]
-                browser_delays.append(time.monotonic() - t0)  # all real followers saw it by now
-            out["follow"] = {"simulated": summary(delays), "chromium_all_seen": summary(browser_delays)}
+                watch = [
+                    asyncio.create_task(f.follow_until(lambda x, k=k: f"slide {k} of" in x, 60)) for f in followers
+                ]
+                seen = [
+                    asyncio.create_task(p.get_by_text(f"slide {k} of").first.wait_for(timeout=60_000)) for p in real
+                ]
+                await teacher._read_run(STEP_S)
+                await asyncio.wait(watch + seen, timeout=65)
+                for task in watch:
+                    if task.done() and not task.exception():
+                        delays.append(task.result() - t0)
+                    else:
+                        missed += 1
+                        task.cancel()
+                if all(t.done() and not t.exception() for t in seen):
+                    browser_delays.append(time.monotonic() - t0)  # all real followers saw it by now
+                print(f"follow: slide {k}: {len(delays)} seen so far, {missed} missed", flush=True)
+            out["follow"] = {
+                "simulated": summary(delays) if delays else None,
+                "missed": missed,
+                "chromium_all_seen": summary(browser_delays) if browser_delays else None,
+            }
             for f in followers:
                 await f.close()
         await teacher.close()

@@ -96,33 +96,44 @@ ALL_CHARTS_DRAWN = """() => { const cs = [...document.querySelectorAll('[data-te
       .every(i => i.getAttribute('href') || i.getAttribute('xlink:href'))); }"""
 
 
+# The top bar's menus; on a narrow screen it folds the last ones into an "N more" menu and keeps the
+# folded ones (and the "more" menu while nothing is folded) in the page, inert or aria-hidden and
+# transparent: still "visible" to Playwright.
+TOP_SECTIONS = "[data-testid=stTopNavSection]:not([inert] *):not([aria-hidden=true] *)"
+
+
 def click_page_link(page: Page, title: str, timeout: int = 60_000) -> None:
     """Click a page's link in the top bar, where each section is a menu: open the menus in turn
     until one lists the page (on a narrow screen the bar folds the last sections into an "N more"
     menu, and the folded ones stay in the page, hidden)."""
     link = page.get_by_role("menuitem", name=title, exact=True)
-    sections = page.locator("[data-testid=stTopNavSection]:visible")
-    expect(sections.first).to_be_visible(timeout=timeout)
-    for i in range(sections.count()):
-        sections.nth(i).click()
-        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+    for _ in each_menu(page, timeout):
         if link.count():
             link.click()
             return
-        page.keyboard.press("Escape")
     raise AssertionError(f"no page {title!r} in the top bar's menus")
+
+
+def each_menu(page: Page, timeout: int = 60_000):
+    """Open the top bar's menus one after the other (yielding while each is open). The bar may fold
+    or unfold a menu while another opens, so the count is read again at every step."""
+    sections = page.locator(TOP_SECTIONS)
+    expect(sections.first).to_be_visible(timeout=timeout)
+    i = 0
+    while i < sections.count():
+        sections.nth(i).click()
+        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
+        yield
+        page.keyboard.press("Escape")
+        i += 1
 
 
 def page_titles(page: Page) -> list[str]:
     """Every page's title as the top bar lists it, section by section."""
     titles = []
-    sections = page.locator("[data-testid=stTopNavSection]:visible")
-    expect(sections.first).to_be_visible()
-    for i in range(sections.count()):
-        sections.nth(i).click()
-        expect(page.get_by_test_id("stTopNavPopover")).to_be_visible()
-        titles += [t.strip() for t in page.get_by_role("menuitem").all_inner_texts() if t.strip() not in titles]
-        page.keyboard.press("Escape")
+    for _ in each_menu(page):  # an item's text starts with its icon's name ("home\n\nOverview")
+        shown = [t.split("\n")[-1].strip() for t in page.get_by_role("menuitem").all_inner_texts()]
+        titles += [t for t in shown if t not in titles]
     return titles
 
 
