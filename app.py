@@ -71,6 +71,7 @@ PAGE_CONTROLS = {
     "health": (),
     "patching": (),
     "lesson": (),
+    "corpus": (),
     "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
 }
 

@@ -310,7 +310,7 @@ def timeline(
                 "step": st.step,
                 "train_loss": np.nan if st.train_loss is None else st.train_loss,
                 "val_loss": np.nan if val is None else val,
-                "prompt_loss": float(per_token_loss(t.tensor("logits"), ids)["loss_nats"].mean()),
+                "prompt_loss": float(per_token_loss(t.tensor("logits"), ids)["loss_nats"].mean(skipna=False)),
             }
         )
         scores = head_scores(t)

@@ -93,6 +93,7 @@ def test_next_token_says_the_logits_are_nan_instead_of_ranking_ids(root, monkeyp
     assert "every loss NaN" in title and not NUMBER_NAN.search(title), title
     marks = next(tr for tr in loss["data"] if tr["type"] == "scatter")
     assert marks["marker"]["color"] == NAN and len(marks["x"]) == len(PROMPT) - 1
+    assert loss["data"][0]["marker"]["showscale"] is False  # no colour scale for colours nothing has
     chips = next(m.value for m in at.markdown if "position 1," in m.value)
     assert chips.count(f"background:{NAN}") == len(PROMPT) - 1  # every predicted token red
     assert chips.count("background:#f4f4f4") == 1  # the first token: nothing predicts it, grey

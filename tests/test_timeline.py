@@ -143,3 +143,21 @@ def test_the_shipped_run_forms_an_induction_head_as_its_loss_drops():
     assert (ind[ind.index >= 3750] > 0.4).all()  # and one head stays above 0.4 from step 3750 on
     assert first_step_above(tl, "induction", 0.4, layer=1) == 3750
     assert first_step_above(tl, "induction", 0.4, layer=0) is None  # layer 0 has none: it is layer 1's
+
+
+def test_a_nan_token_loss_makes_the_step_prompt_loss_nan(saved_run, monkeypatch):
+    """A NaN the checkpoint computes at one position stays NaN on the timeline: an average that skips
+    it would draw the broken step as a good one. (A real NaN weight spreads to every position through
+    attention's 0 × NaN, so one position is made NaN here, after the real per-token loss.)"""
+    import gptviz.timeline as tl_module
+
+    real = tl_module.per_token_loss
+
+    def one_nan(logits, ids):
+        df = real(logits, ids)
+        df.loc[df.index[1], "loss_nats"] = float("nan")
+        return df
+
+    monkeypatch.setattr(tl_module, "per_token_loss", one_nan)
+    ids = gptviz.load(run_steps(saved_run)[0].path).tokenizer.encode("abcab3cab\nab")
+    assert timeline(saved_run, ids).steps["prompt_loss"].isna().all()

@@ -57,12 +57,10 @@ CLICKER_JS = """<script>
 </script>"""
 
 # A slide fills a 1280 × 720 screen: less padding above the page, the note large.
-# Streamlit's header bar is made see-through (its two buttons still work), so the slide's own row
-# of Back / Next can sit at the very top.
+# The slide's row of Back / Next sits just under Streamlit's header bar (3.75rem, the page menu),
+# not Streamlit's default 6rem below it.
 SLIDE_CSS = """<style>
-[data-testid=stMainBlockContainer] { padding-top: 0.9rem; padding-bottom: 1rem; }
-[data-testid=stHeader] { background: transparent; pointer-events: none; }
-[data-testid=stHeader] button, [data-testid=stHeader] a { pointer-events: auto; }
+[data-testid=stMainBlockContainer] { padding-top: 4rem; padding-bottom: 1rem; }
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
 .st-key-slide_head h3, .st-key-follow_head h3 { padding: 0; }
 .st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
@@ -167,12 +165,14 @@ def _move(n: int, delta: int) -> None:
         nudge(code)
 
 
-def _rerun_full(session) -> None:
+def _rerun_full(session, code: str) -> None:
     """On the server's event loop: rerun a session's whole script with its last client state (its
     URL: request_rerun(None) would run it without ?follow=), not the fragment it last ran."""
     state = ClientState()
     state.CopyFrom(session._client_state)
     state.fragment_id, state.is_auto_rerun = "", False
+    if f"follow={code}" not in state.query_string:  # a state saved before its first run ended
+        state.query_string = f"follow={code}"
     session.request_rerun(state)
 
 
@@ -190,7 +190,7 @@ def nudge(code: str) -> None:
             if info is None:  # the student closed the tab
                 live.unfollow(code, sid)
                 continue
-            loop.call_soon_threadsafe(_rerun_full, info.session)
+            loop.call_soon_threadsafe(_rerun_full, info.session, code)
     except Exception:  # Streamlit's internals changed: polling is the fallback
         log.warning("could not nudge the followers of %s; they will poll", code, exc_info=True)
 
@@ -280,7 +280,7 @@ def full_page_link(slide: Slide) -> None:
     st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
 
 
-FOLLOW_POLL_S = 4.0  # a follower's own check, the safety net behind the teacher's nudge
+FOLLOW_POLL_S = 10.0  # the safety net behind the nudge: each poll is a rerun (30 at 4-5 s jammed 2 cores)
 
 
 def follower(code: str, presentation: bool) -> None:
@@ -292,7 +292,7 @@ def follower(code: str, presentation: bool) -> None:
     if code and ctx is not None:
         live.follow(code, ctx.session_id)
     now = live.lookup(code) if code else None
-    st.session_state["_follow_version"] = now.version if now else None
+    shown_version = now.version if now else None
 
     @st.fragment(run_every=FOLLOW_POLL_S)
     def watch() -> None:
@@ -303,10 +303,14 @@ def follower(code: str, presentation: bool) -> None:
     if now is None:
         shown = plain(code) if code else "that code"
         st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
+        st.session_state["_follow_version"] = shown_version
         watch()
         return
     n = len(now.lesson.slides)
     with st.container(key="follow_bar"):
         st.markdown(f"Following **{code}** · **{plain(now.lesson.title)}** · slide {now.slide + 1} of {n}")
     draw(now.lesson.slides[now.slide], presentation, key="follow")
+    # Only now, with the slide drawn: a run cut short (a poll arriving during it) must not leave the
+    # version saying this page is up to date, or the next poll would see no change.
+    st.session_state["_follow_version"] = shown_version
     watch()

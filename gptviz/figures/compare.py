@@ -95,9 +95,13 @@ def head_change_heatmap(change: np.ndarray, *, title: str, what: str = "change")
         )
     )
     style(
-        fig, title, height=max(260, 120 + 60 * L), subtitle="red: higher in B · blue: higher in A", margin=dict(t=100)
+        fig,
+        title,
+        height=max(260, 120 + 60 * L),
+        subtitle="red: higher in B · blue: higher in A",
+        margin=dict(t=100, l=90),
     )
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", automargin=True)  # "layer 0" was cut at the left edge
     return fig
 
 

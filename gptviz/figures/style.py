@@ -54,11 +54,12 @@ def plotly_text(s: str) -> str:
 
 
 def number(x: float, spec: str = ".3f") -> str:
-    """A value for a title or label: "NaN" (or "Inf") when the model computed one, never "nan"."""
+    """A value for a title or label: "NaN" (or "Inf") when the model computed one, never "nan"; a
+    negative number with the minus sign Plotly's own ticks use (−), not a hyphen."""
     x = float(x)
     if np.isnan(x):
         return "NaN"
-    return f"{x:{spec}}" if np.isfinite(x) else ("Inf" if x > 0 else "−Inf")
+    return f"{x:{spec}}".replace("-", "−") if np.isfinite(x) else ("Inf" if x > 0 else "−Inf")
 
 
 def mean_loss(values: Sequence[float] | np.ndarray, spec: str = ".3f") -> str:

@@ -119,6 +119,7 @@ def loss_bars(loss: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
                 colorscale="OrRd",
                 cmin=0,
                 cmax=top,
+                showscale=bool(finite.size),  # no scale for colours nothing has
                 colorbar=dict(title=dict(text=f"loss ({LOSS_UNIT})")),
             ),
             customdata=loss["probability"].to_numpy(),

@@ -23,7 +23,7 @@ from ..formats import Bundle
 from ..record import Trace
 from . import Highlight, Slide
 
-FIGURE_HEIGHT = 420  # px: a slide's figure beside its input, under the title and note, at 1280 × 720
+FIGURE_HEIGHT = 400  # px: a slide's figure beside its input, under the title and note, at 1280 × 720
 TOY_TOKENS = ["t0", "t1", "t2"]
 
 
