@@ -34,6 +34,7 @@ MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
 MAX_JSON_BYTES = 16 * MiB  # config.json: a few KB in practice
 MAX_META_BYTES = 64 * MiB  # nanoGPT's meta.pkl: a character vocabulary
 MAX_TOKENIZER_BYTES = 128 * MiB  # tokenizer.json, vocab.json, merges.txt: a few MB for 50k tokens
+MAX_CORPUS_FILE_BYTES = 1 * GiB  # one file of a corpus scan (read whole, then tokenized): split a larger one
 
 # --- torch zip checkpoints (ckpt.pt, pytorch_model.bin): what they unpack to ---------------------
 # torch.save stores its entries uncompressed, so a real checkpoint unpacks to about its own size.

@@ -5,6 +5,7 @@ round-trips and a bad one is refused."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 from conftest import tiny_model
 
 import gptviz
+from gptviz import limits
 from gptviz.analysis.heads import SCORES
 from gptviz.scanning import ScanDataError, ScanFolderError
 from gptviz.scanning.corpus import read_corpus
@@ -142,6 +144,12 @@ def test_text_data_through_the_tokenizer(tmp_path):
     pd.testing.assert_frame_equal(strings.tokens, s.tokens)
 
 
+def sparse(path: Path, size: int) -> Path:
+    with path.open("wb") as f:  # a hole: no disk used, but stat says size
+        f.truncate(size)
+    return path
+
+
 def bad(tmp_path, name, content: bytes):
     p = tmp_path / name
     p.write_bytes(content)
@@ -159,6 +167,8 @@ def bad(tmp_path, name, content: bytes):
         (lambda d: bad(d, "x.jsonl", b'{"text": "abc"}\n{oops\n'), "line 2 is not JSON"),
         (lambda d: bad(d, "x.txt", b"abc\nde#f\nXY"), "cannot encode 3 character(s): '#' (line 2, column 3)"),
         (lambda d: bad(d, "x.parquet", b"PAR1 not really"), "not a readable Parquet file"),
+        (lambda d: Path("/dev/zero"), "not a regular file"),  # read whole, it would never end
+        (lambda d: sparse(d / "huge.txt", limits.MAX_CORPUS_FILE_BYTES + 1), "too large for a corpus file"),
     ],
     ids=[
         "missing",
@@ -169,6 +179,8 @@ def bad(tmp_path, name, content: bytes):
         "jsonl-not-json",
         "unknown-chars",
         "bad-parquet",
+        "device",
+        "too-large",
     ],
 )
 def test_bad_data_is_one_line(tmp_path, make, words):
@@ -176,6 +188,15 @@ def test_bad_data_is_one_line(tmp_path, make, words):
     with pytest.raises(ScanDataError) as e:
         read_corpus(path, TOK, 8, TOK.vocab_size)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_folder_past_the_listing_bound_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(limits, "MAX_LISTING_ENTRIES", 5)
+    for i in range(8):
+        (tmp_path / f"{i}.txt").write_text("abc")
+    with pytest.raises(ScanDataError, match="holds more than gptviz reads of a folder") as e:
+        read_corpus(tmp_path, TOK, 8, TOK.vocab_size)
+    assert "\n" not in str(e.value)
 
 
 def test_bad_arguments_and_ids():

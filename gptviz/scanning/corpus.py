@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GptvizError, UnknownCharacterError
+from .. import limits
+from ..errors import CheckpointError, GptvizError, UnknownCharacterError
+from ..formats.safe import read_bytes
+from ..listing import list_folder
 
 TEXT_SUFFIXES = (".txt",)
 
@@ -56,10 +59,16 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def _read(path: Path) -> bytes:
+    """A corpus file's bytes, sized before they are read: a regular file (not a device such as
+    /dev/zero, which never ends) of at most MAX_CORPUS_FILE_BYTES; an empty file is an empty document."""
     try:
-        return path.read_bytes()
-    except OSError as e:
-        raise ScanDataError(f"{path}: cannot be read ({e.strerror or e})") from None
+        if path.is_file() and path.stat().st_size == 0:
+            return b""
+        return read_bytes(path, limits.MAX_CORPUS_FILE_BYTES, "corpus file")
+    except CheckpointError as e:
+        raise ScanDataError(str(e)) from None
+    except (OSError, ValueError) as e:
+        raise ScanDataError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e})") from None
 
 
 def _jsonl(path: Path) -> Iterator[tuple[str, str]]:
@@ -103,7 +112,15 @@ def documents(data) -> Iterator[tuple[str, str | Sequence[int]]]:
         if not path.exists():
             raise ScanDataError(f"{path}: no such file or folder")
         if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+            listing = list_folder(path)  # bounded in entries and time, as every folder gptviz lists
+            if not listing.complete:
+                raise ScanDataError(
+                    f"{path}: holds more than gptviz reads of a folder ({limits.MAX_LISTING_ENTRIES:,} entries or "
+                    f"{limits.MAX_LISTING_SECONDS:g} s); scan a folder of fewer files"
+                )
+            files = sorted(
+                e.path for e in listing.entries if e.is_file and Path(e.name).suffix.lower() in TEXT_SUFFIXES
+            )
             if not files:
                 raise ScanDataError(f"{path}: the folder holds no .txt files")
             for f in files:
