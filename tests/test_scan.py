@@ -284,3 +284,25 @@ def test_a_context_is_text_never_markup():
     out = context_html(["<script>", "x", "*b*", "<img src=x>"], 1, 0.5)
     assert "<script>" not in out and "&lt;script&gt;" in out and "&lt;img src=x&gt;" in out
     assert 'title="activation 0.5000"' in out
+
+
+def test_a_small_table_that_claims_millions_of_rows_is_refused_before_it_is_read(tmp_path, docs):
+    """Run-length encoding lets a few hundred KB of Parquet claim 20 million rows (over 600 MB as a
+    DataFrame, in a cache every session of the dashboard shares): refused from the metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    gptviz.scan(tiny_model(), docs, window=8, k=2, out=tmp_path / "scan")
+    n = 20_000_000
+    zeros = pa.array(np.zeros(n, dtype=np.int64))
+    table = pa.table({"window": zeros, "position": zeros, "token_id": zeros, "loss": pa.array(np.zeros(n))})
+    pq.write_table(table, tmp_path / "scan" / "tokens.parquet")
+    assert (tmp_path / "scan" / "tokens.parquet").stat().st_size < 2_000_000
+    with pytest.raises(ScanFolderError, match=r"refused: its 20,000,000 rows would take") as e:
+        gptviz.load_scan(tmp_path / "scan")
+    assert "\n" not in str(e.value)
+
+
+def test_the_shipped_scan_is_within_the_table_bound():
+    scan = gptviz.load_scan(Path(__file__).resolve().parents[1] / "samples" / "scans" / "shakespeare-char")
+    assert len(scan.tokens) == scan.summary["tokens"] - scan.summary["windows"]

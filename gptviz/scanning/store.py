@@ -41,6 +41,8 @@ REQUIRED = ("windows", "tokens", "neurons", "heads")  # head_windows is optional
 SUMMARY_KEYS = ("docs", "windows", "tokens", "loss", "seconds", "engine")
 MAX_TABLE_BYTES = 4 * GiB  # a table file larger than this is refused before it is read
 MAX_SUMMARY_BYTES = 1 * MiB
+TABLE_EXPANSION = 64  # a table's rows, as numbers in memory, may take this many times its file ...
+TABLE_ALLOWANCE = 64 * MiB  # ... plus this (the shipped scan's tables take at most 6x theirs)
 
 
 class ScanFolderError(GptvizError, OSError):
@@ -95,7 +97,7 @@ def write(out: Path, tables: dict[str, pd.DataFrame], summary: dict) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _size(path: Path, limit: int) -> None:
+def _size(path: Path, limit: int) -> int:
     try:
         st = path.stat()
     except OSError:
@@ -106,16 +108,27 @@ def _size(path: Path, limit: int) -> None:
         raise ScanFolderError(f"{path}: is not a file")
     if st.st_size > limit:
         raise ScanFolderError(f"{path}: {size_text(st.st_size)} is more than gptviz reads ({size_text(limit)})")
+    return st.st_size
 
 
 def read_table(path: Path, name: str) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
-    _size(path, MAX_TABLE_BYTES)
+    size = _size(path, MAX_TABLE_BYTES)
     try:
         schema = pq.read_schema(path)
+        rows = pq.read_metadata(path).num_rows
     except Exception as e:  # pyarrow's own error types for a file that is not Parquet
         raise ScanFolderError(f"{path}: not a Parquet file ({str(e).splitlines()[0][:160]})") from None
+    # the rows it claims, as 8-byte numbers in memory, against its size: run-length encoding lets a few
+    # hundred KB claim millions of rows, and the table would live in a cache every session shares
+    held = rows * len(COLUMNS[name]) * 8
+    if held > TABLE_EXPANSION * size + TABLE_ALLOWANCE:
+        raise ScanFolderError(
+            f"{path}: refused: its {rows:,} rows would take {size_text(held)} in memory from {size_text(size)} "
+            f"on disk, more than gptviz allows ({TABLE_EXPANSION}x the file plus {size_text(TABLE_ALLOWANCE)}); "
+            "a scan gptviz wrote takes a few times its size"
+        )
     missing = [c for c in COLUMNS[name] if c not in schema.names]
     if missing:
         raise ScanFolderError(f"{path}: lacks the column(s) {', '.join(missing)}; is this a gptviz scan?")
