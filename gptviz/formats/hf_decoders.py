@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -99,6 +99,22 @@ def refuse_model_type(kind: object, source: Path) -> CheckpointError:
 
 
 # --- config.json -> GPTConfig ------------------------------------------------------------------
+# What Hugging Face's config classes (transformers 5) give a key that config.json leaves out, where
+# it differs from the fallback below: a hand-written or older config then computes what HF computes.
+HF_DEFAULTS = {
+    "mistral": {"sliding_window": 4096},
+    "qwen2": {"sliding_window": 4096, "max_window_layers": 28},
+    "qwen3": {"sliding_window": 4096, "max_window_layers": 28},
+    "gemma2": {"query_pre_attn_scalar": 256, "sliding_window": 4096},
+    "gemma3_text": {"query_pre_attn_scalar": 256, "sliding_window": 4096, "sliding_window_pattern": 6},
+    "phi3": {"rms_norm_eps": 1e-5},
+    "olmo2": {"rms_norm_eps": 1e-5},
+}
+ROPE_THETA = {"gemma3_text": 1_000_000.0}  # the global layers' base when none is given; else 10,000
+LOCAL_ROPE_THETA = 10_000.0  # Gemma 3's local layers, when none is given
+ROTARY_FRACTION = {"gpt_neox": 0.25}  # rotary_pct when none is given; else the whole head
+
+
 class _Refuse(Exception):
     """A feature of the config that gptviz does not implement: one sentence."""
 
@@ -116,20 +132,20 @@ def _rope(hf: dict, kind: str) -> dict:
         local, params = params.get("sliding_attention"), params["full_attention"]
     if not isinstance(params, dict):
         params = dict(hf.get("rope_scaling") or {})
-        params.setdefault("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", 10000.0)))
+        params.setdefault("rope_theta", hf.get("rope_theta", hf.get("rotary_emb_base", ROPE_THETA.get(kind, 10000.0))))
         fraction = hf.get("partial_rotary_factor", hf.get("rotary_pct"))
         if fraction is not None:
             params.setdefault("partial_rotary_factor", fraction)
-        if kind == "gemma3_text" and hf.get("rope_local_base_freq") is not None:
-            local = {"rope_type": "default", "rope_theta": hf["rope_local_base_freq"]}
+        if kind == "gemma3_text":
+            local = {"rope_type": "default", "rope_theta": hf.get("rope_local_base_freq", LOCAL_ROPE_THETA)}
     rope_type = params.get("rope_type", params.get("type", "default")) or "default"
     if rope_type not in ROPE_TYPES:
         raise _Refuse(
             f"rope scaling {_shown(rope_type)} is not implemented in gptviz (it knows {', '.join(ROPE_TYPES)})"
         )
     out = dict(
-        rope_theta=params.get("rope_theta", 10000.0),
-        rotary_fraction=params.get("partial_rotary_factor", 1.0) or 1.0,
+        rope_theta=params.get("rope_theta", ROPE_THETA.get(kind, 10000.0)),
+        rotary_fraction=params.get("partial_rotary_factor", ROTARY_FRACTION.get(kind, 1.0)) or 1.0,
         rope_scaling=ROPE_TYPES[rope_type],
     )
     if rope_type in ("linear", "llama3"):
@@ -138,13 +154,20 @@ def _rope(hf: dict, kind: str) -> dict:
         out |= dict(
             rope_low_freq=params.get("low_freq_factor", 1.0),
             rope_high_freq=params.get("high_freq_factor", 4.0),
-            rope_original_max=params.get("original_max_position_embeddings", 0),
+            # as Hugging Face: the context the model was trained on, else its configured context
+            rope_original_max=params.get("original_max_position_embeddings", hf.get("max_position_embeddings", 0)),
         )
     if isinstance(local, dict):
         if (local.get("rope_type") or "default") != "default":
             raise _Refuse(f"rope scaling {_shown(local.get('rope_type'))} on the local layers is not implemented")
-        out["rope_local_theta"] = local.get("rope_theta", out["rope_theta"])
+        out["rope_local_theta"] = local.get("rope_theta", LOCAL_ROPE_THETA)
     return out
+
+
+def _bounded_layers(n_layer) -> bool:
+    """Whether a per-layer list may be built for n_layer: else GPTConfig refuses the count itself, and
+    no loop of 10**10 layers runs first."""
+    return isinstance(n_layer, int) and not isinstance(n_layer, bool) and 0 < n_layer <= MAX_CONFIG["n_layer"]
 
 
 def _layer_types(hf: dict, kind: str, n_layer: int) -> str:
@@ -154,8 +177,11 @@ def _layer_types(hf: dict, kind: str, n_layer: int) -> str:
         raise _Refuse(f"layer_types={_shown(types)} must be a list with one attention type per layer")
     if kind == "gpt_neo":
         types = hf.get("attention_layers")
-        if not isinstance(types, list):  # attention_types: [[["global", "local"], 12]]
-            types = [t for kinds, n in hf.get("attention_types", []) for _ in range(n) for t in kinds]
+        if not isinstance(types, list):  # attention_types: [[["global", "local"], 12]], counted before expanded
+            spec = hf.get("attention_types", [])
+            if sum(n * len(kinds) for kinds, n in spec) != n_layer:
+                raise _Refuse(f"attention_types={_shown(spec)} do not name one type for each of {n_layer} layers")
+            types = [t for kinds, n in spec for _ in range(n) for t in kinds]
     if isinstance(types, list) and types:
         if len(types) != n_layer:
             raise _Refuse(f"layer types name {len(types)} layers but the model has {n_layer}")
@@ -168,6 +194,8 @@ def _layer_types(hf: dict, kind: str, n_layer: int) -> str:
         return "".join("l" if i % 2 == 0 else "g" for i in range(n_layer))
     if kind == "gemma3_text":
         pattern = hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", 6))
+        if isinstance(pattern, bool) or not isinstance(pattern, int) or pattern < 1:
+            raise _Refuse(f"sliding_window_pattern={_shown(pattern)} must be a whole number of layers, 1 or more")
         return "".join("g" if (i + 1) % pattern == 0 else "l" for i in range(n_layer))
     if kind in ("qwen2", "qwen3"):
         if not hf.get("use_sliding_window", False):
@@ -209,7 +237,7 @@ def _common(hf: dict, kind: str) -> dict:
         pos_encoding="rotary",
     )
     window = hf.get("sliding_window")
-    if window and isinstance(n_layer, int):
+    if window and _bounded_layers(n_layer):
         types = _layer_types(hf, kind, n_layer)
         if "l" in types or not types:
             out |= dict(sliding_window=window, layer_types=types)
@@ -220,6 +248,8 @@ def _family(hf: dict, kind: str) -> dict:
     """GPTConfig fields for one model type (checked by GPTConfig itself afterwards)."""
     if hf.get("num_local_experts") or hf.get("num_experts"):
         raise _Refuse("it is a mixture-of-experts model (num_experts), which gptviz does not implement")
+    if kind == "gemma3_text" and hf.get("use_bidirectional_attention"):
+        raise _Refuse("it uses bidirectional attention (use_bidirectional_attention), which gptviz does not implement")
     if kind == "gpt_neo":
         act = hf.get("activation_function", "gelu_new")
         if act not in ACTIVATIONS:
@@ -238,7 +268,7 @@ def _family(hf: dict, kind: str) -> dict:
             tie_weights=hf.get("tie_word_embeddings", True),
             attn_scale=1.0,  # GPT-Neo does not scale q·k
             sliding_window=hf.get("window_size", 256),
-            layer_types=_layer_types(hf, kind, n_layer) if isinstance(n_layer, int) else "",
+            layer_types=_layer_types(hf, kind, n_layer) if _bounded_layers(n_layer) else "",
         )
     if kind == "gpt_neox":
         act = hf.get("hidden_act", "gelu")
@@ -288,6 +318,7 @@ def config_from_hf_decoder(hf: dict, source: Path) -> tuple[GPTConfig, list[str]
     kind = hf.get("model_type")
     if kind not in DECODERS:
         raise refuse_model_type(kind, source)
+    hf = {**HF_DEFAULTS.get(kind, {}), **hf}
     notes = []
     try:
         fields = _family(hf, kind)
@@ -581,6 +612,10 @@ def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
     files = weight_files(path)
     weights = Weights(files)
     source = files[0] if len(files) == 1 else path
+    if config.tie_weights and any(k.endswith(("lm_head.weight", "embed_out.weight")) for k in weights.shapes):
+        # Hugging Face keeps a head the file holds apart from the embedding, tie_word_embeddings or not
+        config = replace(config, tie_weights=False)
+        report.warnings.append("the weights hold their own lm_head although tie_word_embeddings is set: read untied")
     parts = plan(config, kind, weights, source, report)
     report.format = f"hf-{kind} ({files[0].name if len(files) == 1 else f'{len(files)} shards'})"
     tokenizer, note = decoder_tokenizer(path, config.vocab_size)
