@@ -133,3 +133,21 @@ def test_a_scan_run_from_the_page_opens_and_a_bad_corpus_is_one_line(at, tmp_pat
     wait_for_scan(at)
     assert not at.exception
     assert "Scan failed" in at.error[0].value and "looks binary" in at.error[0].value
+
+
+def test_a_scan_folders_summary_is_shown_as_text(at, roots, tmp_path):
+    """summary.json is a file anyone may have left on the server: its engine reaches st.metric, which
+    renders Markdown, only escaped."""
+    import json
+    import shutil
+
+    _, samples = roots
+    folder = tmp_path / "planted"
+    shutil.copytree(samples / "scans" / NAME, folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    (folder / "summary.json").write_text(json.dumps({**summary, "engine": "[Log in](https://evil.example/x)"}))
+    ok(at.radio(key="corpus_mode").set_value("open a scan folder").run())
+    at.text_input(key="corpus_folder").input(str(folder))
+    ok(at.button(key="corpus_open_folder").click().run())
+    engine = next(m for m in at.metric if m.label == "Engine").value
+    assert "evil" in engine and "](" not in engine

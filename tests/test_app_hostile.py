@@ -202,3 +202,24 @@ def test_a_nul_byte_in_the_corpus_pages_paths_is_one_line(root, monkeypatch, tmp
     at.text_input(key="corpus_path").input("corpus\x00.txt").run()
     no_internal_error(at)
     assert "a path cannot contain a NUL byte" in text_of(at.error[0].value)
+
+
+def test_a_checkpoint_card_shown_in_a_presentation_table_makes_no_link(root):
+    """In presentation mode tables are st.table, whose cells Streamlit renders as Markdown: a card
+    value from a checkpoint's config.json must reach them escaped."""
+    import json
+
+    planted = root / "planted"
+    shutil.copytree(root / NAME, planted)
+    cfg = json.loads((planted / "config.json").read_text())
+    cfg["card"] = {
+        **cfg.get("card", {}),
+        "trained_on": "[Log in](https://evil.example/x) ![](https://evil.example/t.png)",
+    }
+    (planted / "config.json").write_text(json.dumps(cfg))
+    at = ok(new_app(checkpoint="planted", present="1"))
+    cells = [str(x) for t in at.table for x in [*t.value.to_numpy().ravel(), *t.value.index]]
+    assert any("evil.example/x" in text_of(c).replace(WORD_JOINER, "") for c in cells), "the card reaches a table"
+    for c in cells:
+        out = MarkdownIt("commonmark").render(c)
+        assert not re.search(r"<(a|img)\b", out), c

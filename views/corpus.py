@@ -144,7 +144,7 @@ m[0].metric("Documents", f"{sm['docs']:,}")
 m[1].metric("Windows", f"{sm['windows']:,}")
 m[2].metric("Tokens", f"{sm['tokens']:,}")
 m[3].metric("Mean loss (nats)", f"{sm['loss']:.3f}")
-m[4].metric("Engine", str(sm["engine"]))
+m[4].metric("Engine", widgets.plain(sm["engine"]))  # from a file: st.metric renders Markdown
 st.caption(
     f"Scan of {widgets.plain(sm.get('checkpoint') or 'a model')} on {widgets.plain(sm.get('data', ''))}, "
     f"in {float(sm['seconds']):,.0f} s"

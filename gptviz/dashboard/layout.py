@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from .state import view
+from .widgets import plain
 
 MAX_HTML_TABLE_ROWS = 60  # beyond this a static table is too long a page: keep the scrolling grid
 
@@ -30,12 +31,28 @@ def columns(spec: int | Sequence[float], **kwargs) -> list:
     return st.columns(spec, **kwargs)
 
 
+def _as_text(df: pd.DataFrame) -> pd.DataFrame:
+    """st.table renders each cell as Markdown: every string (a token, a path, a card's text) is
+    escaped first, so it shows as typed and never as a link or an image."""
+
+    def text(x):
+        return plain(x) if isinstance(x, str) else x
+
+    out = df.copy()
+    for c in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[c]):  # object or pandas' str dtype
+            out[c] = out[c].map(text)
+    out.index = out.index.map(text)
+    out.columns = out.columns.map(text)
+    return out
+
+
 def table(df: pd.DataFrame, *, hide_index: bool = True, height: int | None = None) -> None:
     """st.dataframe, except in presentation mode: an HTML table, whose text is sized in rem and
     so grows with the presentation root font (the data grid draws on a canvas in fixed pixels).
     hide_index: the first column stands in for the index of the HTML table."""
     if presenting() and len(df) <= MAX_HTML_TABLE_ROWS:
-        st.table(df.set_index(df.columns[0]) if hide_index and len(df.columns) > 1 else df)
+        st.table(_as_text(df.set_index(df.columns[0]) if hide_index and len(df.columns) > 1 else df))
         return
     kwargs = {"height": height} if height else {}
     st.dataframe(df, hide_index=hide_index, width="stretch", **kwargs)
