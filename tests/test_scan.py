@@ -144,6 +144,11 @@ def test_text_data_through_the_tokenizer(tmp_path):
     pd.testing.assert_frame_equal(strings.tokens, s.tokens)
 
 
+def link(path: Path, target: str) -> Path:
+    path.symlink_to(target)
+    return path
+
+
 def sparse(path: Path, size: int) -> Path:
     with path.open("wb") as f:  # a hole: no disk used, but stat says size
         f.truncate(size)
@@ -167,7 +172,8 @@ def bad(tmp_path, name, content: bytes):
         (lambda d: bad(d, "x.jsonl", b'{"text": "abc"}\n{oops\n'), "line 2 is not JSON"),
         (lambda d: bad(d, "x.txt", b"abc\nde#f\nXY"), "cannot encode 3 character(s): '#' (line 2, column 3)"),
         (lambda d: bad(d, "x.parquet", b"PAR1 not really"), "not a readable Parquet file"),
-        (lambda d: Path("/dev/zero"), "not a regular file"),  # read whole, it would never end
+        (lambda d: link(d / "zero.txt", "/dev/zero"), "not a regular file"),  # read whole, never ending
+        (lambda d: bad(d, "secrets.toml", b"password = 1"), "a corpus is a .txt, .jsonl or .parquet file"),
         (lambda d: sparse(d / "huge.txt", limits.MAX_CORPUS_FILE_BYTES + 1), "too large for a corpus file"),
     ],
     ids=[
@@ -180,6 +186,7 @@ def bad(tmp_path, name, content: bytes):
         "unknown-chars",
         "bad-parquet",
         "device",
+        "not-a-corpus-kind",
         "too-large",
     ],
 )

@@ -129,8 +129,10 @@ def documents(data) -> Iterator[tuple[str, str | Sequence[int]]]:
             yield from _jsonl(path)
         elif path.suffix.lower() == ".parquet":
             yield from _parquet(path)
-        else:
+        elif path.suffix.lower() in TEXT_SUFFIXES:
             yield path.name, _decode(path, _read(path))
+        else:  # the contract's kinds only: a page's path box must not read /etc/passwd or a secrets file
+            raise ScanDataError(f"{path}: a corpus is a .txt, .jsonl or .parquet file, or a folder of .txt files")
         return
     if isinstance(data, np.ndarray) and data.ndim == 2:
         data = list(data)
