@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -114,6 +115,7 @@ def ray_head(tmp_path_factory):
         mine = [line for line in left.splitlines() if str(temp) in line or f"--port={port}" in line]
         for line in mine:  # never expected; killed by pid so no later test inherits them
             os.kill(int(line.split()[0]), signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)  # the head's sessions and logs: nothing of it stays in /tmp
         assert not mine, f"Ray processes left behind: {mine}"
 
 
