@@ -151,3 +151,35 @@ def test_a_scan_folders_summary_is_shown_as_text(at, roots, tmp_path):
     ok(at.button(key="corpus_open_folder").click().run())
     engine = next(m for m in at.metric if m.label == "Engine").value
     assert "evil" in engine and "](" not in engine
+
+
+def test_the_server_runs_at_most_a_few_scans_at_once(monkeypatch, tmp_path):
+    """Each scan loads its model and takes a core: a third start while two run is one line, and a
+    scan that ended no longer counts. (The processes are real, but sleep instead of scanning; the
+    command each would have run is kept, its paths as --flag=value so a name starting with - stays a value.)"""
+    import subprocess
+    import sys
+
+    from gptviz.errors import GptvizError
+
+    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    real, commands = subprocess.Popen, []
+
+    def sleeper(cmd, **kw):
+        commands.append(cmd)
+        return real([sys.executable, "-c", "import time; time.sleep(60)"], **kw)
+
+    monkeypatch.setattr(cp.subprocess, "Popen", sleeper)
+    corpus = tmp_path / "-corpus.txt"
+    jobs = [cp.start_scan(tmp_path / "ck", corpus, 8, 2) for _ in range(cp.MAX_RUNNING_SCANS)]
+    try:
+        assert all(cp.running(j.id) for j in jobs)
+        with pytest.raises(GptvizError, match="scans are running on this server already"):
+            cp.start_scan(tmp_path / "ck", corpus, 8, 2)
+        cp.stop_scan(jobs[0])
+        jobs.append(cp.start_scan(tmp_path / "ck", corpus, 8, 2))
+        assert f"--data={corpus}" in commands[0]
+    finally:
+        for job in jobs:
+            cp.stop_scan(job)
+    assert not any(cp.running(j.id) for j in jobs)

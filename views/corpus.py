@@ -80,7 +80,8 @@ elif mode == "run a new scan":
             st.error(f"That file is larger than {cp.MAX_UPLOAD_BYTES // 2**20} MB; give its path instead.")
         elif up is not None:
             data = ("upload", up.name, up.getvalue())
-    if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None):
+    busy = cp.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
+    if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
             if isinstance(data, tuple):
                 data = cp.save_upload(data[1], data[2])

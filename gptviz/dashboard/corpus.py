@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..errors import GptvizError
 from ..formats.safe import user_path
 from ..scanning import Scan, load_scan
 from .caches import cached
@@ -27,6 +28,7 @@ from .private import private_folder, private_root, write_private
 SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
 SCANS_ENV = "GPTVIZ_SCANS_DIR"  # where the page's own scans are written (default: a folder in the temp dir)
 MAX_UPLOAD_BYTES = 64 * 2**20
+MAX_RUNNING_SCANS = 2  # scans this server runs at once, for all sessions: each loads its model and takes a core
 CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
 CONTEXT_AFTER = 8
 
@@ -83,13 +85,24 @@ class Job:
     log: str  # its stderr (the one-line error, if it fails)
 
 
+def running(job_id: str | None) -> bool:
+    """Whether the scan of this job id still runs."""
+    proc = _JOBS.get(job_id) if job_id else None
+    return proc is not None and proc.poll() is None
+
+
 def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = "cpu") -> Job:
-    """Start `python -m gptviz scan` for this checkpoint and corpus; return at once."""
+    """Start `python -m gptviz scan` for this checkpoint and corpus; return at once. GptvizError when
+    MAX_RUNNING_SCANS already run (a finished one no longer counts)."""
+    busy = [j for j in list(_JOBS) if running(j)]
+    if len(busy) >= MAX_RUNNING_SCANS:
+        raise GptvizError(f"{len(busy)} scans are running on this server already; start this one when one ends")
     job_id = uuid.uuid4().hex[:12]
     folder = private_folder(scans_root(), job_id)
     job = Job(job_id, str(folder / "scan"), str(folder / "progress.json"), str(folder / "scan.log"))
-    cmd = [sys.executable, "-m", "gptviz", "scan", "--checkpoint", str(checkpoint), "--data", str(data)]
-    cmd += ["--out", job.out, "--window", str(window), "--k", str(k), "--device", device]
+    # --flag=value: a path that starts with "-" stays a value, never a flag
+    cmd = [sys.executable, "-m", "gptviz", "scan", f"--checkpoint={checkpoint}", f"--data={data}"]
+    cmd += [f"--out={job.out}", "--window", str(window), "--k", str(k), "--device", device]
     cmd += ["--progress-file", job.progress]
     env = {
         **os.environ,
