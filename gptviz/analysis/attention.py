@@ -42,15 +42,18 @@ def layer_weights(trace: Trace, layer: int) -> np.ndarray:
     return w
 
 
+def _scale_kind(scale: float, D: int) -> str:
+    """ "sqrt" (1/√D, GPT-2), "none" (1, GPT-Neo) or "other" (Gemma's query_pre_attn_scalar^-½)."""
+    if math.isclose(scale, 1.0 / math.sqrt(D), rel_tol=1e-12):
+        return "sqrt"
+    return "none" if scale == 1.0 else "other"
+
+
 def score_rule(scale: float, softcap: float, D: int) -> str:
     """The formula a layer's scores follow, as the page writes it: q·k / √D (GPT-2), q·k (GPT-Neo:
     no scale), q·k × s (Gemma: query_pre_attn_scalar^-½), then the soft-cap where there is one."""
-    if math.isclose(scale, 1.0 / math.sqrt(D), rel_tol=1e-12):
-        rule = f"q·k / √{D}"
-    elif scale == 1.0:
-        rule = "q·k (no scale)"
-    else:
-        rule = f"q·k × {scale:.4g}"
+    kind = _scale_kind(scale, D)
+    rule = {"sqrt": f"q·k / √{D}", "none": "q·k (no scale)"}.get(kind, f"q·k × {scale:.4g}")
     return f"{softcap:g}·tanh(({rule}) / {softcap:g})" if softcap else rule
 
 
@@ -70,12 +73,13 @@ def before_rotation(model, trace: Trace, layer: int, which: str) -> np.ndarray |
 
 def scale_step(scale: float, softcap: float, D: int) -> str:
     """The scaling step of the Q/K/V page in words, with this model's real numbers."""
-    if math.isclose(scale, 1.0 / math.sqrt(D), rel_tol=1e-12):
-        text = f"÷ √D = ÷ √{D} = ÷ {math.sqrt(D):.4f}"
-    elif scale == 1.0:
-        text = "no scale: this model uses q·k as it is (GPT-Neo)"
-    else:
-        text = f"× {scale:.4g}: the model's own scale (e.g. Gemma's query_pre_attn_scalar^-½), not 1/√{D}"
+    text = {
+        "sqrt": f"÷ √D = ÷ √{D} = ÷ {math.sqrt(D):.4f}",
+        "none": "no scale: this model uses q·k as it is (GPT-Neo)",
+    }.get(
+        _scale_kind(scale, D),
+        f"× {scale:.4g}: the model's own scale (e.g. Gemma's query_pre_attn_scalar^-½), not 1/√{D}",
+    )
     return f"{text}, then soft-capped: {softcap:g}·tanh(score / {softcap:g})" if softcap else text
 
 

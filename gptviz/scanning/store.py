@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.heads import SCORES
 from ..errors import GptvizError
 from ..formats.safe import size_text
 from ..limits import GiB, MiB
@@ -24,18 +25,8 @@ COLUMNS = {
     "windows": ("window", "doc", "start", "n_tokens", "loss", "token_ids"),
     "tokens": ("window", "position", "token_id", "loss"),
     "neurons": ("layer", "neuron", "rank", "value", "window", "position"),
-    "heads": ("layer", "head", "previous_token", "duplicate_token", "induction", "sink", "self", "entropy"),
-    "head_windows": (
-        "window",
-        "layer",
-        "head",
-        "previous_token",
-        "duplicate_token",
-        "induction",
-        "sink",
-        "self",
-        "entropy",
-    ),
+    "heads": ("layer", "head", *SCORES),
+    "head_windows": ("window", "layer", "head", *SCORES),
 }
 REQUIRED = ("windows", "tokens", "neurons", "heads")  # head_windows is optional (the page's histograms)
 SUMMARY_KEYS = ("docs", "windows", "tokens", "loss", "seconds", "engine")
