@@ -11,6 +11,7 @@ import streamlit as st
 
 from gptviz.dashboard.classroom import read_step_url
 from gptviz.dashboard.icon import page_icon
+from gptviz.dashboard.memory import freeze_imports
 from gptviz.dashboard.sidebar import PRESENTATION_ROOT_PX, VIEW_CONTROLS, sidebar
 from gptviz.dashboard.slides import follower, read_lesson_url
 from gptviz.dashboard.state import set_view
@@ -98,6 +99,7 @@ def main() -> None:
         page.run()
     finally:  # an idle session holds no Trace: only the caches do, within their limits
         set_view(None)
+        freeze_imports()
 
 
 guard(main)

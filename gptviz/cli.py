@@ -166,6 +166,7 @@ STREAMLIT_FLAGS = {
     "browser.gatherUsageStats": "false",
     "client.toolbarMode": "viewer",
     "client.showErrorDetails": "none",
+    "runner.postScriptGC": "false",
 }
 
 
