@@ -280,6 +280,27 @@ def test_presentation_mode_enlarges_fonts_and_leaves_the_input_alone(trace, labe
     assert figures.presentation(fig, on=False).layout.font.size == fig.layout.font.size
 
 
+def test_presentation_gives_figures_plotly_accepts(trace, labels):
+    """presentation() edits the figure's dict and skips Plotly's validation (it ran on every chart of
+    every rerun): what it writes must still be properties Plotly knows, for every kind of figure."""
+    w = analysis.layer_weights(trace, 0)
+    built = [
+        figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels),  # a colour bar
+        figures.head_grid(w, labels, layer=0),  # subplots: xaxis2 …, subplot titles as annotations
+        figures.loss_bars(analysis.per_token_loss(trace["logits"], trace.token_ids), labels),  # marker colour bar
+        figures.shape_flow(analysis.shape_flow(trace), analysis.dims(trace)),  # annotations
+        figures.topk_bars(analysis.top_k(trace.part("logits", -1), 5), position_label=labels[-1]),
+    ]
+    for fig in built:
+        for on in (False, True):
+            shown = figures.presentation(fig, on)
+            checked = go.Figure(shown.to_dict())  # Plotly's validators: an unknown property raises
+            assert json.loads(checked.to_json()) == json.loads(shown.to_json())
+            if on:
+                axes = [k for k in shown.to_dict()["layout"] if k[1:5] == "axis"]
+                assert axes and all(shown.layout[k].tickfont.size == round(14 * 1.45) - 2 for k in axes)
+
+
 def test_token_chips_escape_html_and_colour_by_value():
     html = figures.token_chips_html(["<b>", "␣"], [3, 1], [np.nan, 2.0], vmax=2.0, unit="bits")
     assert "&#60;b&#62;" in html and "<b><b>" not in html  # a reference: neither a tag nor Markdown
