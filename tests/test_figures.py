@@ -280,9 +280,10 @@ def test_presentation_mode_enlarges_fonts_and_leaves_the_input_alone(trace, labe
     assert figures.presentation(fig, on=False).layout.font.size == fig.layout.font.size
 
 
-def test_presentation_gives_figures_plotly_accepts(trace, labels):
-    """presentation() edits the figure's dict and skips Plotly's validation (it ran on every chart of
-    every rerun): what it writes must still be properties Plotly knows, for every kind of figure."""
+def test_figures_built_as_dicts_are_figures_plotly_accepts(trace, labels):
+    """presentation() edits the figure's dict, and the charts a class draws on each new prompt (top-k
+    bars, one head's heatmap) are built as dicts: neither runs Plotly's validation (tens of ms a chart),
+    so what they write must still be properties Plotly knows, for every kind of figure."""
     w = analysis.layer_weights(trace, 0)
     built = [
         figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels),  # a colour bar

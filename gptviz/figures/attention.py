@@ -17,9 +17,13 @@ from .style import (
     NAN,
     ORANGE,
     category_axis,
+    category_spec,
     cell_notes,
     colorbar_title,
+    colorscale,
     diverging_range,
+    from_spec,
+    layout_spec,
     nan_overlay,
     plotly_text,
     style,
@@ -126,43 +130,38 @@ def attention_heatmap(
     if b > 1:
         title += f" · each cell is the mean of a {b}×{b} block (T = {len(labels)})"
     diverging = kind != "weights"
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=ticks,
-            y=ticks,
-            zmin=zmin,
-            zmax=zmax,
-            colorscale="RdBu_r" if diverging else "Viridis",
-            hoverongaps=False,
-            colorbar=dict(title=dict(text=colorbar_title(_colorbar(kind, score_rule), zmin, zmax))),
-            hovertemplate="query %{y}<br>key %{x}<br>" + kind + " %{z:.4f}<extra></extra>",
-        )
+    heat = dict(
+        type="heatmap",
+        z=z,
+        x=ticks,
+        y=ticks,
+        zmin=zmin,
+        zmax=zmax,
+        colorscale=colorscale("RdBu_r" if diverging else "Viridis"),
+        hoverongaps=False,
+        colorbar=dict(title=dict(text=colorbar_title(_colorbar(kind, score_rule), zmin, zmax))),
+        hovertemplate="query %{y}<br>key %{x}<br>" + kind + " %{z:.4f}<extra></extra>",
     )
-    if bad.any():
-        fig.add_trace(nan_overlay(bad, ticks, ticks))
+    data = [heat, nan_overlay(bad, ticks, ticks).to_plotly_json()] if bad.any() else [heat]
     caption = cell_notes(bool(masked.any()), bool(bad.any()), windowed(mask))
     if note:
         caption += f"; {note}"
-    style(
-        fig,
-        title,
-        height=height,
-        subtitle=caption,
-        plot_bgcolor=MASKED if masked.any() else "white",
-        margin=dict(t=90),
+    # built as a dict (figures.style.from_spec): a class draws this chart for each new prompt
+    layout = layout_spec(
+        title, height=height, subtitle=caption, plot_bgcolor=MASKED if masked.any() else "white", margin=dict(t=90)
     )
-    fig.update_xaxes(title_text="key (read)", side="bottom", showgrid=False, constrain="domain")
-    fig.update_yaxes(
-        title_text="query (reads)",
+    layout["xaxis"] = dict(
+        title=dict(text="key (read)"), side="bottom", showgrid=False, constrain="domain", **category_spec(ticks)
+    )
+    layout["yaxis"] = dict(
+        title=dict(text="query (reads)"),
         autorange="reversed",
         showgrid=False,
         scaleanchor="x",
         constrain="domain",
+        **category_spec(ticks),
     )
-    category_axis(fig, "x", ticks)
-    category_axis(fig, "y", ticks)
-    return fig
+    return from_spec(dict(data=data, layout=layout))
 
 
 def head_grid(

@@ -93,9 +93,9 @@ def nan_figure(fig: go.Figure, message: str) -> go.Figure:
     return fig
 
 
-def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **layout) -> go.Figure:
-    """Apply the common layout: title (and a smaller subtitle line), font, margins, white paper.
-    Returns the same figure."""
+def layout_spec(title: str, height: int = 420, subtitle: str = "", **layout) -> dict:
+    """The common layout as a figure dict's "layout": title (and a smaller subtitle line), font,
+    margins, white paper. layout: properties that replace the common ones by name."""
     base = dict(
         title=dict(
             text=title,
@@ -117,10 +117,34 @@ def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **l
         margin=dict(l=70, r=30, t=70, b=60),
         paper_bgcolor="white",
         plot_bgcolor="white",
-        hoverlabel=dict(font_size=FONT),
+        hoverlabel=dict(font=dict(size=FONT)),
     )
-    fig.update_layout(**{**base, **layout})
+    return {**base, **layout}
+
+
+def style(fig: go.Figure, title: str, height: int = 420, subtitle: str = "", **layout) -> go.Figure:
+    """Apply the common layout (layout_spec) to a figure. Returns the same figure."""
+    fig.update_layout(**layout_spec(title, height, subtitle, **layout))
     return fig
+
+
+def from_spec(spec: dict) -> go.Figure:
+    """A Figure of a figure dict, as Plotly would give it, without Plotly checking every property
+    again (tens of ms a figure). For the builders a class's pages draw on each new prompt, whose
+    dicts use only properties that tests pass through Plotly's validators."""
+    return go.Figure(spec, _validate=False)
+
+
+@functools.cache
+def colorscale(name: str) -> tuple:
+    """A named colour scale ("Viridis", "RdBu_r") as the list of stops Plotly's validator makes of
+    it, for a figure dict: plotly.js knows no "_r" names."""
+    return go.Heatmap(colorscale=name).colorscale
+
+
+def category_spec(labels: Sequence[str]) -> dict:
+    """category_axis's properties, for a figure dict's axis."""
+    return dict(type="category", categoryorder="array", categoryarray=[str(s) for s in labels])
 
 
 def category_axis(fig: go.Figure, axis: str, labels: Sequence[str], **selector) -> go.Figure:
@@ -129,7 +153,7 @@ def category_axis(fig: go.Figure, axis: str, labels: Sequence[str], **selector) 
     spaces positions by value and scrambles the rows. selector: row/col of a subplot, as
     fig.update_xaxes takes them. Returns the same figure."""
     update = fig.update_xaxes if axis == "x" else fig.update_yaxes
-    update(type="category", categoryorder="array", categoryarray=[str(s) for s in labels], **selector)
+    update(**category_spec(labels), **selector)
     return fig
 
 

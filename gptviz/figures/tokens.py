@@ -15,7 +15,10 @@ from .style import (
     LOSS_UNIT,
     NAN,
     category_axis,
+    category_spec,
+    from_spec,
     html_text,
+    layout_spec,
     mean_loss,
     nan_figure,
     plotly_text,
@@ -73,33 +76,32 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
         style(fig, f"Next token after {position_label}: logits are NaN", height=260)
         return nan_figure(fig, f"The logits after {position_label} are NaN: no next-token distribution to rank.")
     names = [f"#{r} {plotly_text(t)}" for r, t in zip(top["rank"], top["token"])]
-    fig = go.Figure(
-        go.Bar(
-            x=top["probability"].to_numpy(),
-            y=names,
-            orientation="h",
-            marker_color=BLUE,
-            text=[f"{p:.1%} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
-            textposition="auto",  # inside a long bar, outside a short one: never clipped
-            customdata=np.stack([top["id"].to_numpy(), top["logit"].to_numpy()], axis=1),
-            hovertemplate=(
-                "%{y}<br>id %{customdata[0]}<br>probability %{x:.4%}<br>logit %{customdata[1]:.3f}<extra></extra>"
-            ),
-        )
+    bars = dict(
+        type="bar",
+        x=top["probability"].to_numpy(),
+        y=names,
+        orientation="h",
+        marker=dict(color=BLUE),
+        text=[f"{p:.1%} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
+        textposition="auto",  # inside a long bar, outside a short one: never clipped
+        customdata=np.stack([top["id"].to_numpy(), top["logit"].to_numpy()], axis=1),
+        hovertemplate=(
+            "%{y}<br>id %{customdata[0]}<br>probability %{x:.4%}<br>logit %{customdata[1]:.3f}<extra></extra>"
+        ),
     )
     t = "" if temperature == 1.0 else f", temperature {temperature:g}"
-    style(fig, f"Next token after {position_label}: top {len(top)}{t}", height=max(260, 34 * len(top) + 110))
     hi = float(top["probability"].max()) if len(top) else 1.0
-    fig.update_xaxes(
-        title_text="probability (softmax of logits / temperature)",
+    # built as a dict (figures.style.from_spec): a class draws this chart for each new prompt
+    layout = layout_spec(f"Next token after {position_label}: top {len(top)}{t}", height=max(260, 34 * len(top) + 110))
+    layout["xaxis"] = dict(
+        title=dict(text="probability (softmax of logits / temperature)"),
         tickformat=".0%" if hi > 0.1 else ".1%",
         range=[0, min(1.0, hi * 1.35) or 1.0],
         showgrid=True,
         gridcolor="#eee",
     )
-    fig.update_yaxes(title_text="token (rank)", autorange="reversed")
-    category_axis(fig, "y", names)
-    return fig
+    layout["yaxis"] = dict(title=dict(text="token (rank)"), autorange="reversed", **category_spec(names))
+    return from_spec(dict(data=[bars], layout=layout))
 
 
 def loss_bars(loss: pd.DataFrame, labels: Sequence[str]) -> go.Figure:
