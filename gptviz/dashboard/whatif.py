@@ -13,7 +13,7 @@ from ..figures import overview_cell
 from ..interventions import Intervention, ablate
 from ..names import point
 from ..record import Trace
-from .caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
+from .caches import FORWARD, RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 HeadPick = tuple[tuple[int, int], ...]  # (layer, head) pairs
 
@@ -31,7 +31,8 @@ def ablations(heads: HeadPick, mlps: tuple[int, ...], how: str) -> list[Interven
 def ablated_run(key: RunKey, heads: HeadPick, mlps: tuple[int, ...], how: str) -> Trace:
     """The run of `key` with the chosen heads and MLPs ablated. Read-only, shared."""
     bundle = bundle_for(key.model)
-    return trace(bundle.model, list(key.ids), bundle.tokenizer, interventions=ablations(heads, mlps, how))
+    with FORWARD:
+        return trace(bundle.model, list(key.ids), bundle.tokenizer, interventions=ablations(heads, mlps, how))
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Patching every layer and position…")
@@ -45,8 +46,9 @@ def sweep(clean: RunKey, corrupt_ids: tuple[int, ...], answer: int, wrong: int, 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Running the patched model…")
 def patched(clean: RunKey, corrupt_ids: tuple[int, ...], site: str, layer: int, cell: int) -> Trace:
     """One cell of the sweep as a full Trace (the clean run's Trace comes from the run cache)."""
-    bundle = bundle_for(clean.model)
-    return patched_run(bundle.model, run_trace(clean), list(corrupt_ids), site, layer, cell, bundle.tokenizer)
+    bundle, clean_trace = bundle_for(clean.model), run_trace(clean)
+    with FORWARD:
+        return patched_run(bundle.model, clean_trace, list(corrupt_ids), site, layer, cell, bundle.tokenizer)
 
 
 # --- callbacks: defined here, not in the pages, so what Streamlit keeps does not hold a page's Trace ---
