@@ -282,8 +282,9 @@ def test_presentation_mode_enlarges_fonts_and_leaves_the_input_alone(trace, labe
 
 def test_figures_built_as_dicts_are_figures_plotly_accepts(trace, labels):
     """presentation() edits the figure's dict, and the charts a class draws on each new prompt (top-k
-    bars, one head's heatmap) are built as dicts: neither runs Plotly's validation (tens of ms a chart),
-    so what they write must still be properties Plotly knows, for every kind of figure."""
+    bars, one head's heatmap) or that a page rebuilt on every view (Shapes, Q / K / V) are built as
+    dicts: none runs Plotly's validation (tens of ms a chart), so what they write must still be
+    properties Plotly knows, for every kind of figure (subplots too)."""
     w = analysis.layer_weights(trace, 0)
     built = [
         figures.attention_heatmap(analysis.attention_matrix(trace, 0, 0), labels),  # a colour bar
@@ -291,7 +292,13 @@ def test_figures_built_as_dicts_are_figures_plotly_accepts(trace, labels):
         figures.loss_bars(analysis.per_token_loss(trace["logits"], trace.token_ids), labels),  # marker colour bar
         figures.shape_flow(analysis.shape_flow(trace), analysis.dims(trace)),  # annotations
         figures.topk_bars(analysis.top_k(trace.part("logits", -1), 5), position_label=labels[-1]),
+        figures.matrix_heatmap(trace[gptviz.point("attn.q", 0)][0], labels, title="q", value_name="q", max_rows=3),
     ]
+    work = analysis.query_computation(trace, 0, 1, 6)
+    allowed = work["keys"]["allowed"].to_numpy()
+    built.append(figures.query_scores(work["keys"], labels, query_label=labels[6], head_dim=work["head_dim"]))
+    read = [label for label, ok in zip(labels, allowed) if ok]
+    built.append(figures.query_weighted_values(work["weighted_v"][allowed], work["output"], read, query_label="q"))
     for fig in built:
         for on in (False, True):
             shown = figures.presentation(fig, on)

@@ -7,10 +7,21 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ..analysis.blocks import block_labels, block_mean
-from .style import BLUE, MASKED, ORANGE, category_axis, colorbar_title, diverging_range, style
+from .style import (
+    BLUE,
+    MASKED,
+    ORANGE,
+    category_spec,
+    colorbar_title,
+    colorscale,
+    deep_update,
+    diverging_range,
+    from_spec,
+    layout_spec,
+    subplots_spec,
+)
 
 MAX_ROWS = 256
 
@@ -26,23 +37,22 @@ def matrix_heatmap(
         row_labels = block_labels(row_labels, b)
         title += f" · rows are means of {b} positions"
     r = diverging_range(m)
-    fig = go.Figure(
-        go.Heatmap(
-            z=m,
-            y=list(row_labels),
-            x=np.arange(m.shape[1]),
-            colorscale="RdBu_r",
-            zmin=-r,
-            zmax=r,
-            colorbar=dict(title=dict(text=colorbar_title(value_name, -r, r))),
-            hovertemplate="token %{y}<br>dimension %{x}<br>" + value_name + " %{z:.4f}<extra></extra>",
-        )
+    heat = dict(
+        type="heatmap",
+        z=m,
+        y=list(row_labels),
+        x=np.arange(m.shape[1]),
+        colorscale=colorscale("RdBu_r"),
+        zmin=-r,
+        zmax=r,
+        colorbar=dict(title=dict(text=colorbar_title(value_name, -r, r))),
+        hovertemplate="token %{y}<br>dimension %{x}<br>" + value_name + " %{z:.4f}<extra></extra>",
     )
-    style(fig, title, height=min(900, max(300, 14 * m.shape[0] + 140)))
-    fig.update_xaxes(title_text="dimension d of the head (0 … D−1)", showgrid=False)
-    fig.update_yaxes(title_text="token", autorange="reversed", showgrid=False)
-    category_axis(fig, "y", row_labels)
-    return fig
+    # this page's figures are built as dicts (figures.style.from_spec): on every view, 15-25 ms each
+    layout = layout_spec(title, height=min(900, max(300, 14 * m.shape[0] + 140)))
+    layout["xaxis"] = dict(title=dict(text="dimension d of the head (0 … D−1)"), showgrid=False)
+    layout["yaxis"] = dict(title=dict(text="token"), autorange="reversed", showgrid=False, **category_spec(row_labels))
+    return from_spec(dict(data=[heat], layout=layout))
 
 
 def query_scores(
@@ -53,69 +63,58 @@ def query_scores(
     (analysis.query_computation's "score (Trace)" and "weight (Trace)"); q·k shows in the hover."""
     x = [labels[k] for k in keys["key"]]
     allowed = keys["allowed"].to_numpy()
-    fig = make_subplots(
-        rows=2,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.12,
-        # rule: the model's own formula (analysis.query_computation's), where it is not q·k / √D
-        subplot_titles=(f"score = {rule or f'q·k / √{head_dim}'}", "weight = softmax over the allowed keys"),
-    )
+    # rule: the model's own formula (analysis.query_computation's), where it is not q·k / √D
+    titles = (f"score = {rule or f'q·k / √{head_dim}'}", "weight = softmax over the allowed keys")
+    layout = subplots_spec(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=titles)
     score = keys["score (Trace)"].to_numpy()
-    fig.add_trace(
-        go.Bar(
+    data = [
+        dict(
+            type="bar",
             x=x,
             y=np.where(allowed, score, np.nan),
             name="allowed key",
-            marker_color=BLUE,
+            marker=dict(color=BLUE),
             customdata=keys["q·k"].to_numpy(),
             hovertemplate="key %{x}<br>q·k %{customdata:.4f}<br>score %{y:.4f}<extra></extra>",
-        ),
-        row=1,
-        col=1,
-    )
+            xaxis="x",
+            yaxis="y",
+        )
+    ]
     if (~allowed).any():
-        fig.add_trace(
-            go.Bar(
+        data.append(
+            dict(
+                type="bar",
                 x=x,
                 y=np.where(allowed, np.nan, score),
                 name="masked key (score set to −∞)",
-                marker=dict(color=MASKED, pattern_shape="/"),
+                marker=dict(color=MASKED, pattern=dict(shape="/")),
                 hovertemplate="key %{x}: masked<br>score before the mask %{y:.4f}<extra></extra>",
-            ),
-            row=1,
-            col=1,
+                xaxis="x",
+                yaxis="y",
+            )
         )
-    fig.add_trace(
-        go.Bar(
+    data.append(
+        dict(
+            type="bar",
             x=x,
             y=keys["weight (Trace)"].to_numpy(),
             name="attention weight",
-            marker_color=ORANGE,
+            marker=dict(color=ORANGE),
             hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>",
-        ),
-        row=2,
-        col=1,
+            xaxis="x2",
+            yaxis="y2",
+        )
     )
-    style(
-        fig,
-        f"Query {query_label}: {rule or 'q·k / √D'} for every key, mask, softmax",
-        height=560,
-        barmode="overlay",
-        legend=dict(orientation="h", y=-0.18),
-        title_pad_b=34,  # clear of the first subplot's own title
-    )
-    fig.update_yaxes(title_text="score (unitless)", row=1, col=1, zeroline=True, gridcolor="#eee")
-    fig.update_yaxes(
-        title_text="weight (0–1)",
-        range=[0, 1.05 * max(1e-9, float(np.nanmax(keys["weight (Trace)"])))],
-        row=2,
-        col=1,
-        gridcolor="#eee",
-    )
-    fig.update_xaxes(title_text="key position and token", row=2, col=1)
-    category_axis(fig, "x", x)
-    return fig
+    title = f"Query {query_label}: {rule or 'q·k / √D'} for every key, mask, softmax"
+    deep_update(layout, layout_spec(title, height=560, barmode="overlay", legend=dict(orientation="h", y=-0.18)))
+    layout["title"]["pad"]["b"] = 34  # clear of the first subplot's own title
+    weight_top = 1.05 * max(1e-9, float(np.nanmax(keys["weight (Trace)"])))
+    deep_update(layout["yaxis"], dict(title=dict(text="score (unitless)"), zeroline=True, gridcolor="#eee"))
+    deep_update(layout["yaxis2"], dict(title=dict(text="weight (0–1)"), range=[0, weight_top], gridcolor="#eee"))
+    deep_update(layout["xaxis2"], dict(title=dict(text="key position and token")))
+    for axis in ("xaxis", "xaxis2"):
+        layout[axis].update(category_spec(x))
+    return from_spec(dict(data=data, layout=layout))
 
 
 def query_weighted_values(
@@ -130,40 +129,32 @@ def query_weighted_values(
     else:
         note = ""
     r = diverging_range(rows, output)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.85, 0.15], vertical_spacing=0.06)
-    common = dict(colorscale="RdBu_r", zmin=-r, zmax=r, coloraxis=None)
-    fig.add_trace(
-        go.Heatmap(
+    layout = subplots_spec(rows=2, cols=1, shared_xaxes=True, row_heights=(0.85, 0.15), vertical_spacing=0.06)
+    common = dict(type="heatmap", colorscale=colorscale("RdBu_r"), zmin=-r, zmax=r, x=np.arange(rows.shape[1]))
+    data = [
+        dict(
             z=rows,
             y=list(labels),
-            x=np.arange(rows.shape[1]),
             colorbar=dict(title=dict(text=colorbar_title("value", -r, r))),
             hovertemplate="key %{y}<br>dimension %{x}<br>weight·v %{z:.4f}<extra></extra>",
+            xaxis="x",
+            yaxis="y",
             **common,
         ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Heatmap(
+        dict(
             z=np.asarray(output)[None, :],
             y=["Σ = head output"],
-            x=np.arange(rows.shape[1]),
             showscale=False,
             hovertemplate="head output<br>dimension %{x}<br>%{z:.4f}<extra></extra>",
+            xaxis="x2",
+            yaxis="y2",
             **common,
         ),
-        row=2,
-        col=1,
-    )
-    style(
-        fig,
-        f"Query {query_label}: weighted value rows and their sum{note}",
-        height=min(900, max(320, 14 * rows.shape[0] + 200)),
-    )
-    fig.update_yaxes(autorange="reversed", showgrid=False)
-    category_axis(fig, "y", labels, row=1, col=1)
-    category_axis(fig, "y", ["Σ = head output"], row=2, col=1)
-    fig.update_yaxes(title_text="key (weight · v)", row=1, col=1)
-    fig.update_xaxes(title_text="dimension d of the head (0 … D−1)", row=2, col=1, showgrid=False)
-    return fig
+    ]
+    title = f"Query {query_label}: weighted value rows and their sum{note}"
+    deep_update(layout, layout_spec(title, height=min(900, max(320, 14 * rows.shape[0] + 200))))
+    deep_update(layout["yaxis"], dict(autorange="reversed", showgrid=False, **category_spec(labels)))
+    deep_update(layout["yaxis"], dict(title=dict(text="key (weight · v)")))
+    deep_update(layout["yaxis2"], dict(autorange="reversed", showgrid=False, **category_spec(["Σ = head output"])))
+    deep_update(layout["xaxis2"], dict(title=dict(text="dimension d of the head (0 … D−1)"), showgrid=False))
+    return from_spec(dict(data=data, layout=layout))

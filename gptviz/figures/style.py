@@ -3,6 +3,7 @@ NaN cells, category axes for tokens, diverging scales centred on 0, and a presen
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Sequence
@@ -140,6 +141,32 @@ def colorscale(name: str) -> tuple:
     """A named colour scale ("Viridis", "RdBu_r") as the list of stops Plotly's validator makes of
     it, for a figure dict: plotly.js knows no "_r" names."""
     return go.Heatmap(colorscale=name).colorscale
+
+
+def deep_update(d: dict, u: dict) -> dict:
+    """Merge u into the figure dict d as Plotly's update does: dicts key by key, anything else
+    replaced. Returns d."""
+    for k, v in u.items():
+        if isinstance(v, dict) and isinstance(d.get(k), dict):
+            deep_update(d[k], v)
+        else:
+            d[k] = v
+    return d
+
+
+@functools.cache
+def _subplots(args: tuple) -> dict:
+    from plotly.subplots import make_subplots
+
+    layout = make_subplots(**dict(args)).to_dict()["layout"]
+    layout.pop("template", None)
+    return layout
+
+
+def subplots_spec(**kwargs) -> dict:
+    """make_subplots(**kwargs)'s layout (axes, their domains, subplot titles) as a figure dict's
+    "layout", worked out once per arrangement: the traces of row r, column c go on axes x{n}, y{n}."""
+    return copy.deepcopy(_subplots(tuple(sorted(kwargs.items()))))
 
 
 def category_spec(labels: Sequence[str]) -> dict:
