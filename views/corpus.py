@@ -42,10 +42,7 @@ runnable = v.source != DEMO and not is_upload(v.source)
 
 
 def readable(ids) -> list[str]:
-    ids = [int(i) for i in ids]
-    if tok is None:
-        return [f"{i} " for i in ids]
-    return [s.replace("\n", "↵").replace("\t", "⇥").replace("\r", "") for s in tok.token_strings(ids)]
+    return cp.token_texts(tok, ids)
 
 
 # --- choose or run a scan --------------------------------------------------------------------------
@@ -128,6 +125,7 @@ folder = st.session_state.get("corpus_scan")
 if not folder or st.session_state.get("corpus_job"):
     st.stop()
 try:
+    version = cp.scan_version(folder)
     scan = cp.open_scan(folder)
 except GptvizError as e:
     st.error(f"Scan not opened: {widgets.plain(e)}")
@@ -136,7 +134,7 @@ except GptvizError as e:
 # --- what the scan found ---------------------------------------------------------------------------
 sm = scan.summary
 vocab = v.bundle.model.config.vocab_size
-max_id = max((max(ids) for ids in scan.windows["token_ids"] if len(ids)), default=0)
+max_id = cp.max_token_id(*version)
 if max_id >= vocab:
     st.error(f"This scan holds token id {max_id}, outside this checkpoint's vocabulary: open it with its own model.")
     st.stop()
@@ -155,18 +153,13 @@ if runnable and sm.get("checkpoint") and Path(sm["checkpoint"]).name != checkpoi
 tab_w, tab_h, tab_n = st.tabs(["Windows by loss", "Heads over windows", "Neurons"])
 
 with tab_w:
-    ranked = cp.windows_by_loss(scan, readable)
+    ranked = cp.ranked_windows(*version, v.model_key)
     chosen = st.number_input(
         "Window", 0, int(scan.windows["window"].max()), int(ranked["window"].iloc[0]), key="corpus_window"
     )
     ids = cp.window_ids(scan, chosen)
     losses = cp.window_losses(scan, chosen, len(ids))
-    widgets.chart(
-        cfig.window_loss_histogram(
-            ranked["loss"].to_numpy(), float(scan.windows.set_index("window")["loss"].get(chosen, float("nan")))
-        ),
-        key="corpus_loss_hist",
-    )
+    widgets.chart(cp.loss_histogram(*version, chosen), key="corpus_loss_hist")
     st.markdown(f"**Window {chosen}**: each token coloured by its loss (nats; position 0 has none).")
     st.html(token_chips_html(v.display(ids), ids, losses, unit="nats"))
     st.dataframe(ranked, key="corpus_windows_table", hide_index=True, height=260)
@@ -178,9 +171,7 @@ with tab_h:
     if scan.head_windows.empty:
         st.info("This scan folder has no per-window head scores (head_windows.parquet): only the means.")
     else:
-        widgets.chart(
-            cfig.head_score_distribution(cp.head_distribution(scan, score), scan.heads, score), key="corpus_heads_fig"
-        )
+        widgets.chart(cp.head_scores_figure(*version, score), key="corpus_heads_fig")
     st.dataframe(scan.heads, key="corpus_heads_table", hide_index=True)
     widgets.download("heads (CSV)", lambda: scan.heads, "heads.csv", key="corpus_dl_heads")
 

@@ -18,11 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
 from ..errors import GptvizError
+from ..figures import corpus as cfig
 from ..formats.safe import user_path
 from ..scanning import Scan, load_scan
-from .caches import cached
+from .caches import ModelKey, bundle_for, cached
 from .private import private_folder, private_root, write_private
 
 SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
@@ -63,14 +65,54 @@ def _load(folder: str, stamp: float) -> Scan:
     return load_scan(folder)
 
 
-def open_scan(folder: str | Path) -> Scan:
-    """A scan folder, read once per version of its summary.json (shared read-only by every session)."""
+def scan_version(folder: str | Path) -> tuple[str, float]:
+    """(folder, the time of its summary.json): names one version of a scan in the caches below."""
     folder = user_path(folder)  # CheckpointError for a NUL byte
     try:
         stamp = (folder / "summary.json").stat().st_mtime
     except OSError:
         stamp = 0.0
-    return _load(str(folder), stamp)
+    return str(folder), stamp
+
+
+def open_scan(folder: str | Path) -> Scan:
+    """A scan folder, read once per version of its summary.json (shared read-only by every session)."""
+    return _load(*scan_version(folder))
+
+
+# What the page shows of a scan version, worked out once for every session and view (read-only): on
+# each view the page re-sorted every window, decoded each one's text and rebuilt two figures.
+@cached(max_entries=4, show_spinner=False)
+def max_token_id(folder: str, stamp: float) -> int:
+    return max((max(ids) for ids in _load(folder, stamp).windows["token_ids"] if len(ids)), default=0)
+
+
+@cached(max_entries=4, show_spinner=False)
+def ranked_windows(folder: str, stamp: float, model: ModelKey) -> pd.DataFrame:
+    """windows_by_loss, the text in the tokens of the sidebar's model."""
+    tok = bundle_for(model).tokenizer
+    return windows_by_loss(_load(folder, stamp), lambda ids: token_texts(tok, ids))
+
+
+@cached(max_entries=16, show_spinner=False)
+def loss_histogram(folder: str, stamp: float, window: int) -> go.Figure:
+    windows = _load(folder, stamp).windows
+    chosen = float(windows.set_index("window")["loss"].get(window, float("nan")))
+    return cfig.window_loss_histogram(windows["loss"].to_numpy(), chosen)
+
+
+@cached(max_entries=16, show_spinner=False)
+def head_scores_figure(folder: str, stamp: float, score: str) -> go.Figure:
+    scan = _load(folder, stamp)
+    return cfig.head_score_distribution(head_distribution(scan, score), scan.heads, score)
+
+
+def token_texts(tok, ids) -> list[str]:
+    """Token strings to print in one line: newline as ↵, tab as ⇥ (ids without a tokenizer)."""
+    ids = [int(i) for i in ids]
+    if tok is None:
+        return [f"{i} " for i in ids]
+    return [s.replace("\n", "↵").replace("\t", "⇥").replace("\r", "") for s in tok.token_strings(ids)]
 
 
 # --- a scan as its own process ---------------------------------------------------------------------

@@ -224,7 +224,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     owner = _session_uploads().token if uploads.is_upload(source) else ""  # only this session's upload
     model_key = ModelKey(source, v.device, version(source), owner)
     try:
-        v.bundle = bundle_for(model_key)  # a failure is remembered for this version of the files
+        v.bundle, v.model_key = bundle_for(model_key), model_key  # a failure is remembered per version
     except GptvizError as e:
         st.error(f"Checkpoint not loaded: {plain(e)}")
         return v

@@ -20,7 +20,7 @@ from .. import figures
 from ..devices import DEVICES
 from ..formats import Bundle
 from ..record import Trace
-from .caches import RunKey
+from .caches import ModelKey, RunKey
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
@@ -58,6 +58,7 @@ class View:
     bundle: Bundle | None = None
     trace: Trace | None = None
     key: RunKey | None = None  # names the run in the caches, set together with trace
+    model_key: ModelKey | None = None  # names the loaded bundle in the caches, set together with bundle
     layer: int = 0
     head: int = 0
     position: int = 0
