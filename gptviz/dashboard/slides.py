@@ -237,7 +237,7 @@ def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
         return
     c = shown.content
     wide = c.table is not None and len(c.table.columns) >= 4  # a 4 × 4 matrix needs more of the width
-    left, right = st.columns([1.15, 1] if wide else [1, 1.3])
+    left, right = st.columns([1, 1] if wide else [1, 1.3])
     with left:
         st.markdown(f"**{plain(c.table_title)}**")
         if c.table is not None:

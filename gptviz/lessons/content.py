@@ -62,7 +62,11 @@ def shown(a: np.ndarray, rows, columns) -> pd.DataFrame:
 def small_heatmap(w: np.ndarray, labels, title: str, mask: np.ndarray | None) -> go.Figure:
     """An attention heatmap with each cell's weight written in it (for matrices a class reads)."""
     fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=mask)
-    fig.update_traces(texttemplate="%{z:.4f}", textfont_size=13, selector=dict(type="heatmap"))
+    fig.update_traces(texttemplate="%{z:.4f}", textfont_size=12, selector=dict(type="heatmap"))
+    # cells as wide as the column allows, not square: a weight's four digits fit in them at 1024 px
+    fig.update_yaxes(scaleanchor=False)
+    if max(len(str(s)) for s in labels) > 5:  # longer words would touch under narrow cells
+        fig.update_xaxes(tickangle=-30)
     return fig
 
 
