@@ -1,5 +1,6 @@
 """The command line says what it does: `check --strict` fails on warnings and `--help` names the
-failures, `info` without a tokenizer stays narrow, `dashboard --checkpoint PATH` opens on PATH."""
+failures, `info` without a tokenizer stays narrow, `dashboard --checkpoint PATH` opens on PATH,
+with the checkout's Streamlit settings."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from test_nanogpt import write_ckpt
 
 import gptviz
 from gptviz.analysis.health import ATTN_LOGIT_LIMIT
-from gptviz.cli import CHECK_FAILS, build_parser, main
+from gptviz.cli import CHECK_FAILS, STREAMLIT_FLAGS, build_parser, main
 from gptviz.dashboard.sources import DEFAULT_ENV
+from gptviz.lessons import tomllib
 
+ROOT = Path(__file__).resolve().parents[1]
 TOK = gptviz.CharTokenizer(list("abcdefghij "))  # 11 ids, as tiny_model's vocabulary
 
 
@@ -92,3 +95,14 @@ def test_dashboard_checkpoint_opens_the_server_on_that_path(tmp_path, monkeypatc
     with pytest.raises(SystemExit):
         main(["dashboard", "--checkpoint", "demo"])
     assert seen["env"] == "demo"
+
+
+def test_the_cli_starts_streamlit_as_the_checkouts_config_does():
+    """`gptviz dashboard` (an installed package has no .streamlit/config.toml beside the user) passes
+    the checkout's settings as flags: the same values, the garbage collection after every script run
+    off included (it cost every session's run 120 ms with the GIL held; README, A class of 30)."""
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["runner"]["postScriptGC"] is False
+    for flag, value in STREAMLIT_FLAGS.items():
+        section, name = flag.split(".")
+        assert str(config[section][name]).lower() == value, flag
