@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import gptviz
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
+from gptviz.figures import compare
 from gptviz.figures.attention import mark_tile
 from gptviz.figures.style import MASKED, NAN, PRESENTATION_WRAP, wrap
 
@@ -299,6 +300,12 @@ def test_figures_built_as_dicts_are_figures_plotly_accepts(trace, labels):
     built.append(figures.query_scores(work["keys"], labels, query_label=labels[6], head_dim=work["head_dim"]))
     read = [label for label, ok in zip(labels, allowed) if ok]
     built.append(figures.query_weighted_values(work["weighted_v"][allowed], work["output"], read, query_label="q"))
+    diff = analysis.attention_matrix(trace, 0, 0) - analysis.attention_matrix(trace, 0, 1)
+    built += [  # the Compare page's
+        compare.attention_difference_heatmap(diff, labels, title="A − B", mask=attention_mask(trace, 0)),
+        compare.head_change_heatmap(np.eye(2, 3), title="heads", what="score"),
+        compare.kl_bars(np.linspace(0, 1, len(labels)), labels, title="KL"),
+    ]
     for fig in built:
         for on in (False, True):
             shown = figures.presentation(fig, on)

@@ -20,9 +20,12 @@ from .style import (
     LOSS_UNIT,
     MASKED,
     ORANGE,
-    category_axis,
+    category_spec,
     colorbar_title,
+    colorscale,
     diverging_range,
+    from_spec,
+    layout_spec,
     plotly_text,
     style,
 )
@@ -38,6 +41,8 @@ __all__ = [
 ]
 
 
+# The four figures of the Compare page are built as dicts (style.from_spec): the page draws them on
+# every view, and Plotly's objects took 10-25 ms each.
 def attention_difference_heatmap(
     diff: np.ndarray, labels: Sequence[str], *, title: str, mask: np.ndarray | None = None, height: int = 560
 ) -> go.Figure:
@@ -46,34 +51,37 @@ def attention_difference_heatmap(
     if mask is not None:
         z[~np.asarray(mask, dtype=bool)] = np.nan
     r = diverging_range(z)
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(labels),
-            y=list(labels),
-            zmin=-r,
-            zmax=r,
-            colorscale="RdBu_r",
-            hoverongaps=False,
-            colorbar=dict(title=dict(text=colorbar_title("A − B", -r, r))),
-            hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:+.4f}<extra></extra>",
-        )
+    heat = dict(
+        type="heatmap",
+        z=z,
+        x=list(labels),
+        y=list(labels),
+        zmin=-r,
+        zmax=r,
+        colorscale=colorscale("RdBu_r"),
+        hoverongaps=False,
+        colorbar=dict(title=dict(text=colorbar_title("A − B", -r, r))),
+        hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:+.4f}<extra></extra>",
     )
-    style(
-        fig,
+    layout = layout_spec(
         title,
         height=height,
         subtitle="red: A attends more · blue: B attends more · grey: masked",
         plot_bgcolor=MASKED if mask is not None else "white",
         margin=dict(t=110),
     )
-    fig.update_xaxes(title_text="key position and token", showgrid=False, constrain="domain")
-    fig.update_yaxes(
-        title_text="query position and token", autorange="reversed", showgrid=False, scaleanchor="x", constrain="domain"
+    layout["xaxis"] = dict(
+        title=dict(text="key position and token"), showgrid=False, constrain="domain", **category_spec(labels)
     )
-    category_axis(fig, "x", labels)
-    category_axis(fig, "y", labels)
-    return fig
+    layout["yaxis"] = dict(
+        title=dict(text="query position and token"),
+        autorange="reversed",
+        showgrid=False,
+        scaleanchor="x",
+        constrain="domain",
+        **category_spec(labels),
+    )
+    return from_spec(dict(data=[heat], layout=layout))
 
 
 def head_change_heatmap(change: np.ndarray, *, title: str, what: str = "change") -> go.Figure:
@@ -81,69 +89,63 @@ def head_change_heatmap(change: np.ndarray, *, title: str, what: str = "change")
     z = np.asarray(change, dtype=np.float64)
     r = diverging_range(z)
     L, H = z.shape
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=[f"head {h}" for h in range(H)],
-            y=[f"layer {l}" for l in range(L)],
-            zmin=-r,
-            zmax=r,
-            colorscale="RdBu_r",
-            texttemplate="%{z:+.3f}",
-            colorbar=dict(title=dict(text=colorbar_title(what, -r, r, ".2g"))),
-            hovertemplate="%{y}, %{x}<br>" + what + " %{z:+.4f}<extra></extra>",
-        )
+    heat = dict(
+        type="heatmap",
+        z=z,
+        x=[f"head {h}" for h in range(H)],
+        y=[f"layer {l}" for l in range(L)],
+        zmin=-r,
+        zmax=r,
+        colorscale=colorscale("RdBu_r"),
+        texttemplate="%{z:+.3f}",
+        colorbar=dict(title=dict(text=colorbar_title(what, -r, r, ".2g"))),
+        hovertemplate="%{y}, %{x}<br>" + what + " %{z:+.4f}<extra></extra>",
     )
-    style(
-        fig,
+    layout = layout_spec(
         title,
         height=max(260, 120 + 60 * L),
         subtitle="red: higher in B · blue: higher in A",
         margin=dict(t=100, l=90),
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)  # "layer 0" was cut at the left edge
-    return fig
+    layout["yaxis"] = dict(autorange="reversed", automargin=True)  # "layer 0" was cut at the left edge
+    return from_spec(dict(data=[heat], layout=layout))
 
 
 def kl_bars(kl: Sequence[float], labels: Sequence[str], *, title: str) -> go.Figure:
     """KL(A ‖ B) of the next-token distributions at each position, in nats."""
-    fig = go.Figure(
-        go.Bar(
-            x=list(labels),
-            y=list(kl),
-            marker_color=BLUE,
-            hovertemplate="after %{x}<br>KL %{y:.4f} nats<extra></extra>",
-        )
+    bars = dict(
+        type="bar",
+        x=list(labels),
+        y=list(kl),
+        marker=dict(color=BLUE),
+        hovertemplate="after %{x}<br>KL %{y:.4f} nats<extra></extra>",
     )
-    style(
-        fig, title, height=380, subtitle="0 where A and B expect the same next-token distribution", margin=dict(t=100)
-    )
-    fig.update_yaxes(title_text="KL(A ‖ B), nats", rangemode="tozero")
-    fig.update_xaxes(title_text="position (the prediction made after it)")
-    category_axis(fig, "x", labels)
-    return fig
+    subtitle = "0 where A and B expect the same next-token distribution"
+    layout = layout_spec(title, height=380, subtitle=subtitle, margin=dict(t=100))
+    layout["yaxis"] = dict(title=dict(text="KL(A ‖ B), nats"), rangemode="tozero")
+    layout["xaxis"] = dict(title=dict(text="position (the prediction made after it)"), **category_spec(labels))
+    return from_spec(dict(data=[bars], layout=layout))
 
 
 def loss_pair(df: pd.DataFrame, labels: Sequence[str], *, title: str, names: tuple[str, str] = ("A", "B")) -> go.Figure:
     """Per-token loss of both Traces (df from compare.loss_comparison; labels name its positions)."""
-    fig = go.Figure()
-    for col, name, colour in (("loss_a", names[0], BLUE), ("loss_b", names[1], ORANGE)):
-        fig.add_trace(
-            go.Bar(
-                x=list(labels),
-                y=df[col].to_numpy(),
-                name=name,
-                marker_color=colour,
-                hovertemplate=plotly_text(name) + ": %{x}<br>loss %{y:.3f} " + LOSS_UNIT + "<extra></extra>",
-            )
+    data = [
+        dict(
+            type="bar",
+            x=list(labels),
+            y=df[col].to_numpy(),
+            name=name,
+            marker=dict(color=colour),
+            hovertemplate=plotly_text(name) + ": %{x}<br>loss %{y:.3f} " + LOSS_UNIT + "<extra></extra>",
         )
+        for col, name, colour in (("loss_a", names[0], BLUE), ("loss_b", names[1], ORANGE))
+    ]
     # which colour is which, in the subtitle: a legend above the plot ran into the title
     colours = f"blue: {plotly_text(names[0])} · orange: {plotly_text(names[1])}"
-    style(fig, title, height=400, subtitle=colours, barmode="group", margin=dict(t=100), showlegend=False)
-    fig.update_yaxes(title_text=LOSS_AXIS, rangemode="tozero")
-    fig.update_xaxes(title_text="predicted token")
-    category_axis(fig, "x", labels)
-    return fig
+    layout = layout_spec(title, height=400, subtitle=colours, barmode="group", margin=dict(t=100), showlegend=False)
+    layout["yaxis"] = dict(title=dict(text=LOSS_AXIS), rangemode="tozero")
+    layout["xaxis"] = dict(title=dict(text="predicted token"), **category_spec(labels))
+    return from_spec(dict(data=data, layout=layout))
 
 
 def timeline_losses(steps: pd.DataFrame, *, title: str, marked: int | None = None) -> go.Figure:
