@@ -5,7 +5,8 @@ A teacher's session publishes (lesson, slide) under a short code; a student's pa
 (slides.nudge); each follower also polls from a tiny fragment every few seconds, a safety net for a
 nudge that did not arrive. Polling alone (every follower rerunning a fragment twice a second) was
 measured to swamp two cores with 30 followers. The registry is process-wide (one Streamlit server
-serves the whole class), bounded in size, and forgets a lesson nobody has moved for a few hours.
+serves the whole class), bounded in size (a new lesson waits for a place; none is pushed out), and
+forgets a lesson nobody has moved for a few hours.
 """
 
 from __future__ import annotations
@@ -54,25 +55,25 @@ def normal(code: str) -> str:
     return c if len(c) == CODE_LENGTH and all(ch in ALPHABET for ch in c) else ""
 
 
-def publish(code: str, lesson: Lesson, slide: int) -> Live:
-    """Make (lesson, slide) what code's followers see; a no-op when it already is."""
+def publish(code: str, lesson: Lesson, slide: int) -> Live | None:
+    """Make (lesson, slide) what code's followers see; a no-op when it already is. None when MAX_LIVE
+    other lessons are live: a new code waits for a place rather than push out a class being taught
+    (a neighbour opening 64 lessons could otherwise end any teacher's)."""
     global _counter
     now = time.monotonic()
     with _lock:
+        for c in [c for c, v in _live.items() if now - v.updated > IDLE_S]:
+            del _live[c]
+            _followers.pop(c, None)
         old = _live.get(code)
         if old is not None and old.lesson == lesson and old.slide == slide:
             if now - old.updated > 60:  # keep a lesson in use from looking idle
                 _live[code] = Live(code, lesson, slide, old.version, now)
             return _live[code]
+        if old is None and len(_live) >= MAX_LIVE:
+            return None
         _counter += 1
         _live[code] = Live(code, lesson, slide, _counter, now)
-        for c in [c for c, v in _live.items() if now - v.updated > IDLE_S]:
-            del _live[c]
-            _followers.pop(c, None)
-        while len(_live) > MAX_LIVE:  # the least recently moved goes first
-            c = min(_live, key=lambda c: _live[c].updated)
-            del _live[c]
-            _followers.pop(c, None)
         return _live[code]
 
 
@@ -89,8 +90,12 @@ def end(code: str) -> None:
 
 
 def follow(code: str, session_id: str) -> None:
-    """Remember a follower's session, to nudge it when the teacher moves."""
+    """Remember a follower's session, to nudge it when the teacher moves. Only for a live lesson: a
+    follower of a code nobody teaches (yet) polls, and is remembered on its first run after the
+    lesson starts, so made-up codes cannot fill the registry."""
     with _lock:
+        if code not in _live:
+            return
         ids = _followers.setdefault(code, {})
         ids[session_id] = None
         while len(ids) > MAX_FOLLOWERS:

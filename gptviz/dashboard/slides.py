@@ -207,8 +207,9 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     i = min(max(st.session_state.get(SLIDE_KEY, 0), 0), n - 1)
     st.session_state[SLIDE_KEY] = i
     code = class_code()
-    if live.lookup(code) is None or live.lookup(code).slide != i or live.lookup(code).lesson != lesson:
-        live.publish(code, lesson, i)
+    shared = live.lookup(code)
+    if shared is None or shared.slide != i or shared.lesson != lesson:
+        shared = live.publish(code, lesson, i)
         nudge(code)
     write_lesson_url(lesson, i)
     back, where, forward, share = st.columns([1.3, 3, 1.3, 2.6], vertical_alignment="center")
@@ -218,7 +219,10 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     )
     where.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
     with share:
-        st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
+        if shared is None:
+            st.caption(f"{live.MAX_LIVE} lessons are live on this server: no class code until one ends.")
+        else:
+            st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
         st.html(CLICKER_JS, unsafe_allow_javascript=True)
     draw(lesson.slides[i], presentation)
 
