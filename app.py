@@ -11,7 +11,7 @@ import os
 
 # Before torch loads its OpenMP runtime: a thread that has finished its share of an operation sleeps
 # instead of spinning for the next one. A class's many small runs wasted a third of their CPU time
-# spinning (89 -> 62 ms per prompt on the shipped model); a 124M model at T = 512 runs as fast as before.
+# spinning (89-97 -> 60-68 ms of CPU per prompt on the shipped model); a 124M model at T = 512 runs as fast as before.
 # A value set by the user stands.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -41,10 +41,6 @@ tok = v.bundle.tokenizer
 runnable = v.source != DEMO and not is_upload(v.source)
 
 
-def readable(ids) -> list[str]:
-    return cp.token_texts(tok, ids)
-
-
 # --- choose or run a scan --------------------------------------------------------------------------
 ship = cp.shipped_scan(v.source) if v.source in shipped() else None
 modes = (["the shipped scan"] if ship else []) + ["run a new scan", "open a scan folder"]
@@ -126,7 +122,7 @@ if not folder or st.session_state.get("corpus_job"):
     st.stop()
 try:
     version = cp.scan_version(folder)
-    scan = cp.open_scan(folder)
+    scan = cp.scan_at(*version)
 except GptvizError as e:
     st.error(f"Scan not opened: {widgets.plain(e)}")
     st.stop()
@@ -202,9 +198,8 @@ with tab_n:
         ctx, at = cp.context(scan, int(r.window), int(r.position))
         prefix = cp.window_ids(scan, int(r.window))[: int(r.position) + 1].tolist()
         c1, c2, c3 = st.columns([6, 1.3, 1.5], vertical_alignment="center")
-        c1.html(
-            f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · " + cfig.context_html(readable(ctx), at, r.value)
-        )
+        marked = cfig.context_html(cp.token_texts(tok, ctx), at, r.value)
+        c1.html(f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · " + marked)
         c2.button("Attention", key=f"corpus_attn_{r.rank}", on_click=open_as_prompt, args=("attention", prefix))
         c3.button("Next token", key=f"corpus_next_{r.rank}", on_click=open_as_prompt, args=("next", prefix))
     widgets.download("neurons (CSV)", lambda: scan.neurons, "neurons.csv", key="corpus_dl_neurons")

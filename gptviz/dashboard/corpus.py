@@ -60,11 +60,6 @@ def scans_root() -> Path:
     return private_root(Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans"))
 
 
-@cached(max_entries=4, show_spinner=False)
-def _load(folder: str, stamp: float) -> Scan:
-    return load_scan(folder)
-
-
 def scan_version(folder: str | Path) -> tuple[str, float]:
     """(folder, the time of its summary.json): names one version of a scan in the caches below."""
     folder = user_path(folder)  # CheckpointError for a NUL byte
@@ -75,35 +70,37 @@ def scan_version(folder: str | Path) -> tuple[str, float]:
     return str(folder), stamp
 
 
-def open_scan(folder: str | Path) -> Scan:
-    """A scan folder, read once per version of its summary.json (shared read-only by every session)."""
-    return _load(*scan_version(folder))
+@cached(max_entries=4, show_spinner=False)
+def scan_at(folder: str, stamp: float) -> Scan:
+    """A scan folder, read once per version of its summary.json (scan_version names it; shared
+    read-only by every session)."""
+    return load_scan(folder)
 
 
 # What the page shows of a scan version, worked out once for every session and view (read-only): on
 # each view the page re-sorted every window, decoded each one's text and rebuilt two figures.
 @cached(max_entries=4, show_spinner=False)
 def max_token_id(folder: str, stamp: float) -> int:
-    return max((max(ids) for ids in _load(folder, stamp).windows["token_ids"] if len(ids)), default=0)
+    return max((max(ids) for ids in scan_at(folder, stamp).windows["token_ids"] if len(ids)), default=0)
 
 
 @cached(max_entries=4, show_spinner=False)
 def ranked_windows(folder: str, stamp: float, model: ModelKey) -> pd.DataFrame:
     """windows_by_loss, the text in the tokens of the sidebar's model."""
     tok = bundle_for(model).tokenizer
-    return windows_by_loss(_load(folder, stamp), lambda ids: token_texts(tok, ids))
+    return windows_by_loss(scan_at(folder, stamp), lambda ids: token_texts(tok, ids))
 
 
 @cached(max_entries=16, show_spinner=False)
 def loss_histogram(folder: str, stamp: float, window: int) -> go.Figure:
-    windows = _load(folder, stamp).windows
+    windows = scan_at(folder, stamp).windows
     chosen = float(windows.set_index("window")["loss"].get(window, float("nan")))
     return cfig.window_loss_histogram(windows["loss"].to_numpy(), chosen)
 
 
 @cached(max_entries=16, show_spinner=False)
 def head_scores_figure(folder: str, stamp: float, score: str) -> go.Figure:
-    scan = _load(folder, stamp)
+    scan = scan_at(folder, stamp)
     return cfig.head_score_distribution(head_distribution(scan, score), scan.heads, score)
 
 

@@ -17,7 +17,6 @@ from .style import (
     NAN,
     ORANGE,
     category_axis,
-    category_spec,
     cell_notes,
     colorbar_title,
     colorscale,
@@ -27,6 +26,7 @@ from .style import (
     nan_overlay,
     plotly_text,
     style,
+    token_matrix_axes,
     windowed,
 )
 
@@ -150,17 +150,8 @@ def attention_heatmap(
     layout = layout_spec(
         title, height=height, subtitle=caption, plot_bgcolor=MASKED if masked.any() else "white", margin=dict(t=90)
     )
-    layout["xaxis"] = dict(
-        title=dict(text="key (read)"), side="bottom", showgrid=False, constrain="domain", **category_spec(ticks)
-    )
-    layout["yaxis"] = dict(
-        title=dict(text="query (reads)"),
-        autorange="reversed",
-        showgrid=False,
-        scaleanchor="x",
-        constrain="domain",
-        **category_spec(ticks),
-    )
+    layout.update(token_matrix_axes(ticks, "key (read)", "query (reads)"))
+    layout["xaxis"]["side"] = "bottom"
     return from_spec(dict(data=data, layout=layout))
 
 

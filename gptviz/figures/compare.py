@@ -28,6 +28,7 @@ from .style import (
     layout_spec,
     plotly_text,
     style,
+    token_matrix_axes,
 )
 
 __all__ = [
@@ -70,17 +71,7 @@ def attention_difference_heatmap(
         plot_bgcolor=MASKED if mask is not None else "white",
         margin=dict(t=110),
     )
-    layout["xaxis"] = dict(
-        title=dict(text="key position and token"), showgrid=False, constrain="domain", **category_spec(labels)
-    )
-    layout["yaxis"] = dict(
-        title=dict(text="query position and token"),
-        autorange="reversed",
-        showgrid=False,
-        scaleanchor="x",
-        constrain="domain",
-        **category_spec(labels),
-    )
+    layout.update(token_matrix_axes(labels, "key position and token", "query position and token"))
     return from_spec(dict(data=[heat], layout=layout))
 
 

@@ -174,6 +174,22 @@ def category_spec(labels: Sequence[str]) -> dict:
     return dict(type="category", categoryorder="array", categoryarray=[str(s) for s in labels])
 
 
+def token_matrix_axes(labels: Sequence[str], key_title: str, query_title: str) -> dict:
+    """The "xaxis" and "yaxis" of a figure dict for a [T, T] matrix of tokens: keys across, queries
+    down (the first on top), square cells, no grid, category axes in position order."""
+    return dict(
+        xaxis=dict(title=dict(text=key_title), showgrid=False, constrain="domain", **category_spec(labels)),
+        yaxis=dict(
+            title=dict(text=query_title),
+            autorange="reversed",
+            showgrid=False,
+            scaleanchor="x",
+            constrain="domain",
+            **category_spec(labels),
+        ),
+    )
+
+
 def category_axis(fig: go.Figure, axis: str, labels: Sequence[str], **selector) -> go.Figure:
     """Make an axis labelled by tokens categorical, in the order given. Plotly would otherwise guess
     the type from the labels: "3" or "0 3" (it ignores spaces) make a numeric axis, which sorts and
@@ -361,7 +377,7 @@ def presentation(fig: go.Figure, on: bool = True) -> go.Figure:
         _present(spec)
     else:
         _colorbar_compact(spec, FONT - 1)
-    return go.Figure(spec, _validate=False)
+    return from_spec(spec)
 
 
 def _present(spec: dict) -> None:
