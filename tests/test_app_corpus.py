@@ -133,6 +133,7 @@ def test_a_scan_run_from_the_page_opens_and_a_bad_corpus_is_one_line(at, tmp_pat
     wait_for_scan(at)
     assert not at.exception
     assert "Scan failed" in at.error[0].value and "looks binary" in at.error[0].value
+    assert not any(cp.running(j) for j in list(cp._JOBS))  # "failed" is shown once its process is gone
 
 
 def test_a_scan_folders_summary_is_shown_as_text(at, roots, tmp_path):
@@ -163,6 +164,7 @@ def test_the_server_runs_at_most_a_few_scans_at_once(monkeypatch, tmp_path):
     from gptviz.errors import GptvizError
 
     monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(cp, "_JOBS", {})  # this server's scans only: none left by another test counts here
     real, commands = subprocess.Popen, []
 
     def sleeper(cmd, **kw):

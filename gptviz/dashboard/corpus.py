@@ -169,8 +169,8 @@ def job_state(job: Job) -> dict:
         state = {"state": "running", "done": 0, "total": 0}
     proc = _JOBS.get(job.id)
     code = proc.poll() if proc is not None else (0 if state.get("state") == "done" else 1)
-    if code is None:
-        return {**state, "state": "running"} if state.get("state") != "error" else state
+    if code is None:  # an error is final only once the process is gone: until then it still holds a core
+        return {**state, "state": "running"}
     _JOBS.pop(job.id, None)
     if code == 0 and Path(job.out, "summary.json").is_file():
         return {**state, "state": "done"}
