@@ -13,7 +13,8 @@ import sys
 import textwrap
 
 import pytest
-from untrusted_helpers import hf, nano_args, nanogpt, native, zip_bomb
+import torch
+from untrusted_helpers import hf, nano_args, nano_state, nanogpt, native, zip_bomb
 
 PEAK_MB = 600
 CHILD = textwrap.dedent(
@@ -81,3 +82,36 @@ def test_a_small_ckpt_holding_a_gib_of_compressed_zeros_is_refused_before_unpack
     p = subprocess.run([sys.executable, "-c", naive, str(bomb)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert float(p.stdout) > 1024, f"torch.load peaked at only {p.stdout} MB: the bomb is not real"
+
+
+def test_weights_whose_shapes_lie_are_refused_before_they_are_read(tmp_path):
+    """A torch weights file (nanoGPT's ckpt.pt, GPT-2's pytorch_model.bin, a Llama's .bin shards) is
+    read with its tensors mapped first: one embedding of 480 MB where the config wants 11 × 16 is
+    refused from its shape, never read into memory (before: read whole, then refused)."""
+    from hf_helpers import hf_random_decoder
+
+    huge = torch.zeros(120_000_000 // 16, 16)  # 480 MB as float32 (zero pages: nothing here either)
+
+    nano = nanogpt(tmp_path / "nano", model={**nano_state(), "transformer.wte.weight": huge})
+    gpt2 = hf(tmp_path / "gpt2", weights="bin")
+    gpt2_state = torch.load(gpt2 / "pytorch_model.bin", weights_only=True)
+    torch.save({**gpt2_state, "transformer.wte.weight": huge}, gpt2 / "pytorch_model.bin")
+
+    llama = tmp_path / "llama"
+    model = hf_random_decoder("llama")
+    model.config.save_pretrained(llama)
+    state = model.state_dict()
+    names = sorted(state)
+    shards = {"pytorch_model-00001-of-00002.bin": names[::2], "pytorch_model-00002-of-00002.bin": names[1::2]}
+    for file, keys in shards.items():
+        shard = {k: state[k] for k in keys}
+        if "model.embed_tokens.weight" in shard:
+            shard["model.embed_tokens.weight"] = torch.zeros(120_000_000 // 48, 48)
+        torch.save(shard, llama / file)
+    index = {"weight_map": {k: file for file, keys in shards.items() for k in keys}}
+    (llama / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+
+    out = load_in_child(nano, gpt2, llama)
+    for result in out["results"]:
+        assert result["error"] is not None and "has shape" in result["error"], result
+    assert out["peak_mb"] < PEAK_MB, f"peak RSS {out['peak_mb']:.0f} MB"

@@ -350,3 +350,31 @@ def test_nanogpt_with_fewer_layers_than_its_weights_is_refused_not_truncated(tmp
 def test_meta_pkl_of_a_char_vocabulary_still_loads(tmp_path):
     bundle = gptviz.load(nanogpt(tmp_path))
     assert bundle.tokenizer.itos == CHARS and json.dumps(bundle.card)
+
+
+def test_a_torch_file_whose_entries_were_compressed_still_loads(tmp_path):
+    """Its tensors cannot be mapped for the shapes-first pass (torch maps stored bytes only), so it
+    is read whole, as before, and bounded by its unpacked size."""
+    plain = nanogpt(tmp_path / "plain", optimizer={"state": torch.randn(300, 400)}) / "ckpt.pt"
+    rezipped = tmp_path / "rezipped" / "ckpt.pt"
+    rezipped.parent.mkdir()
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(rezipped, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    with pytest.raises(RuntimeError):  # what the shapes-first pass meets: torch cannot map these entries
+        torch.load(rezipped, weights_only=True, mmap=True)
+    a, b = gptviz.load(plain).model, gptviz.load(rezipped).model
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+def test_a_shard_rewritten_between_its_shapes_and_its_read_is_one_sentence(tmp_path):
+    """A training run may rewrite a shard while it loads: the tensors read must be the shapes checked."""
+    from gptviz.formats.hf_decoders import Weights
+
+    shard = tmp_path / "pytorch_model-00001-of-00001.bin"
+    torch.save({"a": torch.zeros(2, 3), "b": torch.ones(4)}, shard)
+    weights = Weights([shard])
+    assert weights.shapes == {"a": (2, 3), "b": (4,)}
+    torch.save({"a": torch.zeros(3, 3), "b": torch.ones(4)}, shard)
+    with pytest.raises(gptviz.CheckpointError, match=r"pytorch_model-00001-of-00001.bin: the file changed while"):
+        weights.get("b")

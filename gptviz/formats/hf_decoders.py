@@ -30,7 +30,7 @@ from .bundle import Bundle, LoadReport, check_shapes, finish, load_state_into
 from .hf_llama_export import save_hf_llama  # noqa: F401 (the other direction, also importable from here)
 from .inmemory import on_disk
 from .native import read_safetensors, safetensors_shapes
-from .safe import check_file, read_json, torch_load
+from .safe import check_file, read_json, shapes_of, state_dict, torch_load
 
 DECODERS = (
     "llama",
@@ -491,48 +491,51 @@ def weight_files(path: Path) -> list[Path]:
 
 
 class Weights:
-    """The tensors of one or more weight files, read one at a time by name. Safetensors shards are
-    opened lazily and only their headers read until a tensor is asked for."""
+    """The tensors of one or more weight files, read one at a time by name. Only the files' shapes are
+    known until a tensor is asked for: safetensors headers, and torch files with their tensors mapped,
+    not read, so plan() checks the shapes against the config before any weight is allocated."""
 
     def __init__(self, files: list[Path]):
         self.files = files
         self.where: dict[str, Path] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.dtypes: set[str] = set()
-        self._loaded: dict[str, torch.Tensor] = {}
-        self._in_memory: dict[Path, dict[str, torch.Tensor]] = {}  # an upload's shards, read from bytes
+        self._read: dict[Path, dict[str, torch.Tensor]] = {}  # files read whole: torch files, uploads
         for file in files:
             if file.suffix == ".safetensors":
-                for k, shape in safetensors_shapes(file).items():
-                    self.where[k], self.shapes[k] = file, shape
-            else:
-                state = torch_load(file)  # sized, and its unpacked size known, before it is unpacked
-                if not isinstance(state, dict) or not all(
-                    isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
-                ):
-                    raise CheckpointError(f"{file}: expected a state dict of tensors")
-                for k, v in state.items():
-                    self.where[k], self.shapes[k], self._loaded[k] = file, tuple(v.shape), v
+                shapes = safetensors_shapes(file)
+            else:  # sized, and its unpacked size known, before it is mapped (an upload is read: no file to map)
+                state = state_dict(torch_load(file, mmap=True), file)
+                shapes = shapes_of(state)
+                if not on_disk(file):
+                    self._read[file] = state
+            for k, shape in shapes.items():
+                self.where[k], self.shapes[k] = file, shape
 
     def get(self, key: str) -> torch.Tensor:
         """The tensor in float32 (bf16 and fp16 weights run in float32)."""
-        if key in self._loaded:
-            t = self._loaded.pop(key)
-        else:
-            file = self.where[key]
-            if not on_disk(file):  # an upload held in memory: safe_open needs a file, so read its bytes
-                if file not in self._in_memory:
-                    self._in_memory[file] = read_safetensors(file)
-                return self._finish(self._in_memory[file].pop(key))
+        file = self.where[key]
+        if file.suffix == ".safetensors" and on_disk(file):
             try:
                 with safe_open(str(file), framework="pt") as f:
-                    t = f.get_tensor(key)
+                    return self._finish(f.get_tensor(key))
             except Exception as e:
                 first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
                 raise CheckpointError(
                     f"{file}: not a readable safetensors file, truncated or corrupt ({first})"
                 ) from None
-        return self._finish(t)
+        if file not in self._read:
+            self._read[file] = self._read_whole(file)
+        return self._finish(self._read[file].pop(key))
+
+    def _read_whole(self, file: Path) -> dict[str, torch.Tensor]:
+        if file.suffix == ".safetensors":  # an upload held in memory: safe_open needs a file, so read its bytes
+            return read_safetensors(file)
+        state = state_dict(torch_load(file), file)
+        got = shapes_of(state)
+        if any(got.get(k) != shape for k, shape in self.shapes.items() if self.where[k] == file):
+            raise CheckpointError(f"{file}: the file changed while it was being loaded; load it again")
+        return state
 
     def _finish(self, t: torch.Tensor) -> torch.Tensor:
         if t.is_floating_point():

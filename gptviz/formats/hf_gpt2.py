@@ -19,8 +19,9 @@ from ..limits import MAX_TOKENIZER_BYTES
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
 from .hf_decoders import refuse_model_type
+from .inmemory import on_disk
 from .native import read_safetensors, safetensors_shapes
-from .safe import check_file, read_json, torch_load
+from .safe import check_file, read_json, shapes_of, state_dict, torch_load
 
 SAFETENSORS, PT_BIN = "model.safetensors", "pytorch_model.bin"
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -82,28 +83,32 @@ def config_from_hf(hf: dict, source: Path) -> GPTConfig:
 
 
 def read_weights(path: Path, config: GPTConfig, report: LoadReport) -> tuple[dict[str, torch.Tensor], Path]:
-    """The weights file's tensors, keyed as GPT-2 names them. A safetensors file's shapes are checked
-    against the config from its header, before its tensors are read."""
+    """The weights file's tensors, keyed as GPT-2 names them. Their shapes are checked against the
+    config first: a safetensors file's from its header, a torch file's with its tensors mapped, not read."""
     if (path / SAFETENSORS).exists():
         file = path / SAFETENSORS
-        shapes = {}
-        for key, shape in safetensors_shapes(file).items():
-            name = gptviz_name(key)
-            if name is not None:
-                shapes[name] = tuple(reversed(shape)) if name.endswith(CONV1D) and len(shape) == 2 else shape
-        check_shapes(config, shapes, report, file)
+        check_shapes(config, as_gptviz_shapes(safetensors_shapes(file)), report, file)
         return read_safetensors(file), file
     if (path / PT_BIN).exists():
         file = path / PT_BIN
-        state = torch_load(file)  # sized, and its unpacked size known, before it is unpacked
-        if not isinstance(state, dict) or not all(
-            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
-        ):
-            raise CheckpointError(f"{file}: expected a state dict of tensors")
+        state = state_dict(torch_load(file, mmap=True), file)  # sized, and its unpacked size known, first
+        check_shapes(config, as_gptviz_shapes(shapes_of(state)), report, file)
+        if on_disk(file):  # mapped: now read it (a file rewritten under a mapping would crash the server)
+            state = state_dict(torch_load(file), file)
         return state, file
     if any(path.glob("*.index.json")):
         raise CheckpointError(f"{path}: sharded weights (*.index.json) are not supported; save with one file")
     raise CheckpointError(f"{path}: no {SAFETENSORS} or {PT_BIN} beside config.json")
+
+
+def as_gptviz_shapes(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """GPT-2's tensor shapes under our names (its Conv1D weights are stored [in, out])."""
+    out = {}
+    for key, shape in shapes.items():
+        name = gptviz_name(key)
+        if name is not None:
+            out[name] = tuple(reversed(shape)) if name.endswith(CONV1D) and len(shape) == 2 else shape
+    return out
 
 
 def gptviz_name(key: str) -> str | None:

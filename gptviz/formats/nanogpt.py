@@ -20,9 +20,10 @@ import torch
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError, summarise
 from ..tokenizers import CharTokenizer, Tokenizer, gpt2
-from .bundle import Bundle, LoadReport, build_model, finish
+from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
 from .hf_gpt2 import hf_tokenizer
-from .safe import safe_unpickle, torch_load
+from .inmemory import on_disk
+from .safe import safe_unpickle, shapes_of, state_dict, torch_load
 
 CKPT_NAME = "ckpt.pt"
 META_NAME = "meta.pkl"
@@ -147,10 +148,10 @@ def nanogpt_tokenizer(file: Path, vocab_size: int, meta: Path | None = None) -> 
     )
 
 
-def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> Bundle:
-    """Load nanoGPT's ckpt.pt (path: the file or its directory); meta: a meta.pkl other than the one beside it."""
-    file = ckpt_file(path) or path
-    ckpt = torch_load(file)
+def read_ckpt(file: Path, mmap: bool) -> tuple[dict, GPTConfig, dict[str, torch.Tensor], bool]:
+    """train.py's checkpoint dict, its config, and its model's state (torch.compile's prefix and
+    nanoGPT's mask buffers removed); whether the prefix was there."""
+    ckpt = torch_load(file, mmap=mmap)
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         got = (
             f"a dict with keys {', '.join(map(str, list(ckpt)[:6]))}" if isinstance(ckpt, dict) else type(ckpt).__name__
@@ -158,19 +159,28 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
         raise CheckpointError(
             f"{file}: not a nanoGPT checkpoint: expected train.py's dict with 'model' and 'model_args', found {got}"
         )
-    model_sd = ckpt["model"]
-    if not isinstance(model_sd, dict) or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in model_sd.items()
-    ):
-        raise CheckpointError(f"{file}: 'model' is not a state dict of tensors")
+    state_dict(ckpt["model"], file, "'model'")
     if not isinstance(ckpt["model_args"], dict):
         raise CheckpointError(f"{file}: 'model_args' is not a dict")
     config = config_from_args(ckpt["model_args"], file)
     state, compiled = strip_prefix(ckpt["model"])
     # nanoGPT's slow attention path registers its causal mask as the buffer attn.bias; ours is built in
     state = {k: v for k, v in state.items() if not (k.endswith(".attn.bias") and v.dim() == 4)}
+    return ckpt, config, state, compiled
+
+
+def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> Bundle:
+    """Load nanoGPT's ckpt.pt (path: the file or its directory); meta: a meta.pkl other than the one beside it."""
+    file = ckpt_file(path) or path
     report = LoadReport(path=str(path), format="nanogpt")
-    model = build_model(config, state, report, file)  # checks the shapes, and layer count, first
+    # first with its tensors mapped, not read: the shapes are checked against model_args before the
+    # weights (and the optimizer's state beside them) are allocated; then read, as a file rewritten
+    # under a mapping by a training run would crash the server
+    ckpt, config, state, compiled = read_ckpt(file, mmap=on_disk(file))
+    check_shapes(config, shapes_of(state), report, file)
+    if on_disk(file):
+        ckpt, config, state, compiled = read_ckpt(file, mmap=False)
+    model = build_model(config, state, report, file)  # checks the shapes, and layer count, again
 
     tokenizer, note = nanogpt_tokenizer(file, config.vocab_size, meta)
     if tokenizer is not None:

@@ -166,8 +166,9 @@ def torch_load(path: Path, mmap: bool = False) -> object:
     """torch.load with weights_only=True, every failure turned into one sentence naming the file.
     "Could run code" is said only of a pickle that asks for a callable; anything else unreadable is
     corrupt or not a PyTorch file. mmap=True maps a zip checkpoint's tensors instead of reading them:
-    what only needs the pickle's plain values (nanoGPT's iter_num) then costs the pickle, not the
-    weights (the older non-zip format cannot be mapped and is read whole)."""
+    what only needs the pickle's plain values (nanoGPT's iter_num) or the tensors' shapes then costs the
+    pickle, not the weights (the older non-zip format, and a zip whose entries were compressed, cannot
+    be mapped and are read whole)."""
     size = check_file(path, None, "checkpoint")
     corrupt = f"{path}: not a readable PyTorch file, truncated or corrupt"
     try:
@@ -182,7 +183,10 @@ def torch_load(path: Path, mmap: bool = False) -> object:
         raise CheckpointError(f"{corrupt}: it is not the zip archive torch.save writes (nor its older format)")
     try:
         if mmap and zipped and isinstance(path, Path):  # mapping needs a real file; an upload is read whole
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:  # entries a re-zipping tool compressed cannot be mapped: read them below
+                pass
         with path.open("rb") as f:  # a file object: the same call reads a Path or an in-memory upload
             return torch.load(f, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
@@ -200,6 +204,17 @@ def torch_load(path: Path, mmap: bool = False) -> object:
         raise CheckpointError(f"{path}: not enough memory to load this checkpoint") from None
     except Exception as e:  # RuntimeError, EOFError, IndexError, KeyError, ...: a damaged file
         raise CheckpointError(f"{corrupt} ({_first_line(str(e)) or type(e).__name__})") from None
+
+
+def state_dict(obj: object, path: Path, what: str = "the file") -> dict[str, torch.Tensor]:
+    """obj, checked to be a state dict: names to tensors (what torch_load returned may be anything)."""
+    if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()):
+        raise CheckpointError(f"{path}: {what} is not a state dict of tensors")
+    return obj
+
+
+def shapes_of(state: dict[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in state.items()}
 
 
 def _first_line(text: str) -> str:
