@@ -20,6 +20,7 @@ from gptviz.analysis.attention import attention_mask
 from gptviz.figures import compare
 from gptviz.figures.attention import mark_tile
 from gptviz.figures.style import MASKED, NAN, PRESENTATION_WRAP, wrap
+from gptviz.lessons import content
 
 
 @pytest.fixture(scope="module")
@@ -306,6 +307,8 @@ def test_figures_built_as_dicts_are_figures_plotly_accepts(trace, labels):
         compare.head_change_heatmap(np.eye(2, 3), title="heads", what="score"),
         compare.kl_bars(np.linspace(0, 1, len(labels)), labels, title="KL"),
     ]
+    tiny = np.array([[1.0, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]])  # a lesson's, and Worked examples'
+    built.append(content.small_heatmap(tiny, ["Order", "shipped", "from"], "w", np.tril(np.ones((3, 3), bool)), 320))
     for fig in built:
         for on in (False, True):
             shown = figures.presentation(fig, on)

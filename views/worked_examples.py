@@ -66,10 +66,9 @@ def show(
     if heat:
         T = len(heat)
         mask = np.tril(np.ones((T, T), bool)) if causal else np.ones((T, T), bool)
-        fig = content.small_heatmap(a, heat, label, mask)
-        fig.update_layout(height=320, margin=dict(t=50, b=40))
-        fig.update_xaxes(title_text="key")
-        fig.update_yaxes(title_text="query")
+        fig = content.small_heatmap(
+            a, heat, label, mask, height=320, axis_titles=("key", "query"), margin=dict(t=50, b=40)
+        )
         with place[1]:
             widgets.chart(fig, key=f"heat_{label}")
 

@@ -7,6 +7,7 @@ small enough to draw at T = 1024: large grids are averaged into blocks and the t
 
 from .attention import (
     attention_heatmap,
+    attention_heatmap_spec,
     attention_lines,
     head_grid,
     layer_head_grid,
@@ -27,6 +28,7 @@ __all__ = [
     "LOSS_AXIS",
     "LOSS_UNIT",
     "attention_heatmap",
+    "attention_heatmap_spec",
     "attention_lines",
     "attribution_bars",
     "attribution_heads",

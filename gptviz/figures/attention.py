@@ -102,7 +102,13 @@ def _reduce(m: np.ndarray, masked: np.ndarray, bad: np.ndarray, max_cells: int):
     return z, all_masked, any_bad, b
 
 
-def attention_heatmap(
+def attention_heatmap(matrix: np.ndarray, labels: Sequence[str], **options) -> go.Figure:
+    """One head's [T, T] matrix, queries as rows and keys as columns: the figure of
+    attention_heatmap_spec (which lists the options)."""
+    return from_spec(attention_heatmap_spec(matrix, labels, **options))
+
+
+def attention_heatmap_spec(
     matrix: np.ndarray,
     labels: Sequence[str],
     *,
@@ -113,9 +119,9 @@ def attention_heatmap(
     height: int = 680,
     mask: np.ndarray | None = None,
     score_rule: str | None = None,
-) -> go.Figure:
-    """One head's [T, T] matrix, queries as rows and keys as columns. Masked cells (the key comes
-    after the query) are not drawn: the grey background shows through. Cells where the model itself
+) -> dict:
+    """The figure dict of one head's [T, T] matrix, queries as rows and keys as columns. Masked cells
+    (the key comes after the query) are not drawn: the grey background shows through. Cells where the model itself
     computed NaN or Inf are painted red (a second trace), so they are never taken for masked ones.
 
     kind: "weights", "masked scores" or "scores" (sets the colour scale and its title).
@@ -152,7 +158,7 @@ def attention_heatmap(
     )
     layout.update(token_matrix_axes(ticks, "key (read)", "query (reads)"))
     layout["xaxis"]["side"] = "bottom"
-    return from_spec(dict(data=data, layout=layout))
+    return dict(data=data, layout=layout)
 
 
 def head_grid(

@@ -18,7 +18,7 @@ from .. import analysis, figures
 from ..analysis import leak, worked
 from ..analysis.attention import attention_mask
 from ..analysis.heads import LABEL_NAMES
-from ..figures.style import BLUE, ORANGE, style
+from ..figures.style import BLUE, ORANGE, deep_update, from_spec, style
 from ..formats import Bundle
 from ..record import Trace
 from . import Highlight, Slide
@@ -59,15 +59,26 @@ def shown(a: np.ndarray, rows, columns) -> pd.DataFrame:
     return pd.DataFrame([[num(x) for x in row] for row in a], index=list(rows), columns=list(columns))
 
 
-def small_heatmap(w: np.ndarray, labels, title: str, mask: np.ndarray | None) -> go.Figure:
-    """An attention heatmap with each cell's weight written in it (for matrices a class reads)."""
-    fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=mask)
-    fig.update_traces(texttemplate="%{z:.4f}", textfont_size=12, selector=dict(type="heatmap"))
+def small_heatmap(
+    w: np.ndarray,
+    labels,
+    title: str,
+    mask: np.ndarray | None,
+    height: int = FIGURE_HEIGHT,
+    axis_titles: tuple[str, str] = ("key (read)", "query (reads)"),
+    margin: dict | None = None,
+) -> go.Figure:
+    """An attention heatmap with each cell's weight written in it (for matrices a class reads).
+    Built as a dict: the Worked examples page draws four of these on every view."""
+    spec = figures.attention_heatmap_spec(w, labels, title=title, height=height, mask=mask)
+    spec["data"][0].update(texttemplate="%{z:.4f}", textfont=dict(size=12))
+    axes = dict(xaxis=dict(title=dict(text=axis_titles[0])), yaxis=dict(title=dict(text=axis_titles[1])))
     # cells as wide as the column allows, not square: a weight's four digits fit in them at 1024 px
-    fig.update_yaxes(scaleanchor=False)
+    axes["yaxis"]["scaleanchor"] = False
     if max(len(str(s)) for s in labels) > 5:  # longer words would touch under narrow cells
-        fig.update_xaxes(tickangle=-30)
-    return fig
+        axes["xaxis"]["tickangle"] = -30
+    deep_update(spec["layout"], dict(axes, margin=margin or {}))
+    return from_spec(spec)
 
 
 def mark(fig: go.Figure, h: Highlight | None, T: int) -> go.Figure:

@@ -123,6 +123,31 @@ async def browser_prompt(page, text: str) -> float:
     return time.monotonic() - t0
 
 
+async def cached_views(url: str, paths: list[str], every_page: bool = False, repeats: int = 20) -> dict:
+    """Server time per page view with a cached run, nothing else going on: each path's view sent
+    `repeats` times after its first (which computes what it caches); every_page adds every page the
+    top bar lists."""
+    views = {}
+    paths = list(paths)
+    while paths:
+        path = paths.pop(0)
+        one = Student(url)
+        await one.open(path)
+        await one._send()
+        await one._read_run(STEP_S)
+        times = []
+        for _ in range(repeats):
+            t0 = time.monotonic()
+            await one._send()
+            await one._read_run(STEP_S)
+            times.append(time.monotonic() - t0)
+        views[path or "overview"] = summary(times)
+        if every_page and path == "":
+            paths += [p for p in one.pages if p not in views and p not in paths and p]
+        await one.close()
+    return views
+
+
 async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = False) -> dict:
     out: dict = {}
     warm = Student(url)  # the model loaded and the default prompt run once, as a teacher would before class
@@ -153,27 +178,7 @@ async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = 
         out["prompt"] = {"simulated": summary(prompts[:n]), "chromium": summary(prompts[n:]) if pages else None}
         for s in students:
             await s.close()
-        # 3. server time per page view with a cached run, nothing else going on: Overview and Attention,
-        # then (--every-page) every page the top bar lists
-        views = {}
-        paths = ["", "attention"]
-        while paths:
-            path = paths.pop(0)
-            one = Student(url)
-            await one.open(path)
-            await one._send()  # the page's first view computes what it caches
-            await one._read_run(STEP_S)
-            times = []
-            for _ in range(20):
-                t0 = time.monotonic()
-                await one._send()
-                await one._read_run(STEP_S)
-                times.append(time.monotonic() - t0)
-            views[path or "overview"] = summary(times)
-            if every_page and path == "":
-                paths += [p for p in one.pages if p not in ("", "attention")]
-            await one.close()
-        out["page_view_cached"] = views
+        out["page_view_cached"] = await cached_views(url, ["", "attention"], every_page)
         # 4. followers
         teacher = Student(url)
         await teacher.open(lesson="how-attention-works", slide="1")
@@ -222,6 +227,15 @@ async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = 
     return out
 
 
+async def views_only(url: str, paths: list[str]) -> dict:
+    warm = Student(url)
+    await warm.open()
+    await warm.close()
+    if paths == ["all"]:
+        return await cached_views(url, [""], every_page=True)
+    return await cached_views(url, paths, repeats=40)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=30)
@@ -230,11 +244,15 @@ def main() -> None:
     ap.add_argument("--label", default="after")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--every-page", action="store_true", help="a cached page view on every page, not two")
+    ap.add_argument("--views", nargs="+", metavar="PATH", help="only the cached views of these pages (url paths; all: every page)")
     args = ap.parse_args()
     if not 1 <= args.students <= 60 or not 0 <= args.browsers <= 5:
         ap.error("--students 1..60, --browsers 0..5: the machine is shared")
     with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log") as (url, pid):
-        result = asyncio.run(bench(url, pid, args.students, args.browsers, args.every_page))
+        if args.views:  # only the cached views of these pages, after one warm-up open
+            result = {"page_view_cached": asyncio.run(views_only(url, args.views)), "server_mb": rss_mb(pid)}
+        else:
+            result = asyncio.run(bench(url, pid, args.students, args.browsers, args.every_page))
     result.update(label=args.label, students=args.students, browsers=args.browsers, load=os.getloadavg())
     path = args.json or ARTIFACTS / f"class_bench-{args.label}.json"
     path.write_text(json.dumps(result, indent=1))
