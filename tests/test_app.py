@@ -690,3 +690,28 @@ def test_forward_passes_of_different_sessions_run_one_at_a_time(env, monkeypatch
         t.join(30)
     assert all(not t.is_alive() for t in threads)
     assert most[0] == 1
+
+
+def test_the_mask_leak_runs_wait_for_the_forward_lock(env):
+    """The Mask leak page's two passes, and a mask-leak slide's, take caches.FORWARD too: while
+    another session's pass holds it they wait, and then finish."""
+    import threading
+
+    from gptviz.dashboard import slides, whatif
+    from gptviz.lessons import Slide
+
+    model = caches.ModelKey(NAME, "cpu", sources.version(NAME))
+    slide = Slide(page="mask-leak", title="t", checkpoint=NAME, prompt="abc")
+    slides.slide_content(dataclasses.replace(slide, title="first"), model)  # the prompt's run cached: not what waits
+    runs = {
+        "leak_run": lambda: whatif.leak_run(caches.RunKey(model, (1, 2, 3, 4))),
+        "slide": lambda: slides.slide_content(slide, model),
+    }
+    for name, run in runs.items():
+        done = threading.Event()
+        with caches.FORWARD:
+            t = threading.Thread(target=lambda r=run: (r(), done.set()))
+            t.start()
+            assert not done.wait(0.5), f"{name} ran while another pass held the lock"
+        t.join(60)
+        assert done.is_set(), f"{name} did not finish once the lock was free"

@@ -126,7 +126,8 @@ def bundle_for(key: ModelKey) -> Bundle:
 # One forward pass at a time in this process. torch already spreads one over every core; passes run
 # side by side from many sessions' threads hand the GIL back and forth at every operation, and the
 # handing over cost more than the passes: 30 students' prompts at once took 2.5 times the CPU of the
-# same runs one after another. A long job (a patching sweep) does not take it.
+# same runs one after another. Taken by run_trace, the what-if runs (whatif.py), a real model's slide and
+# the leaky model's report; a long job (a patching sweep, Generate's n steps) does not take it.
 FORWARD = threading.RLock()
 
 

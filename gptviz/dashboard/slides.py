@@ -8,6 +8,7 @@ class of followers costs one computation, not one per student.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import dataclass
@@ -102,7 +103,9 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
             trace = caches.run_trace(RunKey(key, tuple(ids)))
         except GptvizError as e:
             return str(e).splitlines()[0][:300]
-    c = content.build(slide, bundle, trace)
+    # a real model's slide may run it again (the mask-leak slide: twice); a toy slide runs nothing
+    with caches.FORWARD if key is not None else contextlib.nullcontext():
+        c = content.build(slide, bundle, trace)
     if slide.page not in ("softmax", "heads"):  # an attention heatmap: short titles, the caption says the rest
         c.figure.update_layout(title_subtitle_text="")
         c.figure.update_xaxes(title_text="key (what is read)")

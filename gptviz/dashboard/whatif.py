@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from ..analysis import leak
 from ..analysis.patching import patched_run, patching_sweep
 from ..capture import trace
 from ..figures import overview_cell
@@ -33,6 +34,14 @@ def ablated_run(key: RunKey, heads: HeadPick, mlps: tuple[int, ...], how: str) -
     bundle = bundle_for(key.model)
     with FORWARD:
         return trace(bundle.model, list(key.ids), bundle.tokenizer, interventions=ablations(heads, mlps, how))
+
+
+@cached(max_entries=RUN_ENTRIES, show_spinner="Running the prompt without the mask…")
+def leak_run(key: RunKey) -> leak.Leak:
+    """The prompt with the mask and without it, once per run. Read-only, shared."""
+    bundle = bundle_for(key.model)
+    with FORWARD:
+        return leak.mask_leak(bundle.model, list(key.ids), bundle.tokenizer)
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Patching every layer and position…")
