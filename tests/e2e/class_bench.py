@@ -244,7 +244,9 @@ def main() -> None:
     ap.add_argument("--label", default="after")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--every-page", action="store_true", help="a cached page view on every page, not two")
-    ap.add_argument("--views", nargs="+", metavar="PATH", help="only the cached views of these pages (url paths; all: every page)")
+    ap.add_argument(
+        "--views", nargs="+", metavar="PATH", help="only the cached views of these pages (url paths; all: every page)"
+    )
     args = ap.parse_args()
     if not 1 <= args.students <= 60 or not 0 <= args.browsers <= 5:
         ap.error("--students 1..60, --browsers 0..5: the machine is shared")
