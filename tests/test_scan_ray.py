@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +44,21 @@ def docs():
     return [rng.integers(0, 11, n).tolist() for n in (70, 13, 2, 33, 16)]
 
 
-def test_ray_in_this_process_equals_local(docs, monkeypatch):
+@pytest.fixture
+def ray_files_here(monkeypatch, tmp_path):
+    """A Ray started in this process keeps its session (logs, sockets) under RAY_TMPDIR and may write
+    an auth token to ~/.ray: both go to folders of this test, removed after, so no run of the suite
+    leaves them on the machine. Yields the session root."""
+    temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
+    monkeypatch.setenv("RAY_TMPDIR", str(temp))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    try:
+        yield temp
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_ray_in_this_process_equals_local(docs, monkeypatch, ray_files_here):
     import ray
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -53,6 +68,7 @@ def test_ray_in_this_process_equals_local(docs, monkeypatch):
     same_tables(local, on_ray)
     assert on_ray.summary["engine"] == "ray" and on_ray.summary["windows"] == local.summary["windows"]
     assert not ray.is_initialized()  # the Ray it started is shut down after
+    assert list(ray_files_here.glob("ray/session_*"))  # its files went where the fixture removes them
 
 
 def free_port() -> int:
