@@ -24,6 +24,15 @@ def serve(monkeypatch, root: Path, default: str) -> None:
     st.cache_resource.clear()
 
 
+def app_session(page: str | None = None, timeout: int = 60, **query) -> AppTest:
+    """A new session of the app, opened with these query parameters and run, then switched to `page`
+    (a script path) if given. Not checked: callers say what they expect (ok())."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update(query)
+    at.run()
+    return at.switch_page(page).run() if page else at
+
+
 def ok(at: AppTest) -> AppTest:
     """No exception and no error message on the page."""
     assert not at.exception, [e.value for e in at.exception]

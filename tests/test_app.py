@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import streamlit as st
 import torch
-from apptest_helpers import APP, array, figure, ok
+from apptest_helpers import app_session, array, figure, ok
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
@@ -57,15 +57,9 @@ def env(ckpt_root, monkeypatch):
     return ckpt_root
 
 
-def new_app(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(query)
-    return at.run()
-
-
 @pytest.fixture
 def at(env) -> AppTest:
-    return ok(new_app())
+    return ok(app_session())
 
 
 def run_prompt(at: AppTest, prompt: str) -> AppTest:
@@ -148,12 +142,12 @@ def test_view_widgets_never_rerun_the_model(at):
 
 def test_a_second_session_reuses_the_cached_run(at):
     run_prompt(at, PROMPT)
-    ok(new_app(prompt=PROMPT))
+    ok(app_session(prompt=PROMPT))
     assert len(RUNS) == 2
 
 
 def test_query_params_restore_a_view(env):
-    at = ok(new_app(checkpoint=NAME, prompt=PROMPT, layer="1", head="3", position="4"))
+    at = ok(app_session(checkpoint=NAME, prompt=PROMPT, layer="1", head="3", position="4"))
     assert at.text_area(key="prompt").value == PROMPT
     assert (at.radio(key="layer").value, at.radio(key="head").value, at.select_slider(key="position").value) == (
         1,
@@ -236,7 +230,7 @@ def test_gpu_that_is_not_there(at):
 def test_no_shipped_checkpoint_falls_back_to_the_demo_model(tmp_path, monkeypatch, env):
     monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
     monkeypatch.delenv(sources.DEFAULT_ENV)
-    at = new_app()
+    at = app_session()
     assert not at.exception and not at.error
     assert "No shipped checkpoint" in at.sidebar.warning[0].value
     assert at.get("plotly_chart")
@@ -354,9 +348,9 @@ def test_another_session_cannot_open_an_upload(at, env):
     box, Compare's checkpoint B) opens nothing, even while the owner's model is in the cache."""
     ok(upload(at, env / NAME))
     source = at.session_state["_uploads"]._last[1].source
-    typed = new_app(checkpoint=source)  # a typed path is a path: "./upload:…" is no file
+    typed = app_session(checkpoint=source)  # a typed path is a path: "./upload:…" is no file
     assert "no such file" in errors(typed) and not typed.get("plotly_chart")
-    other = ok(new_app())
+    other = ok(app_session())
     ok(other.switch_page("views/compare.py").run())
     other.radio(key="cmp_mode").set_value("one prompt, two checkpoints").run()
     other.selectbox(key="cmp_ckpt_b").set_value("a local path…").run()
@@ -366,7 +360,7 @@ def test_another_session_cannot_open_an_upload(at, env):
 
 
 def test_an_upload_is_freed_when_its_session_ends(env):
-    at = ok(upload(new_app(), env / NAME))
+    at = ok(upload(app_session(), env / NAME))
     held = weakref.ref(at.session_state["_uploads"]._last[1])
     assert held() is not None
     del at
@@ -377,7 +371,7 @@ def test_an_upload_is_freed_when_its_session_ends(env):
 def test_a_checkpoint_rewritten_in_place_is_loaded_again(tmp_path, monkeypatch, env):
     make_checkpoints(tmp_path)
     monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
-    at = ok(new_app())
+    at = ok(app_session())
     before = array(figure(at, "overview_topk")["data"][0]["x"])
     torch.manual_seed(99)  # the same shape, new weights: as a training run saving as it goes
     gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / NAME, gptviz.CharTokenizer(CHARS))
@@ -405,7 +399,7 @@ def test_every_page_renders_on_the_shipped_checkpoints(name, monkeypatch):
     monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ROOT / "checkpoints"))
     monkeypatch.setenv(sources.DEFAULT_ENV, name)
     st.cache_resource.clear()
-    at = ok(new_app())
+    at = ok(app_session())
     for path, title in PAGES.items():
         ok(at.switch_page(path).run())
         assert at.title[0].value == title and at.get("plotly_chart")
@@ -429,7 +423,7 @@ def no_markup(md: str) -> None:
 
 @pytest.mark.parametrize("text", MARKUP)
 def test_a_checkpoint_path_in_the_url_is_shown_as_text(env, text):
-    at = new_app(checkpoint=text)
+    at = app_session(checkpoint=text)
     msg = errors(at)
     assert str(Path(text)) in msg.replace(WORD_JOINER, ""), msg  # as typed (a path collapses "//")
     for e in [*at.error, *at.info, *at.warning, *at.caption]:
@@ -438,9 +432,9 @@ def test_a_checkpoint_path_in_the_url_is_shown_as_text(env, text):
 
 @pytest.mark.parametrize("text", MARKUP)
 def test_a_prompt_with_markup_is_shown_as_text(env, text):
-    at = new_app(prompt=text + " | ~")  # unknown characters: the message quotes the prompt's characters
+    at = app_session(prompt=text + " | ~")  # unknown characters: the message quotes the prompt's characters
     assert "does not know" in errors(at)
-    at = ok(new_app(prompt=text.replace("`", "'")[:60]))  # runs: the chips and captions quote the tokens
+    at = ok(app_session(prompt=text.replace("`", "'")[:60]))  # runs: the chips and captions quote the tokens
     for kind in ("error", "info", "warning", "caption", "subheader"):
         for e in at.get(kind):
             no_markup(e.value)
@@ -474,7 +468,7 @@ def test_plain_escapes_every_markdown_character():
     ],
 )
 def test_bad_url_values_are_ignored_or_explained(env, query):
-    at = new_app(**query)
+    at = app_session(**query)
     assert not at.exception, [e.value for e in at.exception]
     assert "Internal error" not in errors(at)
     if "prompt" not in query:
@@ -488,7 +482,7 @@ def ids_only(tmp_path, monkeypatch, env):
     gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / "ids-only")
     monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
     monkeypatch.setenv(sources.DEFAULT_ENV, "ids-only")
-    return ok(new_app(prompt="1, 2, 3"))
+    return ok(app_session(prompt="1, 2, 3"))
 
 
 @pytest.mark.parametrize(
@@ -538,7 +532,7 @@ def test_a_failed_load_is_remembered_for_that_version(at, env, monkeypatch, tmp_
     for _ in range(3):
         assert "Checkpoint not loaded" in errors(at.run())
     assert len(loads) == 1
-    assert "Checkpoint not loaded" in errors(new_app(checkpoint=str(broken)))  # another session: still once
+    assert "Checkpoint not loaded" in errors(app_session(checkpoint=str(broken)))  # another session: still once
     assert len(loads) == 1
     gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), broken, gptviz.CharTokenizer(CHARS))  # a new version
     ok(at.run())
@@ -570,7 +564,7 @@ def test_nan_weights_show_a_banner_on_every_page(tmp_path, monkeypatch, env):
     gptviz.save(model, tmp_path / "nan", gptviz.CharTokenizer(CHARS))
     monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
     monkeypatch.setenv(sources.DEFAULT_ENV, "nan")
-    at = new_app()
+    at = app_session()
     assert not at.exception
     for path in PAGES:
         at.switch_page(path).run()
@@ -602,7 +596,7 @@ def test_missing_and_unexpected_keys_are_summarised_in_the_banner(at, env, monke
 # --- the prompt: several lines, and what the URL keeps ---------------------------------------
 def test_a_multi_line_prompt_from_the_url_is_kept(env):
     prompt = "First Citizen:\nBefore we proceed, hear me.\n\nAll:\nSpeak."
-    at = ok(new_app(prompt=prompt))
+    at = ok(app_session(prompt=prompt))
     assert at.text_area(key="prompt").value == prompt
     ok(at.switch_page("views/shapes.py").run())
     assert any(m.label.startswith("T ") and m.value == str(len(prompt)) for m in at.metric)
@@ -614,11 +608,11 @@ def test_keep_last_and_the_upload_names_survive_a_reload(at, env):
     long = "All the world's a stage. " * 4
     assert "at most 64" in errors(run_prompt(at, long))
     ok(at.button(key="fix_long_btn").click().run())
-    reloaded = ok(new_app(**{k: at.query_params[k] for k in at.query_params}))
+    reloaded = ok(app_session(**{k: at.query_params[k] for k in at.query_params}))
     assert "last 64 tokens" in reloaded.info[0].value and reloaded.get("plotly_chart")
     ok(upload(at, env / NAME))
     names = at.query_params["upload"]
-    again = new_app(checkpoint="upload", upload=names)
+    again = app_session(checkpoint="upload", upload=names)
     assert not again.exception and names in shown(again.info[0].value) and "again" in again.info[0].value
 
 

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -33,10 +33,7 @@ def env(ckpt_root, monkeypatch):
 
 
 def open_page(page: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(query)
-    ok(at.run())
-    return ok(at.switch_page(page).run())
+    return ok(ok(app_session(**query)).switch_page(page).run())
 
 
 def table(at: AppTest, label: str) -> np.ndarray:

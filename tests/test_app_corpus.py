@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from apptest_helpers import APP, figure, ok, serve
+from apptest_helpers import app_session, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -35,8 +35,7 @@ def at(roots, monkeypatch, tmp_path) -> AppTest:
     serve(monkeypatch, ckpts, NAME)
     monkeypatch.setenv(cp.SAMPLES_ENV, str(samples))
     monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
-    at = ok(AppTest.from_file(APP, default_timeout=60).run())
-    return ok(at.switch_page("views/corpus.py").run())
+    return ok(ok(app_session()).switch_page("views/corpus.py").run())
 
 
 def test_the_shipped_scan_opens_at_once_with_the_librarys_numbers(at, roots):

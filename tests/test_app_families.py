@@ -5,9 +5,8 @@ Llama with a SentencePiece-style tokenizer, GPT-Neo (no attention scale, local l
 from __future__ import annotations
 
 import pytest
-from apptest_helpers import APP, ok, serve
+from apptest_helpers import app_session, ok, serve
 from hf_helpers import hf_random_decoder
-from streamlit.testing.v1 import AppTest
 from test_hf_families import _sentencepiece_style
 
 pytest.importorskip("transformers")
@@ -49,7 +48,7 @@ def root(tmp_path_factory):
 @pytest.mark.parametrize("name", list(MODELS))
 def test_every_page_renders_on_each_family(root, name, monkeypatch):
     serve(monkeypatch, root, name)
-    at = ok(AppTest.from_file(APP, default_timeout=60).run())
+    at = ok(app_session())
     at.text_area(key="prompt").input("hello world hello world hello")
     at = ok(at.button(key="run_btn").click().run())
     for page in PAGES:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -25,10 +25,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 @pytest.fixture
 def at(ckpt_root, monkeypatch) -> AppTest:
     serve(monkeypatch, ckpt_root, NAME)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(prompt=PROMPT)
-    at.run()
-    return ok(at.switch_page("views/generate.py").run())
+    return ok(app_session("views/generate.py", prompt=PROMPT))
 
 
 def reference(root: Path, n: int, **kw) -> tuple[gptviz.Bundle, list[int], gptviz.Generation]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -38,9 +38,7 @@ def root(tmp_path_factory) -> Path:
 @pytest.fixture
 def at(root, monkeypatch) -> AppTest:
     serve(monkeypatch, root, NAME)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(prompt=PROMPT)
-    return ok(at.run())
+    return ok(app_session(prompt=PROMPT))
 
 
 def reference(root: Path, name: str = NAME):

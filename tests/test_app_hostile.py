@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from apptest_helpers import APP, ok, serve
+from apptest_helpers import app_session, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints, make_overtime_checkpoints
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
@@ -73,16 +73,10 @@ def root(tmp_path, monkeypatch):
     return root
 
 
-def new_app(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(query)
-    return at.run()
-
-
 # --- file names are data ------------------------------------------------------------------------
 def test_a_folder_name_that_is_not_utf8_is_left_out_with_one_line(root):
     shutil.copytree(root / NAME, root / UNDECODABLE)
-    at = ok(new_app())
+    at = ok(app_session())
     assert at.get("plotly_chart"), "every other checkpoint still works"
     said = [c.value for c in at.sidebar.caption if "Left out" in c.value]
     assert len(said) == 1 and "run-\\xff\\xfe" in text_of(said[0]), said
@@ -94,14 +88,14 @@ def test_a_run_folder_holding_a_name_that_is_not_utf8_still_draws_its_timeline(t
     serve(monkeypatch, root, NAME)
     run = next(p for p in root.iterdir() if p.is_dir() and any(p.glob("step-*")))
     (run / UNDECODABLE).write_bytes(b"notes")  # a stray file: the stamp of the folder names it
-    at = ok(new_app())
+    at = ok(app_session())
     ok(at.switch_page("views/timeline.py").run())
     assert at.get("plotly_chart"), [e.value for e in at.info]
 
 
 @pytest.mark.parametrize("view", VIEWS)
 def test_a_nul_byte_in_the_url_is_one_line_on_every_page(root, view):
-    at = new_app(checkpoint="\x00")
+    at = app_session(checkpoint="\x00")
     at.switch_page(view).run()
     no_internal_error(at)
     lines = [text_of(e.value) for e in at.error]
@@ -109,7 +103,7 @@ def test_a_nul_byte_in_the_url_is_one_line_on_every_page(root, view):
 
 
 def test_a_nul_byte_in_the_timeline_path_is_one_line(root):
-    at = ok(new_app())
+    at = ok(app_session())
     ok(at.switch_page("views/timeline.py").run())
     at.selectbox(key="tl_run").set_value("a local path…").run()
     at.text_input(key="tl_path").input("runs/\x00/x").run()
@@ -118,7 +112,7 @@ def test_a_nul_byte_in_the_timeline_path_is_one_line(root):
 
 
 def test_a_nul_byte_in_compares_checkpoint_b_is_one_line(root):
-    at = ok(new_app())
+    at = ok(app_session())
     ok(at.switch_page("views/compare.py").run())
     at.radio(key="cmp_mode").set_value("one prompt, two checkpoints").run()
     at.selectbox(key="cmp_ckpt_b").set_value("a local path…").run()
@@ -140,7 +134,7 @@ def test_plain_text_makes_no_autolink_and_reads_the_same(text):
 
 @pytest.mark.parametrize("text", ["www.evil.example/login", "x@example.invalid"])
 def test_a_checkpoint_in_the_url_makes_no_link(root, text):
-    at = new_app(checkpoint=text)
+    at = app_session(checkpoint=text)
     no_internal_error(at)
     assert any(text in text_of(e.value).replace(WORD_JOINER, "") for e in at.error)
     assert hostile_links(at) == []
@@ -148,13 +142,13 @@ def test_a_checkpoint_in_the_url_makes_no_link(root, text):
 
 def test_a_checkpoint_folder_named_like_a_link_makes_no_link_in_the_overview(root):
     shutil.copytree(root / NAME, root / LINK_NAME)
-    at = ok(new_app(checkpoint=LINK_NAME))
+    at = ok(app_session(checkpoint=LINK_NAME))
     assert any(LINK_NAME in text_of(c.value).replace(WORD_JOINER, "") for c in at.caption)
     assert hostile_links(at) == []
 
 
 def test_a_prompt_with_an_address_makes_no_link_on_any_page(root):
-    at = ok(new_app(prompt="mail x@example.invalid or see www.example.invalid"))
+    at = ok(app_session(prompt="mail x@example.invalid or see www.example.invalid"))
     for view in VIEWS:
         at.switch_page(view).run()
         no_internal_error(at)
@@ -190,7 +184,7 @@ def test_a_nul_byte_in_the_corpus_pages_paths_is_one_line(root, monkeypatch, tmp
     from gptviz.dashboard import corpus as cp
 
     monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
-    at = ok(new_app())
+    at = ok(app_session())
     ok(at.switch_page("views/corpus.py").run())
     at.radio(key="corpus_mode").set_value("open a scan folder").run()
     at.text_input(key="corpus_folder").input("scans/\x00")
@@ -217,7 +211,7 @@ def test_a_checkpoint_card_shown_in_a_presentation_table_makes_no_link(root):
         "trained_on": "[Log in](https://evil.example/x) ![](https://evil.example/t.png)",
     }
     (planted / "config.json").write_text(json.dumps(cfg))
-    at = ok(new_app(checkpoint="planted", present="1"))
+    at = ok(app_session(checkpoint="planted", present="1"))
     cells = [str(x) for t in at.table for x in [*t.value.to_numpy().ravel(), *t.value.index]]
     assert any("evil.example/x" in text_of(c).replace(WORD_JOINER, "") for c in cells), "the card reaches a table"
     for c in cells:

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from apptest_helpers import APP, ok, serve
+from apptest_helpers import app_session, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -37,9 +37,7 @@ def env(ckpt_root, monkeypatch):
 
 
 def open_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    ok(at.run())
-    return ok(at.switch_page(PAGE).run())
+    return ok(ok(app_session(timeout=120)).switch_page(PAGE).run())
 
 
 def metric(at: AppTest, label: str) -> str:

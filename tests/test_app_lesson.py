@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from streamlit.testing.v1 import AppTest
 
 import gptviz
@@ -28,9 +28,7 @@ def env(monkeypatch):
 
 
 def opened(**query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params.update(query)
-    return ok(at.run())
+    return ok(app_session(timeout=90, **query))
 
 
 def where(at: AppTest) -> str:
@@ -101,9 +99,7 @@ def test_a_follower_sees_the_teachers_slide_computed_once(env, monkeypatch):
 def test_an_unknown_code_and_an_unknown_lesson(env):
     at = opened(follow="ZZZZ")
     assert "No lesson is live under ZZZZ" in at.info[0].value
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params["lesson"] = "no-such-lesson"
-    at.run()
+    at = app_session(timeout=90, lesson="no-such-lesson")
     assert not at.exception and len(at.error) == 1
     assert plain("no shipped lesson is called 'no-such-lesson'") in at.error[0].value
 
@@ -111,8 +107,7 @@ def test_an_unknown_code_and_an_unknown_lesson(env):
 def test_a_teachers_bad_lesson_file_gets_one_line(env, tmp_path):
     f = tmp_path / "mine.toml"
     f.write_text('title = "Mine"\n[[slides]]\npage = "mask"\ntitle = "t"\nfontsize = 40\n')
-    at = AppTest.from_file(APP, default_timeout=90)
-    ok(at.run())
+    at = ok(app_session(timeout=90))
     at.switch_page("views/lesson.py").run()
     at.text_input(key="lesson_path").input(str(f)).run()
     at.button(key="lesson_path_open").click().run()

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import APP, array, figure, serve
+from apptest_helpers import APP, app_session, array, figure, serve
 from dashboard_fixtures import CHARS, CONFIG, NAME, make_overtime_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -43,10 +43,7 @@ def root(tmp_path_factory) -> Path:
 
 def open_app(root: Path, monkeypatch, name: str, page: str = "views/overview.py", **query) -> AppTest:
     serve(monkeypatch, root, name)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params.update(checkpoint=name, prompt=PROMPT, **query)
-    at.run()
-    at.switch_page(page).run()
+    at = app_session(page, checkpoint=name, prompt=PROMPT, **query)
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import CONFIG, NAME, make_overtime_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -28,10 +28,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 @pytest.fixture
 def at(ckpt_root, monkeypatch) -> AppTest:
     serve(monkeypatch, ckpt_root, NAME)
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params.update(prompt=PROMPT, layer="1", head="2")
-    at.run()
-    return at
+    return app_session(timeout=90, prompt=PROMPT, layer="1", head="2")
 
 
 def traces(root: Path, name_a: str, name_b: str, prompt_b: str):
@@ -162,9 +159,7 @@ def test_b_defaults_to_a_checkpoint_of_as_shape_and_names_both(at):
 
 def test_b_is_none_when_nothing_fits_a(ckpt_root, monkeypatch):
     serve(monkeypatch, ckpt_root, "tiny-deep")  # three layers: no other checkpoint has them
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params.update(prompt=PROMPT)
-    at = ok(two_checkpoints(ok(at.run())))
+    at = ok(two_checkpoints(ok(app_session(timeout=90, prompt=PROMPT))))
     assert at.selectbox(key="cmp_ckpt_b").value is None
     assert any("Choose checkpoint B" in i.value for i in at.info) and not at.get("plotly_chart")
 

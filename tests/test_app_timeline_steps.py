@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 from test_timeline_steps import save_snapshot
@@ -26,10 +26,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 @pytest.fixture
 def at(ckpt_root, monkeypatch) -> AppTest:
     serve(monkeypatch, ckpt_root, NAME)
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.query_params.update(prompt=PROMPT)
-    at.run()
-    return at
+    return app_session(timeout=90, prompt=PROMPT)
 
 
 def unescaped(markdown: str) -> str:
@@ -73,8 +70,7 @@ def test_a_checkpoints_folder_listed_only_in_part_says_so_in_the_sidebar(ckpt_ro
         (root / f"notes-{i:02d}.txt").touch()
     monkeypatch.setattr(limits, "MAX_LISTING_ENTRIES", 10)
     serve(monkeypatch, root, "demo")
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.run()
+    at = app_session(timeout=90)
     assert not at.exception
     notes = [w.value for w in at.sidebar.warning if "entries were read" in w.value]
     assert notes and "only the first 10 entries were read" in unescaped(notes[0])

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -30,8 +30,7 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 def open_page(monkeypatch, root: Path, default: str, page: str) -> AppTest:
     serve(monkeypatch, root, default)
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    return ok(at.switch_page(page).run())
+    return ok(app_session(page, timeout=120))
 
 
 def test_interventions_page_shows_the_edited_run(monkeypatch, ckpt_root):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import APP, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -31,7 +31,7 @@ def env(ckpt_root, monkeypatch):
 
 @pytest.fixture
 def at(env) -> AppTest:
-    at = ok(AppTest.from_file(APP, default_timeout=60).run())
+    at = ok(app_session())
     at.text_area(key="prompt").input(PROMPT)
     return ok(at.button(key="run_btn").click().run())
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import APP, ok, serve
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import app_session, ok, serve
 from test_shipped import PASSAGE, passage_loss_per_char
 from tokenizers import Tokenizer
 
@@ -102,7 +101,7 @@ def test_listed_in_the_dashboard_and_opens_on_its_preset_prompt(monkeypatch, bun
     serve(monkeypatch, ROOT, NAME)
     assert NAME in sources.shipped()
     assert sources.preset_prompt(NAME) == bundle.card["preset_prompt"]
-    at = ok(AppTest.from_file(APP, default_timeout=60).run())
+    at = ok(app_session())
     picker = at.selectbox(key="ckpt_choice")
     assert f"{NAME} (shipped)" in picker.options and picker.value == NAME
     assert at.text_area(key="prompt").value == bundle.card["preset_prompt"]
