@@ -28,15 +28,13 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from e2e_server import ALL_CHARTS_DRAWN, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, free_port  # noqa: E402
+from e2e_server import ALL_CHARTS_DRAWN, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, server_process  # noqa: E402
 from playwright.async_api import async_playwright  # noqa: E402
 from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
 from ws_client import Student  # noqa: E402
@@ -65,36 +63,10 @@ def rss_mb(pid: int) -> dict:
 
 @contextlib.contextmanager
 def server(app_dir: Path, log: Path):
-    port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(app_dir),
-        "GPTVIZ_CHECKPOINTS_DIR": str(app_dir / "checkpoints"),
-        "GPTVIZ_DEFAULT_CHECKPOINT": "shakespeare-char",
-    }
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
-    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    cmd += ["--server.fileWatcherType", "none"]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=app_dir, env=env, stdout=out, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                with contextlib.suppress(OSError):
-                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                        break
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the server did not start; see {log}")
-                time.sleep(0.2)
-            yield url, proc.pid
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    """The app in app_dir on the shipped checkpoints, importing that checkout's gptviz."""
+    extra = {"PYTHONPATH": str(app_dir)}
+    with server_process(app_dir / "checkpoints", "shakespeare-char", log, extra, app_dir) as (url, proc):
+        yield url, proc.pid
 
 
 async def drawn(page, timeout_ms: int = STEP_S * 1000) -> None:

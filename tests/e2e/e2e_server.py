@@ -33,28 +33,24 @@ def free_port() -> int:
 def streamlit_server(checkpoints: Path, default: str, log_path: Path, extra_env: dict | None = None):
     """A dashboard server on a free port over the checkpoints in a folder, opening on `default`
     (extra_env: more environment, e.g. its own TMPDIR); yields its URL and stops it on exit."""
+    with server_process(checkpoints, default, log_path, extra_env) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def server_process(
+    checkpoints: Path, default: str, log_path: Path, extra_env: dict | None = None, app_dir: Path = ROOT
+):
+    """streamlit_server of the app in app_dir (another checkout, for a before/after); yields its URL
+    and its process."""
     env = {"GPTVIZ_CHECKPOINTS_DIR": str(checkpoints), "GPTVIZ_DEFAULT_CHECKPOINT": default, **(extra_env or {})}
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.headless",
-        "true",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",
-        "none",
-    ]
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    cmd += ["--server.fileWatcherType", "none"]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=app_dir, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 60
@@ -67,7 +63,7 @@ def streamlit_server(checkpoints: Path, default: str, log_path: Path, extra_env:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"streamlit did not answer in 60 s; see {log_path}")
                 time.sleep(0.1)
-            yield url
+            yield url, proc
         finally:
             proc.terminate()
             try:
