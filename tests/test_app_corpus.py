@@ -184,3 +184,46 @@ def test_the_server_runs_at_most_a_few_scans_at_once(monkeypatch, tmp_path):
         for job in jobs:
             cp.stop_scan(job)
     assert not any(cp.running(j.id) for j in jobs)
+
+
+def test_the_page_keeps_only_its_newest_folders_and_never_a_running_scans(monkeypatch, tmp_path):
+    """A neighbour uploading corpora again and again cannot fill the disk: each new upload or scan
+    removes the oldest of the page's folders beyond MAX_KEPT, but never the corpus or the output of
+    a scan still running, nor a file the page did not make."""
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(cp, "_JOBS", {})
+    monkeypatch.setattr(cp, "MAX_KEPT", 3)
+    real = subprocess.Popen
+
+    def sleeper(cmd, **kw):  # a real process that holds its arguments, as a scan's would, but sleeps
+        return real([sys.executable, "-c", "import time; time.sleep(60)", *cmd[3:]], **kw)
+
+    monkeypatch.setattr(cp.subprocess, "Popen", sleeper)
+
+    def aged(path, t):  # folders made in one test share a second: give each its own age
+        os.utime(path.parent, (t, t))
+        return path
+
+    first = aged(cp.save_upload("a.txt", b"first corpus"), 1_000)
+    job = cp.start_scan(tmp_path / "ck", first, 8, 2)  # runs (sleeps) on the oldest upload
+    os.utime(Path(job.out).parent, (1_001, 1_001))
+    theirs = tmp_path / "scans" / "notes-of-mine"
+    theirs.mkdir()
+    try:
+        made = [aged(cp.save_upload(f"{i}.txt", b"more"), 2_000 + i) for i in range(4)]
+        left = {p.name for p in (tmp_path / "scans").iterdir()}
+        # the running scan's corpus and folder stay although they are the oldest; of the rest, the newest
+        assert first.parent.name in left and Path(job.out).parent.name in left
+        assert made[-1].parent.name in left and made[0].parent.name not in left
+        assert "notes-of-mine" in left  # not a name the page gives: never touched
+        cp.stop_scan(job)
+        cp.save_upload("last.txt", b"last")
+        left = {p.name for p in (tmp_path / "scans").iterdir()}
+        assert first.parent.name not in left and Path(job.out).parent.name not in left  # no longer in use
+        assert len([n for n in left if cp.OWN_FOLDER.fullmatch(n)]) == 3
+    finally:
+        cp.stop_scan(job)

@@ -57,6 +57,7 @@ elif mode == "run a new scan":
     block = v.bundle.model.config.block_size
     window = c2.number_input("Window (tokens)", 2, block, min(128, block), key="corpus_window_size")
     k = c3.number_input("Contexts per neuron (k)", 1, 200, 20, key="corpus_k")
+    st.caption(f"This server keeps the newest {cp.MAX_KEPT} scans and uploaded corpora; a new one removes the oldest.")
     data = None
     if kind.startswith("shipped sample: "):
         data = cp.samples_dir() / kind.removeprefix("shipped sample: ")

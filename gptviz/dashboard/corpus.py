@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,10 @@ SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) a
 SCANS_ENV = "GPTVIZ_SCANS_DIR"  # where the page's own scans are written (default: a folder in the temp dir)
 MAX_UPLOAD_BYTES = 64 * 2**20
 MAX_RUNNING_SCANS = 2  # scans this server runs at once, for all sessions: each loads its model and takes a core
+# the page's own folders (a scan each, an uploaded corpus each) kept on disk; a new one removes the oldest,
+# so a neighbour uploading corpora again and again cannot fill the disk (at most 20 × 64 MB of uploads)
+MAX_KEPT = 20
+OWN_FOLDER = re.compile(r"(upload-)?[0-9a-f]{12}")  # the names private_folder is given below
 CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
 CONTEXT_AFTER = 8
 
@@ -137,7 +143,7 @@ def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = 
     if len(busy) >= MAX_RUNNING_SCANS:
         raise GptvizError(f"{len(busy)} scans are running on this server already; start this one when one ends")
     job_id = uuid.uuid4().hex[:12]
-    folder = private_folder(scans_root(), job_id)
+    folder = private_folder(prune(scans_root()), job_id)
     job = Job(job_id, str(folder / "scan"), str(folder / "progress.json"), str(folder / "scan.log"))
     # --flag=value: a path that starts with "-" stays a value, never a flag
     cmd = [sys.executable, "-m", "gptviz", "scan", f"--checkpoint={checkpoint}", f"--data={data}"]
@@ -154,10 +160,24 @@ def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = 
     return job
 
 
+def prune(root: Path, keep: int | None = None) -> Path:
+    """Make room for one more of the page's folders in root: remove the oldest (by last change) beyond
+    keep - 1 (MAX_KEPT), never one a running scan reads or writes. Only names private_folder gave
+    are touched; root is private (0700), so nobody else put them there. Returns root."""
+    keep = MAX_KEPT if keep is None else keep
+    ours = [p for p in root.iterdir() if OWN_FOLDER.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+    in_use = [arg for job in list(_JOBS) if running(job) for arg in _JOBS[job].args]
+    ours.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in ours[max(keep - 1, 0) :]:
+        if not any(f"{old}{os.sep}" in arg for arg in in_use):
+            shutil.rmtree(old, ignore_errors=True)
+    return root
+
+
 def save_upload(name: str, data: bytes) -> Path:
     """An uploaded corpus file, kept under a name of ours (only its suffix is the user's)."""
     suffix = ".jsonl" if name.lower().endswith(".jsonl") else ".txt"
-    folder = private_folder(scans_root(), f"upload-{uuid.uuid4().hex[:12]}")
+    folder = private_folder(prune(scans_root()), f"upload-{uuid.uuid4().hex[:12]}")
     return write_private(folder / f"corpus{suffix}", data)
 
 
