@@ -199,6 +199,25 @@ async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = 
     return out
 
 
+async def generate_at_once(url: str, n: int) -> dict:
+    """n students on the Generate page press "Generate 20" at once: seconds until each one's run has
+    finished with its 20 new tokens drawn."""
+    students = [Student(url) for _ in range(n)]
+    await asyncio.wait_for(asyncio.gather(*(s.open("generate") for s in students)), STEP_S)
+
+    async def press(s: Student) -> float:
+        t0 = time.monotonic()
+        await s._send([WidgetState(id=s.widgets["gen_run"], trigger_value=True)])
+        run = await s._read_run(STEP_S)
+        assert any("20 generated token(s)" in t for t in run.texts), "the page did not generate"
+        return time.monotonic() - t0
+
+    seconds = await asyncio.wait_for(asyncio.gather(*(press(s) for s in students)), STEP_S)
+    for s in students:
+        await s.close()
+    return summary(list(seconds))
+
+
 async def views_only(url: str, paths: list[str]) -> dict:
     warm = Student(url)
     await warm.open()
@@ -219,12 +238,16 @@ def main() -> None:
     ap.add_argument(
         "--views", nargs="+", metavar="PATH", help="only the cached views of these pages (url paths; all: every page)"
     )
+    ap.add_argument("--generate", action="store_true", help="only: every student presses Generate 20 at once")
     args = ap.parse_args()
     if not 1 <= args.students <= 60 or not 0 <= args.browsers <= 5:
         ap.error("--students 1..60, --browsers 0..5: the machine is shared")
     with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log") as (url, pid):
         if args.views:  # only the cached views of these pages, after one warm-up open
             result = {"page_view_cached": asyncio.run(views_only(url, args.views)), "server_mb": rss_mb(pid)}
+        elif args.generate:
+            seconds = asyncio.run(generate_at_once(url, args.students))
+            result = {"generate_20_at_once": seconds, "server_mb": rss_mb(pid)}
         else:
             result = asyncio.run(bench(url, pid, args.students, args.browsers, args.every_page))
     result.update(label=args.label, students=args.students, browsers=args.browsers, load=os.getloadavg())
