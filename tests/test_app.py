@@ -261,6 +261,21 @@ def test_upload_is_size_limited_and_held_in_memory(env):
     assert owner.current(saved.source) is None
 
 
+def test_uploads_off_on_a_class_server(env, monkeypatch):
+    """GPTVIZ_MAX_UPLOAD_MB=0: no upload box on the sidebar or the Corpus page, so no session's upload
+    can take the server's memory (Streamlit holds an uploaded file's bytes for its session)."""
+    monkeypatch.setenv(sources.UPLOAD_LIMIT_ENV, "0")
+    at = ok(app_session())
+    at.selectbox(key="ckpt_choice").set_value(state.Pick.UPLOAD).run()
+    assert not at.exception and not at.get("file_uploader")
+    assert any(f"{sources.UPLOAD_LIMIT_ENV}=0" in i.value for i in at.sidebar.info)
+    at.selectbox(key="ckpt_choice").set_value(NAME).run()
+    ok(at.switch_page("views/corpus.py").run())
+    ok(at.radio(key="corpus_mode").set_value("run a new scan").run())
+    kinds = at.selectbox(key="corpus_source").options
+    assert "a path on this server" in kinds and not any("upload" in k for k in kinds)
+
+
 def test_scores_view_and_token_lookup(at, env):
     ok(run_prompt(at, PROMPT))
     ok(at.switch_page("views/attention.py").run())

@@ -8,7 +8,7 @@ import streamlit as st
 from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import widgets
-from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped
+from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
@@ -52,7 +52,8 @@ elif mode == "run a new scan":
         st.info("A scan runs on a shipped checkpoint or a local path; choose one in the sidebar.")
     samples = cp.sample_corpora()
     c1, c2, c3 = st.columns([2, 1, 1])
-    kinds = [f"shipped sample: {s}" for s in samples] + ["a path on this server", "upload a .txt or .jsonl"]
+    kinds = [f"shipped sample: {s}" for s in samples] + ["a path on this server"]
+    kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() else []  # 0: uploads are off on this server
     kind = c1.selectbox("Corpus", kinds, key="corpus_source")
     block = v.bundle.model.config.block_size
     window = c2.number_input("Window (tokens)", 2, block, min(128, block), key="corpus_window_size")

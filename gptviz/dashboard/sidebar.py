@@ -71,6 +71,9 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         return path or None, path
     if choice is Pick.UPLOAD:
         limit = upload_limit_mb()
+        if limit == 0:  # a server shared with a class: no session's upload takes its memory
+            st.sidebar.info(f"Uploads are off on this server ({UPLOAD_LIMIT_ENV}=0): pick a checkpoint or a path.")
+            return None, ""
         files = st.sidebar.file_uploader(
             f"Checkpoint files (up to {limit} MB)",
             accept_multiple_files=True,

@@ -177,6 +177,7 @@ def preset_prompt(source: str) -> str | None:
 
 
 def upload_limit_mb() -> int:
-    """The upload size limit in MB ($GPTVIZ_MAX_UPLOAD_MB, default 200)."""
+    """The upload size limit in MB ($GPTVIZ_MAX_UPLOAD_MB, default 200; 0 turns checkpoint and corpus
+    uploads off)."""
     raw = os.environ.get(UPLOAD_LIMIT_ENV, "200").strip()
     return int(raw) if raw.isascii() and raw.isdigit() else 200
