@@ -724,3 +724,35 @@ def test_the_mask_leak_runs_wait_for_the_forward_lock(env):
             assert not done.wait(0.5), f"{name} ran while another pass held the lock"
         t.join(60)
         assert done.is_set(), f"{name} did not finish once the lock was free"
+
+
+def test_nothing_cached_is_called_holding_the_forward_lock(env):
+    """A cached value is computed under Streamlit's lock for its key, taken before caches.FORWARD on
+    every path: called the other way round (FORWARD, then a cached function) two sessions computing
+    the same run could wait on each other for good, so that call raises."""
+    import threading
+
+    model = caches.ModelKey(NAME, "cpu", sources.version(NAME))
+    key = caches.RunKey(model, (1, 2, 3))
+    caches.run_trace(key)  # the usual order: cached function, then FORWARD inside it
+    with caches.FORWARD, pytest.raises(RuntimeError, match="holding caches.FORWARD"):
+        caches.run_trace(key)
+    # what the guard stops: one thread holds the key's compute lock and waits for FORWARD, the other
+    # holds FORWARD and asks for the same key (run in threads: without the guard they hang, not the test)
+    other, done, raised = caches.RunKey(model, (3, 2, 1)), threading.Event(), []
+
+    def holder() -> None:
+        with caches.FORWARD:
+            t = threading.Thread(target=lambda: (caches.run_trace(other), done.set()), daemon=True)
+            t.start()
+            assert not done.wait(0.3)  # it holds the key's compute lock now and waits for FORWARD
+            try:
+                caches.run_trace(other)
+            except RuntimeError as e:
+                raised.append(e)
+
+    h = threading.Thread(target=holder, daemon=True)
+    h.start()
+    h.join(30)
+    assert not h.is_alive() and raised, "FORWARD, then a cached function: the two threads wait on each other"
+    assert done.wait(30)  # the other thread's run goes on once FORWARD is free

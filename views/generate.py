@@ -72,8 +72,6 @@ if one or many:
                 seed=int(seed),
                 crop_context=slide,
             )
-            # the newest step's Trace (drawn below) in the same turn, not after every other session's steps
-            caches.run_trace(caches.RunKey(v.key.model, tuple(g.ids[-block:])))
     except GptvizError as e:
         st.error(f"Not generated: {widgets.plain(e)}")
     else:

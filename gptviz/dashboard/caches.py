@@ -14,6 +14,7 @@ $GPTVIZ_CACHE_MODELS and $GPTVIZ_CACHE_RUNS before the server starts (README, "M
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -63,8 +64,25 @@ def key_bytes(key: ModelKey | RunKey) -> bytes:
 
 
 def cached(**kwargs):
-    """st.cache_resource for every cache of the dashboard, hashing any string (text_bytes) and key."""
-    return st.cache_resource(hash_funcs=HASH_FUNCS, **kwargs)
+    """st.cache_resource for every cache of the dashboard, hashing any string (text_bytes) and key.
+    Such a function must not be called while its thread holds FORWARD: Streamlit computes a value
+    under a lock of that key, which every other path takes before FORWARD, so the reverse order could
+    leave two sessions waiting on each other for good (two students generating the same text). The
+    call raises instead."""
+
+    def wrap(fn):
+        cache = st.cache_resource(hash_funcs=HASH_FUNCS, **kwargs)(fn)
+
+        @functools.wraps(fn)
+        def call(*args, **kw):
+            if FORWARD._is_owned():  # RLock's own check (CPython's threading.Condition uses it)
+                raise RuntimeError(f"{fn.__name__} was called holding caches.FORWARD: take it after, not around")
+            return cache(*args, **kw)
+
+        call.clear = cache.clear
+        return call
+
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -127,8 +145,9 @@ def bundle_for(key: ModelKey) -> Bundle:
 # side by side from many sessions' threads hand the GIL back and forth at every operation, and the
 # handing over cost more than the passes: 30 students' prompts at once took 2.5 times the CPU of the
 # same runs one after another. Taken by run_trace, the what-if runs (whatif.py), a real model's slide and
-# the leaky model's report, and Generate's steps (30 students pressing Generate 20 at once: p95 4.0 -> 2.0 s,
-# class_bench.py --generate); a long job (a patching sweep) does not take it.
+# the leaky model's report, and Generate's steps (30 students pressing Generate 20 at once: p95 4.0 -> 2.3 s,
+# class_bench.py --generate); a long job (a patching sweep) does not take it. Nothing cached is called
+# while it is held (cached() says why).
 FORWARD = threading.RLock()
 
 
