@@ -130,7 +130,7 @@ def test_the_sliding_window_goes_past_block_size_and_shows_the_window_row(at, ck
 
 def test_generation_holds_the_forward_lock(at, monkeypatch):
     """Generate's steps run under caches.FORWARD, one session's at a time: 30 students pressing
-    Generate 20 at once finished at p95 4.0 s side by side, 2.3 s in turn (class_bench.py --generate)."""
+    Generate 20 at once finished at p95 4.0-4.4 s side by side, 2.3-2.8 s in turn (class_bench.py --generate)."""
     from gptviz.dashboard import caches
 
     held, real = [], gptviz.generate
