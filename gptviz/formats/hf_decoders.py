@@ -30,7 +30,7 @@ from .bundle import Bundle, LoadReport, check_shapes, finish, load_state_into
 from .hf_llama_export import save_hf_llama  # noqa: F401 (the other direction, also importable from here)
 from .inmemory import on_disk
 from .native import read_safetensors, safetensors_shapes
-from .safe import check_file, read_json, shapes_of, state_dict, torch_load
+from .safe import check_file, read_json, shapes_of, state_dict, torch_load, torch_load_mapped
 
 DECODERS = (
     "llama",
@@ -504,10 +504,11 @@ class Weights:
         for file in files:
             if file.suffix == ".safetensors":
                 shapes = safetensors_shapes(file)
-            else:  # sized, and its unpacked size known, before it is mapped (an upload is read: no file to map)
-                state = state_dict(torch_load(file, mmap=True), file)
+            else:  # sized, and its unpacked size known, before it is mapped
+                raw, mapped = torch_load_mapped(file)
+                state = state_dict(raw, file)
                 shapes = shapes_of(state)
-                if not on_disk(file):
+                if not mapped:  # read whole already (an upload, an older or compressed file): keep it
                     self._read[file] = state
             for k, shape in shapes.items():
                 self.where[k], self.shapes[k] = file, shape

@@ -19,9 +19,8 @@ from ..limits import MAX_TOKENIZER_BYTES
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
 from .hf_decoders import refuse_model_type
-from .inmemory import on_disk
 from .native import read_safetensors, safetensors_shapes
-from .safe import check_file, read_json, shapes_of, state_dict, torch_load
+from .safe import check_file, read_json, shapes_of, state_dict, torch_load, torch_load_mapped
 
 SAFETENSORS, PT_BIN = "model.safetensors", "pytorch_model.bin"
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -91,9 +90,11 @@ def read_weights(path: Path, config: GPTConfig, report: LoadReport) -> tuple[dic
         return read_safetensors(file), file
     if (path / PT_BIN).exists():
         file = path / PT_BIN
-        state = state_dict(torch_load(file, mmap=True), file)  # sized, and its unpacked size known, first
+        raw, mapped = torch_load_mapped(file)  # sized, and its unpacked size known, first
+        state = state_dict(raw, file)
         check_shapes(config, as_gptviz_shapes(shapes_of(state)), report, file)
-        if on_disk(file):  # mapped: now read it (a file rewritten under a mapping would crash the server)
+        if mapped:  # now read it (a file rewritten under a mapping would crash the server)
+            del raw, state
             state = state_dict(torch_load(file), file)
         return state, file
     if any(path.glob("*.index.json")):

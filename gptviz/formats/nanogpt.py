@@ -22,8 +22,7 @@ from ..errors import CheckpointError, ConfigError, summarise
 from ..tokenizers import CharTokenizer, Tokenizer, gpt2
 from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
 from .hf_gpt2 import hf_tokenizer
-from .inmemory import on_disk
-from .safe import safe_unpickle, shapes_of, state_dict, torch_load
+from .safe import safe_unpickle, shapes_of, state_dict, torch_load, torch_load_mapped
 
 CKPT_NAME = "ckpt.pt"
 META_NAME = "meta.pkl"
@@ -148,10 +147,9 @@ def nanogpt_tokenizer(file: Path, vocab_size: int, meta: Path | None = None) -> 
     )
 
 
-def read_ckpt(file: Path, mmap: bool) -> tuple[dict, GPTConfig, dict[str, torch.Tensor], bool]:
+def checked_ckpt(ckpt: object, file: Path) -> tuple[dict, GPTConfig, dict[str, torch.Tensor], bool]:
     """train.py's checkpoint dict, its config, and its model's state (torch.compile's prefix and
     nanoGPT's mask buffers removed); whether the prefix was there."""
-    ckpt = torch_load(file, mmap=mmap)
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         got = (
             f"a dict with keys {', '.join(map(str, list(ckpt)[:6]))}" if isinstance(ckpt, dict) else type(ckpt).__name__
@@ -176,10 +174,12 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
     # first with its tensors mapped, not read: the shapes are checked against model_args before the
     # weights (and the optimizer's state beside them) are allocated; then read, as a file rewritten
     # under a mapping by a training run would crash the server
-    ckpt, config, state, compiled = read_ckpt(file, mmap=on_disk(file))
+    raw, mapped = torch_load_mapped(file)
+    ckpt, config, state, compiled = checked_ckpt(raw, file)
     check_shapes(config, shapes_of(state), report, file)
-    if on_disk(file):
-        ckpt, config, state, compiled = read_ckpt(file, mmap=False)
+    if mapped:
+        del raw, ckpt, state
+        ckpt, config, state, compiled = checked_ckpt(torch_load(file), file)
     model = build_model(config, state, report, file)  # checks the shapes, and layer count, again
 
     tokenizer, note = nanogpt_tokenizer(file, config.vocab_size, meta)

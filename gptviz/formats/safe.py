@@ -167,8 +167,18 @@ def torch_load(path: Path, mmap: bool = False) -> object:
     "Could run code" is said only of a pickle that asks for a callable; anything else unreadable is
     corrupt or not a PyTorch file. mmap=True maps a zip checkpoint's tensors instead of reading them:
     what only needs the pickle's plain values (nanoGPT's iter_num) or the tensors' shapes then costs the
-    pickle, not the weights (the older non-zip format, and a zip whose entries were compressed, cannot
-    be mapped and are read whole)."""
+    pickle, not the weights (torch_load_mapped says when a file could not be mapped)."""
+    return _torch_load(path, mmap)[0]
+
+
+def torch_load_mapped(path: Path) -> tuple[object, bool]:
+    """torch_load(path, mmap=True), and whether its tensors are mapped. False: they were read whole,
+    as an upload (no file to map), the older non-zip format and a zip whose entries a re-zipping tool
+    compressed are: then what it gave is the file's content, and reading it again would hold it twice."""
+    return _torch_load(path, True)
+
+
+def _torch_load(path: Path, mmap: bool) -> tuple[object, bool]:
     size = check_file(path, None, "checkpoint")
     corrupt = f"{path}: not a readable PyTorch file, truncated or corrupt"
     try:
@@ -184,11 +194,11 @@ def torch_load(path: Path, mmap: bool = False) -> object:
     try:
         if mmap and zipped and isinstance(path, Path):  # mapping needs a real file; an upload is read whole
             try:
-                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError:  # entries a re-zipping tool compressed cannot be mapped: read them below
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True), True
+            except (RuntimeError, OSError):  # compressed entries, or a file system that cannot map: read below
                 pass
         with path.open("rb") as f:  # a file object: the same call reads a Path or an in-memory upload
-            return torch.load(f, map_location="cpu", weights_only=True)
+            return torch.load(f, map_location="cpu", weights_only=True), False
     except pickle.UnpicklingError as e:
         text = str(e)
         if not any(r in text for r in REFUSED):
