@@ -227,3 +227,52 @@ def test_the_page_keeps_only_its_newest_folders_and_never_a_running_scans(monkey
         assert len([n for n in left if cp.OWN_FOLDER.fullmatch(n)]) == 3
     finally:
         cp.stop_scan(job)
+
+
+def test_pruning_from_many_sessions_at_once(monkeypatch, tmp_path):
+    """Sessions saving uploads side by side prune the same folder: none fails on a folder another
+    just removed (four threads: 193 failures in 200 trials before the lock)."""
+    import threading
+
+    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(cp, "_JOBS", {})
+    monkeypatch.setattr(cp, "MAX_KEPT", 2)
+    errors, barrier = [], threading.Barrier(4)
+
+    def saver() -> None:
+        barrier.wait()
+        for i in range(10):
+            try:
+                cp.save_upload(f"{i}.txt", b"words")
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                errors.append(e)
+
+    threads = [threading.Thread(target=saver) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[:3]
+    assert len(list((tmp_path / "scans").iterdir())) <= 2
+
+
+def test_a_scan_refused_for_room_saves_no_upload(at, monkeypatch, tmp_path):
+    """Two scans run already: the page's Run scan on an uploaded corpus is one line, and the upload
+    is not written (a class pressing it again and again pushed everyone's scans out)."""
+    import subprocess
+    import sys
+
+    sleeping = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+    monkeypatch.setattr(cp, "_JOBS", {f"job{i}": p for i, p in enumerate(sleeping)})
+    try:
+        ok(at.radio(key="corpus_mode").set_value("run a new scan").run())
+        ok(at.selectbox(key="corpus_source").set_value("upload a .txt or .jsonl").run())
+        ok(at.get_by_key("corpus_upload").set_value([("words.txt", TEXT.encode(), "text/plain")]).run())
+        at.button(key="corpus_run").click().run()
+        assert not at.exception
+        assert "Scan not started" in at.error[0].value and "running on this server already" in at.error[0].value
+        assert not list((tmp_path / "scans").glob("upload-*"))
+    finally:
+        for p in sleeping:
+            p.kill()
+            p.wait()

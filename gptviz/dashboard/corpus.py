@@ -7,13 +7,16 @@ The dashboard never imports Ray (nor runs a scan in its own process): it starts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +123,7 @@ def token_texts(tok, ids) -> list[str]:
 
 # --- a scan as its own process ---------------------------------------------------------------------
 _JOBS: dict[str, subprocess.Popen] = {}  # job id -> the scan process this server started
+_FOLDERS = threading.Lock()  # the scans folder's pruning, and a new folder with its scan process
 
 
 @dataclass
@@ -136,14 +140,25 @@ def running(job_id: str | None) -> bool:
     return proc is not None and proc.poll() is None
 
 
+def check_room() -> None:
+    """GptvizError when MAX_RUNNING_SCANS already run (a finished one no longer counts): asked before
+    an uploaded corpus is saved, so a refused scan leaves nothing behind."""
+    busy = sum(proc.poll() is None for proc in list(_JOBS.values()))
+    if busy >= MAX_RUNNING_SCANS:
+        raise GptvizError(f"{busy} scans are running on this server already; start this one when one ends")
+
+
 def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = "cpu") -> Job:
     """Start `python -m gptviz scan` for this checkpoint and corpus; return at once. GptvizError when
-    MAX_RUNNING_SCANS already run (a finished one no longer counts)."""
-    busy = [j for j in list(_JOBS) if running(j)]
-    if len(busy) >= MAX_RUNNING_SCANS:
-        raise GptvizError(f"{len(busy)} scans are running on this server already; start this one when one ends")
+    MAX_RUNNING_SCANS already run (check_room)."""
+    with _FOLDERS:  # pruned, made and registered at once: another session's prune sees this scan running
+        check_room()
+        return _start(checkpoint, data, window, k, device)
+
+
+def _start(checkpoint: Path, data: Path, window: int, k: int, device: str) -> Job:
     job_id = uuid.uuid4().hex[:12]
-    folder = private_folder(prune(scans_root()), job_id)
+    folder = private_folder(prune(scans_root(), using=data), job_id)
     job = Job(job_id, str(folder / "scan"), str(folder / "progress.json"), str(folder / "scan.log"))
     # --flag=value: a path that starts with "-" stays a value, never a flag
     cmd = [sys.executable, "-m", "gptviz", "scan", f"--checkpoint={checkpoint}", f"--data={data}"]
@@ -160,15 +175,25 @@ def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = 
     return job
 
 
-def prune(root: Path, keep: int | None = None) -> Path:
+def prune(root: Path, keep: int | None = None, using: Path | None = None) -> Path:
     """Make room for one more of the page's folders in root: remove the oldest (by last change) beyond
-    keep - 1 (MAX_KEPT), never one a running scan reads or writes. Only names private_folder gave
-    are touched; root is private (0700), so nobody else put them there. Returns root."""
+    keep - 1 (MAX_KEPT), never one a running scan reads or writes, nor the one holding `using` (the
+    corpus of the scan about to start). Only names private_folder gave are touched; root is private
+    (0700), so nobody else put them there. Callers hold _FOLDERS. Returns root."""
     keep = MAX_KEPT if keep is None else keep
-    ours = [p for p in root.iterdir() if OWN_FOLDER.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
-    in_use = [arg for job in list(_JOBS) if running(job) for arg in _JOBS[job].args]
-    ours.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in ours[max(keep - 1, 0) :]:
+    try:
+        names = [p for p in root.iterdir() if OWN_FOLDER.fullmatch(p.name)]
+    except OSError:  # the folder cannot be listed: making the new one says why
+        return root
+    ages = {}
+    for p in names:
+        with contextlib.suppress(OSError):  # gone meanwhile, or not a folder of ours after all
+            st = p.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                ages[p] = st.st_mtime
+    in_use = [str(arg) for proc in list(_JOBS.values()) if proc.poll() is None for arg in proc.args]
+    in_use += [str(using)] if using is not None else []
+    for old in sorted(ages, key=ages.get, reverse=True)[max(keep - 1, 0) :]:
         if not any(f"{old}{os.sep}" in arg for arg in in_use):
             shutil.rmtree(old, ignore_errors=True)
     return root
@@ -177,8 +202,9 @@ def prune(root: Path, keep: int | None = None) -> Path:
 def save_upload(name: str, data: bytes) -> Path:
     """An uploaded corpus file, kept under a name of ours (only its suffix is the user's)."""
     suffix = ".jsonl" if name.lower().endswith(".jsonl") else ".txt"
-    folder = private_folder(prune(scans_root()), f"upload-{uuid.uuid4().hex[:12]}")
-    return write_private(folder / f"corpus{suffix}", data)
+    with _FOLDERS:
+        folder = private_folder(prune(scans_root()), f"upload-{uuid.uuid4().hex[:12]}")
+        return write_private(folder / f"corpus{suffix}", data)
 
 
 def job_state(job: Job) -> dict:
