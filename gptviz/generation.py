@@ -156,6 +156,7 @@ def generate(
     top_p: float | None = None,
     seed: int | None = None,
     crop_context: bool = False,
+    step_lock: contextlib.AbstractContextManager | None = None,
 ) -> Generation:
     """Continue `ids` by up to max_new_tokens tokens, one at a time, with a KV cache.
 
@@ -171,7 +172,11 @@ def generate(
     Without crop_context, generation stops at the model's block_size, the longest context it reads,
     and `stopped` says so. With it, the context is cropped to its last block_size tokens (a longer
     prompt too) and generation goes on, as nanoGPT's sample.py does; each step past block_size
-    re-runs the cropped window (absolute positions move), so its logits equal a fresh forward over it."""
+    re-runs the cropped window (absolute positions move), so its logits equal a fresh forward over it.
+
+    step_lock: held around each forward pass (the prompt's, then each step's) and released between
+    them: a server that runs one pass at a time for many sessions passes its lock, so a long
+    generation makes other sessions wait one step, not all of it. Re-entered once per step."""
     _check(max_new_tokens, temperature, top_k, top_p, seed)
     idx = as_ids(ids, model.device)  # (1, P)
     block = model.config.block_size
@@ -189,8 +194,10 @@ def generate(
     if n == 0:
         return out
     cache = KVCache(model.config.n_layer, capacity=min(P + n, block))
+    guard = step_lock if step_lock is not None else contextlib.nullcontext()
     with _attention_rows(model) as rows:
-        logits = model(idx[:, -block:], cache=cache)[0, -1]  # (V,): the prompt (its last block) runs once, fused
+        with guard:
+            logits = model(idx[:, -block:], cache=cache)[0, -1]  # (V,): the prompt (its last block) runs once
         rows.clear()
         for _ in range(n):
             probs = torch.softmax(logits.float(), dim=-1)  # (V,), before temperature
@@ -202,11 +209,12 @@ def generate(
             top_p_, top_i = torch.topk(probs, min(TOP, probs.numel()))
             position = len(out.ids)
             start = max(0, position + 1 - block)  # the first token the context keeps, the new one included
-            if start == 0:  # within block_size: only the new token runs, on the cached keys and values
-                logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
-            else:  # cropped: every kept token moves one position back, so the window runs afresh
-                window = torch.tensor([out.ids[start:] + [new]], device=idx.device)  # (1, block)
-                logits = model(window, explicit=True)[0, -1]
+            with guard:
+                if start == 0:  # within block_size: only the new token runs, on the cached keys and values
+                    logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
+                else:  # cropped: every kept token moves one position back, so the window runs afresh
+                    window = torch.tensor([out.ids[start:] + [new]], device=idx.device)  # (1, block)
+                    logits = model(window, explicit=True)[0, -1]
             attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)
             rows.clear()
             out.steps.append(

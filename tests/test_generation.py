@@ -215,3 +215,30 @@ def test_threads_sharing_one_model_each_get_their_own_rows(model):
         for a, b in zip(got[i].steps, w.steps):
             np.testing.assert_array_equal(a.attention, b.attention)
     assert all(not block.attn.weights._forward_hooks for block in model.transformer.h), "hooks removed"
+
+
+@pytest.mark.parametrize("crop", [False, True])
+def test_the_step_lock_is_held_around_every_forward_pass_and_only_there(crop):
+    """step_lock: every pass of the model (the prompt's, each step's, a cropped window's) runs holding
+    it, and it is let go between steps, so other threads' passes go in between."""
+    model = tiny_model()  # block_size 16: 20 new tokens after 5 slide the window with crop_context
+    lock, held, entered = threading.RLock(), [], [0]
+
+    class Counting:
+        def __enter__(self):
+            lock.acquire()
+            entered[0] += 1
+
+        def __exit__(self, *exc):
+            lock.release()
+
+    hook = model.register_forward_pre_hook(lambda mod, args: held.append(lock._is_owned()))
+    try:
+        n = 20 if crop else 8
+        g = gptviz.generate(model, PROMPT, n, temperature=0, crop_context=crop, step_lock=Counting())
+    finally:
+        hook.remove()
+    assert len(g.steps) == n and entered[0] == n + 1 == len(held) and all(held)
+    assert not lock._is_owned()
+    plain = gptviz.generate(model, PROMPT, n, temperature=0, crop_context=crop)
+    assert g.ids == plain.ids

@@ -61,17 +61,17 @@ if b4.button("Clear", key="gen_clear", disabled=not gen["ids"]):
 
 if one or many:
     try:
-        with caches.FORWARD:  # one session's steps at a time (caches.FORWARD says why)
-            g = gptviz.generate(
-                model,
-                all_ids,
-                1 if one else int(n),
-                temperature=float(temperature),
-                top_k=int(top_k) or None,
-                top_p=float(top_p) if top_p < 1.0 else None,
-                seed=int(seed),
-                crop_context=slide,
-            )
+        g = gptviz.generate(
+            model,
+            all_ids,
+            1 if one else int(n),
+            temperature=float(temperature),
+            top_k=int(top_k) or None,
+            top_p=float(top_p) if top_p < 1.0 else None,
+            seed=int(seed),
+            crop_context=slide,
+            step_lock=caches.FORWARD,  # one forward pass at a time (caches.FORWARD says why)
+        )
     except GptvizError as e:
         st.error(f"Not generated: {widgets.plain(e)}")
     else:
