@@ -143,3 +143,23 @@ def test_a_decoder_family_uploaded_equals_transformers(tmp_path, kind, shard):
         torch.testing.assert_close(bundle.model(ids), hf(ids).logits, atol=1e-4, rtol=1e-4)
     disk = gptviz.load(tmp_path).model.state_dict()
     assert all(torch.equal(v, disk[k]) for k, v in bundle.model.state_dict().items())
+
+
+@pytest.mark.parametrize("weights", ["safetensors", "bin"])
+@pytest.mark.parametrize("where", ["memory", "disk"])
+def test_a_fused_tensor_that_feeds_two_weights_loads_from_every_source(tmp_path, weights, where):
+    """Phi-3's gate_up_proj is both the gate and the up projection: read once and used twice, from an
+    upload and from a torch file on disk too (those are read whole; each tensor was let go after one
+    use, and the second use failed with "unexpected KeyError … please report this")."""
+    from hf_helpers import PROMPT_LEN, hf_random_decoder
+
+    hf = hf_random_decoder("phi3", seed=4)
+    if weights == "safetensors":
+        hf.save_pretrained(tmp_path)
+    else:
+        hf.config.save_pretrained(tmp_path)
+        torch.save(hf.state_dict(), tmp_path / "pytorch_model.bin")
+    bundle = gptviz.load(in_memory(tmp_path) if where == "memory" else tmp_path)
+    ids = torch.randint(0, hf.config.vocab_size, (1, PROMPT_LEN), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(bundle.model(ids), hf(ids).logits, atol=1e-4, rtol=1e-4)

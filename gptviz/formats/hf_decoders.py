@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -624,7 +625,17 @@ def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
     report.format = f"hf-{kind} ({files[0].name if len(files) == 1 else f'{len(files)} shards'})"
     tokenizer, note = decoder_tokenizer(path, config.vocab_size)
     model = GPT(config)
-    state = {ours: part.fn(*(weights.get(s) for s in part.sources)) for ours, part in parts.items()}
+    # a fused tensor feeds two of ours (Phi-3's gate_up_proj: gate and up): read once, let go after its last use
+    left = Counter(s for part in parts.values() for s in part.sources)
+    read: dict[str, torch.Tensor] = {}
+
+    def source(name: str) -> torch.Tensor:
+        if name not in read:
+            read[name] = weights.get(name)
+        left[name] -= 1
+        return read[name] if left[name] else read.pop(name)
+
+    state = {ours: part.fn(*(source(s) for s in part.sources)) for ours, part in parts.items()}
     load_state_into(model, state, report, source)
     del state
     report.reshaped = sorted(k for k, p in parts.items() if len(p.sources) > 1 or p.fn is not _one)
