@@ -120,7 +120,7 @@ def test_weights_whose_shapes_lie_are_refused_before_they_are_read(tmp_path):
 def test_a_file_that_cannot_be_mapped_is_read_once(tmp_path):
     """torch's older non-zip format and a zip whose entries were compressed cannot be mapped: the
     shapes-first pass then reads the file whole, and that one read is what loads (reading it again
-    held it twice: 865 MB against 584 for 300 MB of optimizer state)."""
+    held it twice: 693 MB against 497 for 200 MB of optimizer state)."""
     import zipfile
 
     optimizer = {"state": torch.randn(200 * 2**20 // 4)}  # 200 MB that does not compress
@@ -134,7 +134,9 @@ def test_a_file_that_cannot_be_mapped_is_read_once(tmp_path):
     with zipfile.ZipFile(plain) as src, zipfile.ZipFile(rezipped, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as dst:
         for info in src.infolist():
             dst.writestr(info.filename, src.read(info))
+    # against a file read once in the same way (mapped, then read): a second copy would add 200 MB
+    ref = load_in_child(plain)["peak_mb"]
     for path in (legacy, rezipped):
         out = load_in_child(path)
         assert out["results"][0]["error"] is None, out
-        assert out["peak_mb"] < PEAK_MB, f"{path.parent.name}: peak RSS {out['peak_mb']:.0f} MB"
+        assert out["peak_mb"] < ref + 100, f"{path.parent.name}: peak RSS {out['peak_mb']:.0f} MB, {ref:.0f} read once"
