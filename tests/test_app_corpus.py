@@ -276,3 +276,42 @@ def test_a_scan_refused_for_room_saves_no_upload(at, monkeypatch, tmp_path):
         for p in sleeping:
             p.kill()
             p.wait()
+
+
+def test_an_uploaded_corpus_is_there_when_its_scan_starts_whatever_others_upload(monkeypatch, tmp_path):
+    """start_scan saves the upload and starts its scan in one turn of the folder lock: other sessions
+    saving uploads meanwhile (each pruning the oldest) cannot remove it first (saved, then started in
+    two steps, it was gone after 20 other uploads in between)."""
+    import subprocess
+    import sys
+    import threading
+
+    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(cp, "_JOBS", {})
+    monkeypatch.setattr(cp, "MAX_KEPT", 2)
+    monkeypatch.setattr(cp, "MAX_RUNNING_SCANS", 100)
+    real, missing = subprocess.Popen, []
+
+    def sleeper(cmd, **kw):
+        data = next(a.removeprefix("--data=") for a in cmd if a.startswith("--data="))
+        if not Path(data).is_file():
+            missing.append(data)
+        return real([sys.executable, "-c", "pass"], **kw)
+
+    monkeypatch.setattr(cp.subprocess, "Popen", sleeper)
+    stop = threading.Event()
+
+    def others() -> None:
+        while not stop.is_set():
+            cp.save_upload("other.txt", b"words")
+
+    crowd = [threading.Thread(target=others) for _ in range(3)]
+    for t in crowd:
+        t.start()
+    try:
+        jobs = [cp.start_scan(tmp_path / "ck", (f"{i}.txt", b"my corpus"), 8, 2) for i in range(30)]
+    finally:
+        stop.set()
+        for t in crowd:
+            t.join(30)
+    assert len(jobs) == 30 and not missing, missing[:3]

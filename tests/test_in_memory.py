@@ -163,3 +163,23 @@ def test_a_fused_tensor_that_feeds_two_weights_loads_from_every_source(tmp_path,
     ids = torch.randint(0, hf.config.vocab_size, (1, PROMPT_LEN), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         torch.testing.assert_close(bundle.model(ids), hf(ids).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_a_decoder_whose_tensor_changes_while_it_loads_is_named_by_its_folder(tmp_path, monkeypatch):
+    """The message of a shape found wrong while the weights are copied names the checkpoint (a helper
+    in load_hf_decoder once shadowed the path, and the message began with a function's repr)."""
+    from hf_helpers import hf_random_decoder
+
+    from gptviz.formats import hf_decoders
+
+    hf_random_decoder("llama", seed=5).save_pretrained(tmp_path)
+    real = hf_decoders.Weights.get
+
+    def rewritten(self, key):  # as if the file changed between its header and its tensors
+        t = real(self, key)
+        return t[:-1] if key.endswith("input_layernorm.weight") else t
+
+    monkeypatch.setattr(hf_decoders.Weights, "get", rewritten)
+    with pytest.raises(gptviz.CheckpointError) as e:
+        gptviz.load(tmp_path)
+    assert str(e.value).startswith(str(tmp_path)) and "has shape" in str(e.value) and "function" not in str(e.value)

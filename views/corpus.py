@@ -78,10 +78,8 @@ elif mode == "run a new scan":
     busy = cp.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
-            cp.check_room()  # a scan that would be refused saves no upload
-            if isinstance(data, tuple):
-                data = cp.save_upload(data[1], data[2])
-            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            corpus = data[1:] if isinstance(data, tuple) else data  # an upload is saved by start_scan
+            job = cp.start_scan(checkpoint_path(v.source), corpus, int(window), int(k), v.device)
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")

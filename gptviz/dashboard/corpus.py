@@ -148,11 +148,16 @@ def check_room() -> None:
         raise GptvizError(f"{busy} scans are running on this server already; start this one when one ends")
 
 
-def start_scan(checkpoint: Path, data: Path, window: int, k: int, device: str = "cpu") -> Job:
-    """Start `python -m gptviz scan` for this checkpoint and corpus; return at once. GptvizError when
-    MAX_RUNNING_SCANS already run (check_room)."""
-    with _FOLDERS:  # pruned, made and registered at once: another session's prune sees this scan running
+def start_scan(checkpoint: Path, data: Path | tuple[str, bytes], window: int, k: int, device: str = "cpu") -> Job:
+    """Start `python -m gptviz scan` for this checkpoint and corpus (a path, or an upload's (name,
+    bytes), saved first); return at once. GptvizError when MAX_RUNNING_SCANS already run (check_room),
+    and then nothing is saved."""
+    # room checked, upload saved, folders pruned, made and the scan registered at once: another
+    # session's prune or upload cannot come in between and remove this scan's corpus
+    with _FOLDERS:
         check_room()
+        if isinstance(data, tuple):
+            data = _save_upload(*data)
         return _start(checkpoint, data, window, k, device)
 
 
@@ -201,10 +206,14 @@ def prune(root: Path, keep: int | None = None, using: Path | None = None) -> Pat
 
 def save_upload(name: str, data: bytes) -> Path:
     """An uploaded corpus file, kept under a name of ours (only its suffix is the user's)."""
-    suffix = ".jsonl" if name.lower().endswith(".jsonl") else ".txt"
     with _FOLDERS:
-        folder = private_folder(prune(scans_root()), f"upload-{uuid.uuid4().hex[:12]}")
-        return write_private(folder / f"corpus{suffix}", data)
+        return _save_upload(name, data)
+
+
+def _save_upload(name: str, data: bytes) -> Path:
+    suffix = ".jsonl" if name.lower().endswith(".jsonl") else ".txt"
+    folder = private_folder(prune(scans_root()), f"upload-{uuid.uuid4().hex[:12]}")
+    return write_private(folder / f"corpus{suffix}", data)
 
 
 def job_state(job: Job) -> dict:

@@ -629,13 +629,13 @@ def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
     left = Counter(s for part in parts.values() for s in part.sources)
     read: dict[str, torch.Tensor] = {}
 
-    def source(name: str) -> torch.Tensor:
+    def take(name: str) -> torch.Tensor:
         if name not in read:
             read[name] = weights.get(name)
         left[name] -= 1
         return read[name] if left[name] else read.pop(name)
 
-    state = {ours: part.fn(*(source(s) for s in part.sources)) for ours, part in parts.items()}
+    state = {ours: part.fn(*(take(s) for s in part.sources)) for ours, part in parts.items()}
     load_state_into(model, state, report, source)
     del state
     report.reshaped = sorted(k for k, p in parts.items() if len(p.sources) > 1 or p.fn is not _one)
