@@ -74,12 +74,11 @@ elif mode == "run a new scan":
         if up is not None and up.size > cp.MAX_UPLOAD_BYTES:
             st.error(f"That file is larger than {cp.MAX_UPLOAD_BYTES // 2**20} MB; give its path instead.")
         elif up is not None:
-            data = ("upload", up.name, up.getvalue())
+            data = (up.name, up.getvalue())  # saved by start_scan, once it knows the scan can run
     busy = cp.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
-            corpus = data[1:] if isinstance(data, tuple) else data  # an upload is saved by start_scan
-            job = cp.start_scan(checkpoint_path(v.source), corpus, int(window), int(k), v.device)
+            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")

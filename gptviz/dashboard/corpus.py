@@ -140,10 +140,15 @@ def running(job_id: str | None) -> bool:
     return proc is not None and proc.poll() is None
 
 
+def _live() -> list[subprocess.Popen]:
+    """The scan processes of this server still running (a copy: another session may end one meanwhile)."""
+    return [proc for proc in list(_JOBS.values()) if proc.poll() is None]
+
+
 def check_room() -> None:
-    """GptvizError when MAX_RUNNING_SCANS already run (a finished one no longer counts): asked before
-    an uploaded corpus is saved, so a refused scan leaves nothing behind."""
-    busy = sum(proc.poll() is None for proc in list(_JOBS.values()))
+    """GptvizError when MAX_RUNNING_SCANS already run (a finished one no longer counts): start_scan asks
+    before it saves an uploaded corpus, so a refused scan leaves nothing behind."""
+    busy = len(_live())
     if busy >= MAX_RUNNING_SCANS:
         raise GptvizError(f"{busy} scans are running on this server already; start this one when one ends")
 
@@ -196,7 +201,7 @@ def prune(root: Path, keep: int | None = None, using: Path | None = None) -> Pat
             st = p.lstat()
             if stat.S_ISDIR(st.st_mode):
                 ages[p] = st.st_mtime
-    in_use = [str(arg) for proc in list(_JOBS.values()) if proc.poll() is None for arg in proc.args]
+    in_use = [str(arg) for proc in _live() for arg in proc.args]
     in_use += [str(using)] if using is not None else []
     for old in sorted(ages, key=ages.get, reverse=True)[max(keep - 1, 0) :]:
         if not any(f"{old}{os.sep}" in arg for arg in in_use):
