@@ -132,7 +132,7 @@ def test_the_installed_package_carries_the_shipped_checkpoints_lessons_and_scan(
         "(s / 'scans' / 'shakespeare-char' / 'summary.json').is_file(), len(list((s / 'shakespeare').glob('*.txt'))), "
         "b.tokenizer.decode(b.tokenizer.encode('ROMEO.'))]))"
     )
-    env = {k: "" for k in ("GPTVIZ_CHECKPOINTS_DIR", "GPTVIZ_SAMPLES_DIR")}
+    env = dict.fromkeys(("GPTVIZ_CHECKPOINTS_DIR", "GPTVIZ_SAMPLES_DIR"), "")
     r = pkg.run(sys.executable, "-c", code, **env)
     assert r.returncode == 0, r.stderr
     folder, names, scan, texts, text = json.loads(r.stdout)

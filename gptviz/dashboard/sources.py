@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..shipped import shipped_dir
 from ..formats.safe import read_json, shown_name, user_path
 from ..listing import list_folder
+from ..shipped import shipped_dir
 from .uploads import UPLOAD_PREFIX, is_upload
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
