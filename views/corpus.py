@@ -7,7 +7,7 @@ import streamlit as st
 
 from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
-from gptviz.dashboard import widgets
+from gptviz.dashboard import keys, pages, widgets
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
@@ -16,14 +16,14 @@ from gptviz.figures import token_chips_html
 from gptviz.formats.safe import user_path
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
-PAGES = {"attention": "views/attention.py", "next": "views/next_token.py"}
-target = st.session_state.pop("_corpus_open", None)
+PAGES = {"attention": "attention", "next": "next-token"}  # what an "open as prompt" click opens, by page key
+target = st.session_state.pop(keys.CORPUS_OPEN, None)
 if target in PAGES:  # set by an "open as prompt" click below, with the prompt already chosen
     keep = {k: st.session_state[k] for k in SIDEBAR_KEYS if k in st.session_state}
-    st.session_state["_switch_choices"] = {**keep, "prompt": st.session_state.pop("_corpus_prompt", "")}
-    st.switch_page(PAGES[target])
+    st.session_state[keys.SWITCH_CHOICES] = {**keep, "prompt": st.session_state.pop(keys.CORPUS_PROMPT, "")}
+    st.switch_page(pages.page_file(PAGES[target]))
 
-finished = st.session_state.pop("_corpus_done", None)
+finished = st.session_state.pop(keys.CORPUS_DONE, None)
 if finished:  # a scan this page started has ended: open its folder
     st.session_state.update(corpus_mode="open a scan folder", corpus_folder=finished, corpus_scan=finished)
 
@@ -109,7 +109,7 @@ def progress() -> None:
     if state["state"] == "error":
         st.session_state["corpus_error"] = state.get("message", "the scan failed")
     else:  # shown as an opened folder: the widgets take it before they are drawn, in the next run
-        st.session_state["_corpus_done"] = job.out
+        st.session_state[keys.CORPUS_DONE] = job.out
     st.rerun(scope="app")
 
 
@@ -173,8 +173,8 @@ with tab_h:
 
 
 def open_as_prompt(page: str, ids: list[int]) -> None:
-    st.session_state["_corpus_open"] = page
-    st.session_state["_corpus_prompt"] = tok.decode(ids) if tok is not None else ", ".join(map(str, ids))
+    st.session_state[keys.CORPUS_OPEN] = page
+    st.session_state[keys.CORPUS_PROMPT] = tok.decode(ids) if tok is not None else ", ".join(map(str, ids))
 
 
 with tab_n:

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from gptviz.analysis import worked
-from gptviz.dashboard import widgets
+from gptviz.dashboard import pages, widgets
 from gptviz.dashboard.state import link_params, view
 from gptviz.lessons import content
 
@@ -254,10 +254,12 @@ with tablinks:
     )
     for lesson in worked.LESSONS:
         params = link_params(**{k: lesson[k] for k in ("checkpoint", "prompt", "layer", "head")})
-        st.page_link(worked.PAGE_FILES[lesson["page"]], label=lesson["title"], query_params=params)
+        st.page_link(pages.page_file(lesson["page"]), label=lesson["title"], query_params=params)
         st.caption(lesson["what"])
     here = {k: st.query_params[k] for k in ("checkpoint", "prompt") if k in st.query_params}
     st.page_link(
-        "views/forward_pass.py", label="One forward pass, step by step", query_params=link_params(**here, step=1)
+        pages.page_file("forward-pass"),
+        label="One forward pass, step by step",
+        query_params=link_params(**here, step=1),
     )
     st.caption("On the model and prompt chosen now: every step has its own link (the step number is in the address).")
