@@ -10,6 +10,7 @@ from gptviz.dashboard import pages
 
 ROOT = Path(__file__).resolve().parents[1]
 VIEW_FILE = re.compile(r"views/\w+\.py")
+MARKUP = re.compile(r"<(span|div|b|p|a|table|br)\b")  # HTML a page would build itself
 
 # Title and URL path of every page as the router listed them before the registry (bookmarks depend on them).
 BOOKMARKED = {
@@ -67,3 +68,16 @@ def test_no_page_is_named_by_file_outside_the_registry():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and VIEW_FILE.search(node.value):
                 named.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert named == []
+
+
+def test_page_files_are_thin():
+    """Every page file is at most 200 lines and builds no HTML of its own (figures/ and dashboard/ do)."""
+    too_long, markup = [], []
+    for spec in pages.PAGES:
+        text = (ROOT / spec.file).read_text()
+        if len(text.splitlines()) > 200:
+            too_long.append(f"{spec.file}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and MARKUP.search(node.value):
+                markup.append(f"{spec.file}:{node.lineno}")
+    assert too_long == [] and markup == []

@@ -7,13 +7,12 @@ import streamlit as st
 
 from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
-from gptviz.dashboard import keys, pages, widgets
+from gptviz.dashboard import keys, pages, scan_form, widgets
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
 from gptviz.figures import token_chips_html
-from gptviz.formats.safe import user_path
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
 
@@ -54,7 +53,7 @@ elif mode == "run a new scan":
         st.info("A scan runs on a shipped checkpoint or a local path; choose one in the sidebar.")
     samples = queries.sample_corpora()
     c1, c2, c3 = st.columns([2, 1, 1])
-    kinds = [f"shipped sample: {s}" for s in samples] + ["a path on this server"]
+    kinds = [f"{scan_form.SAMPLE}{s}" for s in samples] + ["a path on this server"]
     kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() else []  # 0: uploads are off on this server
     kind = c1.selectbox("Corpus", kinds, key="corpus_source")
     block = v.bundle.model.config.block_size
@@ -62,22 +61,7 @@ elif mode == "run a new scan":
     k = c3.number_input("Contexts per neuron (k)", 1, 200, 20, key="corpus_k")
     kept = scan_jobs.MAX_KEPT
     st.caption(f"This server keeps the newest {kept} scans and uploaded corpora; a new one removes the oldest.")
-    data = None
-    if kind.startswith("shipped sample: "):
-        data = queries.samples_dir() / kind.removeprefix("shipped sample: ")
-    elif kind == "a path on this server":
-        typed = st.text_input("Corpus path (.txt, folder of .txt, .jsonl or .parquet)", key="corpus_path")
-        try:
-            data = user_path(typed) if typed else None
-        except GptvizError as e:  # a NUL byte: no file has that name
-            st.error(widgets.plain(e))
-            data = None
-    else:
-        up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload")
-        if up is not None and up.size > scan_jobs.MAX_UPLOAD_BYTES:
-            st.error(f"That file is larger than {scan_jobs.MAX_UPLOAD_BYTES // 2**20} MB; give its path instead.")
-        elif up is not None:
-            data = (up.name, up.getvalue())  # saved by start_scan, once it knows the scan can run
+    data = scan_form.corpus_data(kind)
     busy = scan_jobs.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
@@ -201,8 +185,7 @@ with tab_n:
         ctx, at = queries.context(scan, int(r.window), int(r.position))
         prefix = queries.window_ids(scan, int(r.window))[: int(r.position) + 1].tolist()
         c1, c2, c3 = st.columns([6, 1.3, 1.5], vertical_alignment="center")
-        marked = cfig.context_html(queries.token_texts(tok, ctx), at, r.value)
-        c1.html(f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · " + marked)
+        c1.html(cfig.ranked_context_html(r.rank, r.value, r.window, queries.token_texts(tok, ctx), at))
         c2.button("Attention", key=f"corpus_attn_{r.rank}", on_click=open_as_prompt, args=("attention", prefix))
         c3.button("Next token", key=f"corpus_next_{r.rank}", on_click=open_as_prompt, args=("next", prefix))
     widgets.download("neurons (CSV)", lambda: scan.neurons, "neurons.csv", key="corpus_dl_neurons")
