@@ -4,25 +4,22 @@ worst windows, a window's tokens and losses, a neuron's contexts, the neurons a 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..formats.safe import user_path
+from ..shipped import shipped_dir
 from . import Scan
 
-SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
+SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # (read by shipped_dir) shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
 CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
 CONTEXT_AFTER = 8
 
 
 def samples_dir() -> Path:
-    if os.environ.get(SAMPLES_ENV):
-        return Path(os.environ[SAMPLES_ENV])
-    checkout = Path(__file__).resolve().parents[2] / "samples"
-    return checkout if checkout.is_dir() else Path.cwd() / "samples"
+    return shipped_dir("samples")
 
 
 def sample_corpora() -> list[str]:
