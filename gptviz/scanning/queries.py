@@ -13,7 +13,7 @@ from ..formats.safe import user_path
 from ..shipped import shipped_dir
 from . import Scan
 
-SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # (read by shipped_dir) shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
+SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # another samples/ folder (read by shipped_dir): samples/<name>/, samples/scans/
 CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
 CONTEXT_AFTER = 8
 
