@@ -135,3 +135,13 @@ def test_the_documented_layout_is_in_import_order():
     for block in listings:
         listed = [m for m in re.findall(r"^  (\w+)(?:\.py|/)", block, re.M) if m in RANK]
         assert listed == sorted(listed, key=RANK.get), "reorder the listing as LAYERS"
+
+
+def test_a_notebook_runs_and_queries_scans_without_streamlit():
+    """What the Corpus page does with a scan (start it, follow it, query it) imports no Streamlit."""
+    import subprocess
+    import sys
+
+    code = "import sys, gptviz.scanning.jobs, gptviz.scanning.queries; print('streamlit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
