@@ -1,4 +1,4 @@
-"""GPTConfig: every variant of the model family, chosen by fields (DESIGN.md, "The model family").
+"""GPTConfig: every variant of the model family, chosen by fields (docs/architecture.md, "The model family").
 
 A config often comes from a file a stranger wrote (config.json, nanoGPT's model_args), so every
 field is type-checked and held to the bounds in limits.py when the config is made, before any
@@ -21,7 +21,7 @@ CHOICES = {
     "qk_norm": ("none", "head", "all"),
 }
 SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
-# GPT-2's own fields (DESIGN.md, "The model family"): a model card always shows them
+# GPT-2's own fields (docs/architecture.md, "The model family"): a model card always shows them
 CLASSIC = (*SIZES, "dropout", "bias", "pos_encoding", "norm", "activation", "tie_weights", "norm_eps")
 # sizes where 0 means "derived": n_kv_head = n_head, head_size = C / H, n_inner = 4C
 DERIVED = ("n_kv_head", "head_size", "n_inner", "sliding_window", "rope_original_max")
@@ -67,7 +67,7 @@ class GPTConfig:
     activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2's gelu_new) | relu
     tie_weights: bool = True  # lm_head shares the token embedding, as GPT-2
     norm_eps: float = 1e-5
-    # --- the third round: every common decoder family (DESIGN.md); GPT-2's value is each default ---
+    # --- the third round: every common decoder family (docs/architecture.md); GPT-2's value is each default ---
     n_kv_head: int = (
         0  # H_kv, key/value heads (grouped-query attention: Llama 2/3, Mistral, Qwen, Gemma); 0 = n_head (GPT-2)
     )

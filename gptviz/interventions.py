@@ -1,4 +1,4 @@
-"""Interventions: name a contract point and say what to put there (DESIGN.md, "Interventions").
+"""Interventions: name a contract point and say what to put there (docs/architecture.md, "Asking why and what if").
 
     gptviz.trace(model, ids, interventions=[
         gptviz.ablate("blocks.3.attn.z", heads=[5]),                     # zero head 5 of layer 3

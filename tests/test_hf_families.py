@@ -1,5 +1,5 @@
-"""Every common decoder family against Hugging Face transformers itself (DESIGN.md, "Every common
-decoder family, zero code"): random-weight models built from each config class, eager attention,
+"""Every common decoder family against Hugging Face transformers itself (docs/architecture.md,
+"The model family"): random-weight models built from each config class, eager attention,
 float32, norm weights and biases re-randomised, prompts longer than every sliding window, small
 soft-caps. Saved with save_pretrained, loaded through gptviz.load, compared on logits (1e-4), every
 layer's attention weights (1e-5) and every residual (1e-4)."""

@@ -34,7 +34,7 @@ __all__ = ["Scan", "scan", "load_scan", "ScanDataError", "ScanFolderError"]
 
 @dataclass
 class Scan:
-    """A scan's tables (see DESIGN.md, "the corpus scan"). head_windows: every window's head scores,
+    """A scan's tables (see docs/architecture.md, "The corpus scan"). head_windows: every window's head scores,
     of which `heads` is the mean (the page draws their distribution)."""
 
     windows: pd.DataFrame
@@ -131,7 +131,7 @@ def scan(
     ray_address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Scan:
-    """Scan a corpus (see DESIGN.md, "the corpus scan").
+    """Scan a corpus (see docs/architecture.md, "The corpus scan").
 
     model: a GPT, a Bundle or a checkpoint path (its tokenizer is used when tokenizer is None).
     data: a .txt file, a folder of .txt files, a .jsonl or .parquet file with a `text` column, a
