@@ -20,6 +20,9 @@ from .errors import (
     PromptError,
     UnknownCharacterError,
 )
+from .features import SAE, load_sae
+from .features.activations import feature_activations
+from .features.edits import edit_features
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
@@ -27,6 +30,7 @@ from .model import GPT, explicit_attention
 from .names import contract_names, point
 from .record import Trace
 from .scanning import Scan, load_scan, scan
+from .steering import neuron_direction, steer, steering_sweep, steering_vector
 from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, display_token, encode_prompt, parse_ids
 
 __all__ = [
@@ -43,6 +47,14 @@ __all__ = [
     "patch",
     "intervene",
     "patching_sweep",
+    "SAE",
+    "load_sae",
+    "feature_activations",
+    "edit_features",
+    "steer",
+    "steering_vector",
+    "steering_sweep",
+    "neuron_direction",
     "health",
     "head_scores",
     "logit_lens",
