@@ -60,13 +60,13 @@ class Steer(Intervention):
         return True
 
     def replacement(self, value: Tensor, batched: bool) -> Tensor:
-        rows = as_rows(value, self.site, batched)  # [(B,) T, d]
+        rows = as_rows(value, self.name, batched)  # [(B,) T, d]
         if rows.size(-1) != self.vector.numel():
             raise InterventionError(
                 f"the steering vector has {self.vector.numel()} values; {self.name} has {rows.size(-1)} per token"
             )
         add = self.coeff * self.vector.to(device=value.device, dtype=value.dtype)  # [d]
-        return from_rows(rows + add, value, self.site)
+        return from_rows(rows + add, value, self.name)
 
     def describe(self) -> str:
         return f"steer {super().describe()} by {self.coeff:g} × a vector of norm {float(self.vector.norm()):.3g}"

@@ -46,7 +46,7 @@ class FeatureEdit(Intervention):
         return True
 
     def replacement(self, value: Tensor, batched: bool) -> Tensor:
-        rows = as_rows(value, self.site, batched)  # [(B,) T, d_in]
+        rows = as_rows(value, self.name, batched)  # [(B,) T, d_in]
         if rows.size(-1) != self.sae.d_in:
             raise InterventionError(f"the SAE reads {self.sae.d_in} values per token; {self.name} has {rows.size(-1)}")
         index = torch.tensor(self.features, device=rows.device)
@@ -57,7 +57,7 @@ class FeatureEdit(Intervention):
 
         with torch.no_grad():
             new = self.sae.edit(rows.float(), change).to(value.dtype)
-        return from_rows(new, value, self.site)
+        return from_rows(new, value, self.name)
 
     def describe(self) -> str:
         how = "zero" if self.how == "zero" else f"= {self.how:g}"

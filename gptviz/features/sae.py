@@ -145,7 +145,7 @@ class SAE(nn.Module):
     def encode(self, x):
         """[..., d_in] -> [..., d_sae]: the feature activations (SAELens's encode). A NumPy array
         in gives one back."""
-        t = torch.as_tensor(x)
+        t = torch.tensor(x) if isinstance(x, np.ndarray) else torch.as_tensor(x)  # a read-only array is copied
         self._check(t, self.d_in, "the SAE's input")
         f = self._act(self._pre(t, _Norm(self.cfg.normalize_activations)))
         return f.detach().numpy() if isinstance(x, np.ndarray) else f
