@@ -215,6 +215,12 @@ def cmd_scan(args) -> None:
     run(args)
 
 
+def cmd_sae(args) -> None:
+    from .features.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     if args.why:
         from .bench_why import main as bench
@@ -320,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     scan_arguments(p)
     p.set_defaults(func=cmd_scan)
+
+    p = sub.add_parser("sae", help="sparse autoencoders: train one on a checkpoint's activations")
+    from .features.command import add_arguments as sae_arguments
+
+    sae_arguments(p)
+    p.set_defaults(func=cmd_sae)
 
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
