@@ -28,6 +28,7 @@ from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
 from .model import GPT, explicit_attention
 from .names import contract_names, point
+from .progress import Cancelled, Progress
 from .record import Trace
 from .scanning import Scan, load_scan, scan
 from .steering import neuron_direction, steer, steering_sweep, steering_vector
@@ -81,4 +82,6 @@ __all__ = [
     "UnknownCharacterError",
     "CheckpointError",
     "DeviceError",
+    "Progress",
+    "Cancelled",
 ]
