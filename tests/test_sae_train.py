@@ -40,11 +40,11 @@ def test_training_learns_and_reports_on_held_out_windows(tmp_path):
         k=8,
         steps=150,
         out=tmp_path,
-        progress=lambda d, t: seen.append((d, t)),
+        progress=lambda p: seen.append((p.done, p.total)),
         seed=1,
     )
     assert (sae.site, sae.d_in, sae.d_sae, sae.k, sae.architecture) == ("blocks.1.resid_post", 16, 64, 8, "topk")
-    assert seen[-1] == (150, 150) and [d for d, _ in seen] == list(range(1, 151))
+    assert seen[-1] == (150, 150) and [d for d, _ in seen] == list(range(151))
     r = sae.report
     assert r.fvu < few.report.fvu and r.fvu < 0.3, (r.fvu, few.report.fvu)
     assert r.l0 <= 8 and 0 <= r.dead <= 1 and r.steps == 150 and r.tokens == 150 * 1024
@@ -102,3 +102,32 @@ def test_cli_trains_and_writes_an_sae(tmp_path):
         [*cmd[:-1], str(tmp_path / "x"), "--site", "blocks.9.resid_post"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "layers" in bad.stderr
+
+
+def test_scan_with_an_sae_keeps_each_features_strongest_contexts(tmp_path):
+    model = tiny_model()
+    sae = train_sae(model, DOCS, "blocks.1.resid_post", width=2, k=4, steps=3)
+    s = gptviz.scan(model, DOCS, window=16, k=3, saes=[sae], out=tmp_path)
+    assert list(s.features.columns) == ["feature", "rank", "value", "window", "position", "sae"]
+    # brute force: every window's features from a Trace, the best window per feature
+    acts = {
+        w: gptviz.feature_activations(gptviz.trace(model, ids), sae)
+        for w, ids in zip(s.windows.window, s.windows.token_ids)
+    }
+    tokens = sum(len(a) for a in acts.values())
+    for f in range(sae.d_sae):
+        best = sorted(
+            ((float(a[:, f].max()), w, int(a[:, f].argmax())) for w, a in acts.items()), key=lambda t: (-t[0], t[1])
+        )
+        best = [b for b in best if b[0] > 0][:3]
+        got = s.features[s.features.feature == f].sort_values("rank")
+        assert len(got) == len(best)
+        for row, (value, w, pos) in zip(got.itertuples(), best):
+            assert row.value == pytest.approx(value, abs=1e-5) and (row.window, row.position) == (w, pos)
+        fires = sum(int((a[:, f] > 0).sum()) for a in acts.values())
+        assert s.feature_density.set_index("feature").loc[f, "fires"] == fires
+        assert s.feature_density.set_index("feature").loc[f, "density"] == pytest.approx(fires / tokens)
+    back = gptviz.load_scan(tmp_path)
+    assert back.features.equals(s.features)
+    plain = gptviz.scan(model, DOCS, window=16, k=3)
+    assert plain.neurons.equals(s.neurons) and len(plain.features) == 0

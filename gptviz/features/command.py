@@ -36,9 +36,9 @@ def run(args) -> None:
         torch.set_num_threads(args.threads)
     bar = tqdm(total=0, unit="step", desc="sae", file=sys.stderr, disable=None)
 
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
+    def progress(p) -> None:
+        bar.total = p.total
+        bar.n = p.done
         bar.refresh()
 
     try:

@@ -16,9 +16,10 @@ Decoder rows are kept at unit norm (after each step), as the recipe does.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ from torch import Tensor
 from ..capture import edited
 from ..checks import whole
 from ..errors import GptvizError
+from ..progress import ProgressFn, Reporter
 from ..scanning.corpus import Window, read_corpus
 from .activations import as_rows, from_rows
 from .files import save_sae
@@ -61,11 +63,8 @@ def _site_rows(model, site: str, windows: Sequence[Window]) -> Tensor:
         got["v"] = as_rows(out, site, batched=True)  # [B, T, d_in]
         raise _Stop
 
-    with torch.no_grad(), edited(model, {site: stop}):
-        try:
-            model(idx.to(model.device))
-        except _Stop:
-            pass
+    with torch.no_grad(), edited(model, {site: stop}), contextlib.suppress(_Stop):
+        model(idx.to(model.device))
     real = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # [B, T]
     return got["v"][real.to(got["v"].device)].float()  # [N, d_in]
 
@@ -198,7 +197,7 @@ def train_sae(
     steps: int | None = None,
     engine: str = "local",
     out=None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     *,
     tokenizer=None,
     lr: float = 1e-3,
@@ -209,8 +208,9 @@ def train_sae(
     activations over the corpus `data` (what gptviz.scan reads: a .txt file, a folder, .jsonl,
     .parquet, a list of texts or of id lists). model: a GPT, a Bundle or a checkpoint path.
     steps: SAE steps of 1,024 tokens (default: about 16 passes over a small corpus, at most 3,000).
-    out: also write it in SAELens's format there (with the report in cfg.json). progress(done, total)
-    after each step. The returned SAE carries `report` (a TrainReport), measured on held-out windows."""
+    out: also write it in SAELens's format there (with the report in cfg.json). progress: called
+    with a gptviz.Progress of "steps" after each step (raise gptviz.Cancelled in it to stop).
+    The returned SAE carries `report` (a TrainReport), measured on held-out windows."""
     from ..scanning import _model_and_tokenizer
 
     if engine != "local":
@@ -246,6 +246,8 @@ def train_sae(
     k_aux = max(1, d_in // 2)
     seen = 0
     x = first
+    reporter = Reporter(progress, "steps", total)
+    reporter.start()
     for step in range(total):
         if step:
             x = next(batches)
@@ -260,8 +262,7 @@ def train_sae(
             sae.W_dec.div_(sae.W_dec.norm(dim=-1, keepdim=True).clamp_min(1e-8))
         seen += len(x)
         last_fired[fired.unique()] = seen
-        if progress is not None:
-            progress(step + 1, total)
+        reporter.tick()
     sae.requires_grad_(False)
     train_seconds = time.perf_counter() - started
     measured = evaluate(model, sae, held)

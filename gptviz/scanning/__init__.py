@@ -12,7 +12,7 @@ ray_engine.py are the two engines (same Partials, same merge), store.py reads an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,9 @@ import pandas as pd
 from ..analysis.heads import SCORES
 from ..checks import whole
 from ..errors import GptvizError
+from ..features.sites import check_fits
 from .corpus import Corpus, ScanDataError, read_corpus
+from .features import FeatureScan
 from .local import default_batch_size, run_local
 from .reduce import Partial
 from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
@@ -43,6 +45,11 @@ class Scan:
     heads: pd.DataFrame
     summary: dict
     head_windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_windows"])))
+    # with saes=[...]: each feature's strongest contexts, and how often it fires (scanning/features.py)
+    features: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["features"])))
+    feature_density: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["feature_density"]))
+    )
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {
@@ -51,6 +58,8 @@ class Scan:
             "neurons": self.neurons,
             "heads": self.heads,
             "head_windows": self.head_windows,
+            "features": self.features,  # empty without saes: written anyway, so no stale file stays
+            "feature_density": self.feature_density,
         }
 
 
@@ -130,6 +139,7 @@ def scan(
     batch_size: int | None = None,
     ray_address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    saes: Sequence = (),
 ) -> Scan:
     """Scan a corpus (see DESIGN.md, "the corpus scan").
 
@@ -140,6 +150,8 @@ def scan(
     progress(done, total): called with the windows done so far. device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
     on purpose is an error). k: contexts kept per neuron.
+    saes: SAEs (gptviz.load_sae) read in the same pass: `scan.features` (feature, rank, value, window,
+    position, and `sae`, its index in saes) and `scan.feature_density` (how often each fires).
     """
     if engine not in ENGINES:
         raise GptvizError(f"unknown engine {engine!r}; choose local or ray")
@@ -155,6 +167,11 @@ def scan(
         raise GptvizError(f"window {window} is longer than the model reads (block_size={cfg.block_size})")
     if not isinstance(k, int) or k < 1:
         raise GptvizError(f"k must be a positive integer, got {k!r}")
+    saes = list(saes)
+    if saes and engine != "local":
+        raise GptvizError("a scan with saes= runs on the local engine for now")
+    for sae in saes:
+        check_fits(sae, model)
     corpus = read_corpus(data, tokenizer, window, cfg.vocab_size)
     n_neurons = model.transformer.h[0].mlp.c_proj.in_features
     if out is not None:  # before the model runs: a corpus too large for the disk costs nothing
@@ -172,8 +189,9 @@ def scan(
 
     if progress is not None:
         progress(0, total)
+    features = FeatureScan(saes, k) if saes else None
     if engine == "local":
-        acc = run_local(model, corpus.windows, k, batch_size, step)
+        acc = run_local(model, corpus.windows, k, batch_size, step, features)
     else:
         from .ray_engine import run_ray
 
@@ -204,6 +222,10 @@ def scan(
     }
     s = Scan(**{k_: v for k_, v in result.items() if k_ != "head_windows"}, summary=summary)
     s.head_windows = result["head_windows"]
+    if features is not None:
+        found = features.tables()
+        s.features, s.feature_density = found["features"], found["feature_density"]
+        summary["saes"] = [getattr(sae, "path", None) or repr(sae) for sae in saes]
     if out is not None:
         write(Path(out), s.tables(), summary)
     return s
@@ -212,11 +234,14 @@ def scan(
 def load_scan(folder: str | Path) -> Scan:
     """A scan written with out= (or `python -m gptviz scan --out`), read back and checked."""
     found, summary = read(Path(folder))
+    empty = {
+        name: pd.DataFrame(columns=list(COLUMNS[name])) for name in ("head_windows", "features", "feature_density")
+    }
     return Scan(
         found["windows"],
         found["tokens"],
         found["neurons"],
         found["heads"],
         summary,
-        found.get("head_windows", pd.DataFrame(columns=list(COLUMNS["head_windows"]))),
+        *(found.get(name, table) for name, table in empty.items()),
     )

@@ -179,8 +179,9 @@ class _Layers:
 
 
 @torch.no_grad()
-def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int) -> Partial:
-    """The Partial of one batch of windows (ids of each, at most block_size long)."""
+def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int, features=None) -> Partial:
+    """The Partial of one batch of windows (ids of each, at most block_size long). features: a
+    FeatureScan (scanning/features.py) whose hooks read the SAEs' features in the same pass."""
     device = model.device
     lengths = torch.tensor([len(ids) for ids in batch], dtype=torch.long)
     B, T = len(batch), int(lengths.max())
@@ -195,6 +196,8 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
         hooks[point("attn.q", l)] = state.keep_q
         hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
         hooks[point("mlp.hidden", l)] = state.neurons(l)
+    for name, fn in (features.hooks(lengths) if features is not None else {}).items():
+        hooks[name] = (lambda a, b: lambda value: b(a(value)))(hooks[name], fn) if name in hooks else fn
     with edited(model, hooks):
         logits = model(idx)  # [B, T, V]
     # loss of predicting token t+1 from tokens <= t, for the real tokens only

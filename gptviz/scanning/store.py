@@ -27,6 +27,8 @@ COLUMNS = {
     "neurons": ("layer", "neuron", "rank", "value", "window", "position"),
     "heads": ("layer", "head", *SCORES),
     "head_windows": ("window", "layer", "head", *SCORES),
+    "features": ("feature", "rank", "value", "window", "position", "sae"),  # with saes=: optional
+    "feature_density": ("sae", "feature", "fires", "density"),
 }
 REQUIRED = ("windows", "tokens", "neurons", "heads")  # head_windows is optional (the page's histograms)
 SUMMARY_KEYS = ("docs", "windows", "tokens", "loss", "seconds", "engine")
@@ -151,6 +153,7 @@ def read(folder: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     if bad or not isinstance(summary["engine"], str):
         raise ScanFolderError(f"{summary_path}: {(bad or ['engine'])[0]} has a value of the wrong type")
     tables = {name: read_table(folder / f"{name}.parquet", name) for name in REQUIRED}
-    if (folder / "head_windows.parquet").exists():
-        tables["head_windows"] = read_table(folder / "head_windows.parquet", "head_windows")
+    for optional in ("head_windows", "features", "feature_density"):
+        if (folder / f"{optional}.parquet").exists():
+            tables[optional] = read_table(folder / f"{optional}.parquet", optional)
     return tables, summary
