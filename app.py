@@ -46,6 +46,7 @@ PAGES = {
             "views/attribution.py", title="Logit attribution", icon=":material/call_split:", url_path="attribution"
         ),
         st.Page("views/health.py", title="Health", icon=":material/health_and_safety:", url_path="health"),
+        st.Page("views/features.py", title="Features", icon=":material/scatter_plot:", url_path="features"),
     ],
     "Across data": [
         st.Page("views/corpus.py", title="Corpus", icon=":material/library_books:", url_path="corpus"),
@@ -81,6 +82,7 @@ PAGE_CONTROLS = {
     "patching": (),
     "lesson": (),
     "corpus": (),
+    "features": ("position",),
     "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
 }
 
