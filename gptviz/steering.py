@@ -7,7 +7,8 @@
 A vector may also be an SAE feature's decoder row (sae.W_dec[f]) or a neuron's output direction
 (neuron_direction). The sweep runs every (site, coefficient) as one row of a batch: a hook per site
 adds each row's own coefficient (zero on the rows of other sites), so a sweep costs a few forward
-passes of a batch, not one pass per cell.
+passes of a batch, not one pass per cell; a residual site's rows start from the unsteered residual
+and run only the blocks after it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .errors import PromptError
 from .features.activations import as_rows, from_rows
 from .features.sites import site_width
 from .interventions import Intervention, InterventionError
+from .model import explicit_attention
 from .names import BLOCK_SITES, parse, point
 
 LOGIT_BUDGET = 1 << 24  # floats of [rows, T, V] logits one batch of the sweep may make (64 MB)
@@ -175,15 +177,40 @@ def steering_sweep(
     if target is not None and not 0 <= int(target) < model.config.vocab_size:
         raise PromptError(f"target {target} is outside the vocabulary [0, {model.config.vocab_size - 1}]")
     T, V = idx.size(1), model.config.vocab_size
-    cells = [(s, c) for s in names for c in cs]
-    base = torch.log_softmax(model(idx)[0, -1].float(), dim=-1)  # (V,)
-    rows_per_batch = max(1, LOGIT_BUDGET // (T * V))
     vec = vec.to(model.device)
-    keep = None
+    keep = torch.ones(T, dtype=torch.bool, device=model.device)
     if positions is not None:
         keep = torch.zeros(T, dtype=torch.bool, device=model.device)
         keep[list(positions)] = True
-    out = []
+    # one unsteered pass keeps every residual: a residual site's cells start from it and run only the
+    # blocks after it (the blocks before see nothing steered), and only the last position's logits
+    starts = {}
+    resid = {s: None for s in names if parse(s)[1] in ("resid_pre", "resid_post")}
+
+    def keeper(name: str):
+        def fn(value: Tensor) -> None:
+            resid[name] = value  # [1, T, C]
+
+        return fn
+
+    with edited(model, {name: keeper(name) for name in resid}):
+        base = torch.log_softmax(model(idx)[0, -1].float(), dim=-1)  # (V,)
+    for name in resid:
+        layer, site = parse(name)
+        starts[name] = layer + (1 if site == "resid_post" else 0)
+    rows_per_batch = max(1, LOGIT_BUDGET // (T * V))
+    cells = [(s, c) for s in names if s not in resid for c in cs]
+    logps = {}
+    for name in resid:
+        coeff = torch.tensor(cs, device=model.device)
+        add = (coeff[:, None, None] * vec) * keep[None, :, None]  # (B, T, C)
+        x = resid[name] + add.to(resid[name].dtype)
+        with explicit_attention(False):
+            for block in model.transformer.h[starts[name] :]:
+                x = block(x)
+            logits = model.lm_head(model.transformer.ln_f(x[:, -1:]))[:, 0]  # (B, V)
+        for c, row in zip(cs, torch.log_softmax(logits.float(), dim=-1)):
+            logps[(name, c)] = row
     for start in range(0, len(cells), rows_per_batch):
         chunk = cells[start : start + rows_per_batch]
         B = len(chunk)
@@ -191,9 +218,7 @@ def steering_sweep(
         def adder(site: str, coeff: Tensor):
             def fn(value: Tensor) -> Tensor:
                 rows = as_rows(value, site, batched=True)  # [B, T, d]
-                add = coeff[:, None, None] * vec  # [B, 1, d]
-                if keep is not None:
-                    add = add * keep[None, :, None]
+                add = (coeff[:, None, None] * vec) * keep[None, :, None]  # [B, T, d]
                 return from_rows(rows + add.to(rows.dtype), value, site)
 
             return fn
@@ -204,15 +229,19 @@ def steering_sweep(
             hooks[s] = adder(s, coeff)
         with edited(model, hooks):
             logp = torch.log_softmax(model(idx.expand(B, T))[:, -1].float(), dim=-1)  # (B, V)
-        kl = (base.exp() * (base - logp)).sum(-1).clamp_min(0.0)  # (B,)
-        for b, (s, c) in enumerate(chunk):
+        for (s, c), row in zip(chunk, logp):
+            logps[(s, c)] = row
+    out = []
+    for s in names:
+        for c in cs:
+            lp = logps[(s, c)]
             out.append(
                 dict(
                     site=s,
                     coeff=c,
-                    target_logprob=float(logp[b, int(target)]) if target is not None else float("nan"),
-                    kl=float(kl[b]),
-                    top_token=int(logp[b].argmax()),
+                    target_logprob=float(lp[int(target)]) if target is not None else float("nan"),
+                    kl=float((base.exp() * (base - lp)).sum().clamp_min(0.0)),
+                    top_token=int(lp.argmax()),
                 )
             )
     return pd.DataFrame(out, columns=["site", "coeff", "target_logprob", "kl", "top_token"])

@@ -168,3 +168,16 @@ def test_steering_sweep_matches_steered_traces():
         assert row.top_token == int(logp.argmax())
     assert sweep[sweep.coeff == 0].kl.abs().max() < 1e-5
     assert sweep[sweep.coeff == 6].kl.min() > 1e-3
+
+
+@torch.no_grad()
+def test_steering_sweep_at_other_sites_and_positions():
+    """The batched path (hooks) for a non-residual site, and positions on the residual fast path."""
+    model = tiny_model()
+    v = _vec(4)
+    for site in ("blocks.0.mlp.out", "blocks.1.resid_pre", "blocks.0.resid_post"):
+        sweep = gptviz.steering_sweep(model, IDS, v, [site], [3.0, -5.0], target=2, positions=[1, 8])
+        for row in sweep.itertuples():
+            t = gptviz.trace(model, IDS, interventions=[gptviz.steer(site, v, row.coeff, positions=[1, 8])])
+            logp = torch.log_softmax(t.tensor("logits")[-1], -1)
+            assert row.target_logprob == pytest.approx(float(logp[2]), abs=1e-4)
