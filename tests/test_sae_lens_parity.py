@@ -62,3 +62,24 @@ def test_sae_lens_saved_sae_encodes_the_same_in_gptviz(tmp_path, arch):
         assert (want != 0).any()
         assert (ours.encode(x) - want).abs().max() <= 1e-5
         assert (ours.decode(want) - theirs.decode(want)).abs().max() <= 1e-5
+
+
+def test_the_shipped_sae_trained_by_gptviz_reads_the_same_in_sae_lens():
+    """The SAE `python -m gptviz sae train` made for shakespeare-char, on 1,000 of the model's own
+    activations at its site."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "checkpoints" / "shakespeare-char"
+    folder = root / "saes" / "l2-resid-post-topk-8x"
+    bundle = gptviz.load(root)
+    ours = gptviz.load_sae(folder, model=bundle.model)
+    theirs = sae_lens.SAE.load_from_disk(str(folder))
+    text = (Path(__file__).resolve().parents[1] / "samples" / "shakespeare" / "hamlet.txt").read_text()[:4000]
+    ids = bundle.tokenizer.encode(text)
+    x = torch.cat([gptviz.trace(bundle.model, ids[i : i + 100]).tensor(ours.site) for i in range(0, 1000, 100)])
+    assert x.shape == (1000, 192)
+    with torch.no_grad():
+        f = theirs.encode(x)
+        assert (f != 0).sum(-1).float().mean() == 32
+        assert (ours.encode(x) - f).abs().max() <= 1e-5
+        assert (ours.reconstruct(x) - theirs.decode(f)).abs().max() <= 1e-5

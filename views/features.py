@@ -104,11 +104,13 @@ before, after = t.part("logits", pos), edit.part("logits", pos)
 a, b = st.columns(2)
 with a:
     widgets.chart(
-        figures.topk_bars(analysis.top_k(before, 8, display=v.display), position_label="before"), key="ft_before"
+        figures.topk_bars(analysis.top_k(before, 8, display=v.display), position_label=f"{v.labels[pos]} (before)"),
+        key="ft_before",
     )
 with b:
     widgets.chart(
-        figures.topk_bars(analysis.top_k(after, 8, display=v.display), position_label="after"), key="ft_after"
+        figures.topk_bars(analysis.top_k(after, 8, display=v.display), position_label=f"{v.labels[pos]} (edited)"),
+        key="ft_after",
     )
 st.caption(
     "The edit keeps the SAE's error term: the site's value x becomes x + decode(f′) − decode(f), so only "

@@ -84,9 +84,9 @@ def render(v: View) -> None:
     plain, moved = fc.continuations(v.key, key, site, float(coeff), 60)
     a, b = st.columns(2)
     a.markdown("**Unsteered continuation**")
-    a.code("".join(v.display(plain)), language=None)
+    a.code("".join(v.display(plain)), language=None, wrap_lines=True)
     b.markdown("**Steered continuation**")
-    b.code("".join(v.display(moved)), language=None)
+    b.code("".join(v.display(moved)), language=None, wrap_lines=True)
     st.markdown("**Where and how strongly to steer**")
     target_text = st.text_input(
         "Target token (optional)", key="st_target", help="One token whose log-probability to follow"

@@ -31,7 +31,9 @@ def feature_heatmap(acts: np.ndarray, labels: Sequence[str], features: Sequence[
     )
     fig.update_yaxes(autorange="reversed", title="token", type="category")
     fig.update_xaxes(title="feature", type="category")
-    return style(fig, f"The prompt's {n} strongest features at each of its {T} tokens", height=max(320, 22 * T + 120))
+    return style(
+        fig, f"The prompt's {n} strongest features at each of its {T} tokens", height=min(720, max(320, 16 * T + 120))
+    )
 
 
 def logit_effect_bars(
@@ -44,7 +46,7 @@ def logit_effect_bars(
     fig = go.Figure(
         go.Bar(
             x=values,
-            y=[f"{n} ({i})" for i, n in enumerate(names)],
+            y=names,
             orientation="h",
             marker_color=["#b2182b" if x > 0 else "#2166ac" for x in values],
             hovertemplate="%{y}: %{x:+.3f} logit per unit<extra></extra>",
