@@ -86,6 +86,10 @@ def test_a_bad_or_mismatched_sae_is_one_line(monkeypatch, ckpt_root):
 def test_steering_panel_matches_the_library(monkeypatch, ckpt_root):
     at = open_page(monkeypatch, ckpt_root, "views/next_token.py")
     bundle, ids, t = _run(ckpt_root[0])
+    with pytest.raises(KeyError):  # off until asked: the page runs nothing more
+        at.get_by_key("st_sweep")
+    at.toggle(key="st_on").set_value(True)
+    ok(at.run())
     at.segmented_control(key="st_source").set_value("a neuron")
     ok(at.run())
     at.number_input(key="st_neuron").set_value(5)

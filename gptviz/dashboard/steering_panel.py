@@ -59,11 +59,14 @@ def _vector(v: View, site: str, source: str) -> np.ndarray:
 
 
 def render(v: View) -> None:
-    """The panel, for the run and position of the sidebar."""
+    """The panel, for the run and position of the sidebar; off until asked (it runs the model more)."""
     st.subheader("Steer the model")
+    if not st.toggle("Steer: add a vector inside the model and compare", key="st_on"):
+        return
     cfg = v.bundle.model.config
+    sources = SOURCES if v.bundle.tokenizer is not None else SOURCES[1:]  # pairs are typed text
     c1, c2, c3 = st.columns([2, 1, 2])
-    source = c1.segmented_control("Vector from", SOURCES, key="st_source", default=SOURCES[0], required=True)
+    source = c1.segmented_control("Vector from", sources, key="st_source", default=sources[0], required=True)
     layer = c2.selectbox("Add it after block", range(cfg.n_layer), index=cfg.n_layer // 2, key="st_layer")
     coeff = c3.slider("Coefficient", -20.0, 20.0, 4.0, 0.5, key="st_coeff")
     site = point("resid_post", int(layer))
