@@ -52,9 +52,9 @@ def logit_effect_bars(
             hovertemplate="%{y}: %{x:+.3f} logit per unit<extra></extra>",
         )
     )
-    fig.update_xaxes(title="logit change per unit of activation (W_U · W_dec[f])")
+    fig.update_xaxes(title="logit change per unit of activation, W_U · W_dec[f] (red: up, blue: down)")
     fig.update_yaxes(title="", showticklabels=True)
-    return style(fig, f"Feature {feature}'s logit effect: promoted (red) and suppressed (blue)", height=460)
+    return style(fig, f"Feature {feature}'s logit effect", height=460)
 
 
 def activation_histogram(values: np.ndarray, feature: int, where: str, density: float | None = None) -> go.Figure:
