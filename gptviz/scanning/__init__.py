@@ -58,8 +58,11 @@ class Scan:
             "neurons": self.neurons,
             "heads": self.heads,
             "head_windows": self.head_windows,
-            "features": self.features,  # empty without saes: written anyway, so no stale file stays
-            "feature_density": self.feature_density,
+            **(
+                {"features": self.features, "feature_density": self.feature_density}
+                if len(self.feature_density)
+                else {}
+            ),
         }
 
 
@@ -227,6 +230,11 @@ def scan(
         s.features, s.feature_density = found["features"], found["feature_density"]
         summary["saes"] = [getattr(sae, "path", None) or repr(sae) for sae in saes]
     if out is not None:
+        if (
+            features is None and Path(out).is_dir()
+        ):  # a previous scan's feature tables in this folder would be read as this one's
+            for name in ("features", "feature_density"):
+                (Path(out) / f"{name}.parquet").unlink(missing_ok=True)
         write(Path(out), s.tables(), summary)
     return s
 
