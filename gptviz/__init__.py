@@ -23,6 +23,7 @@ from .errors import (
 from .features import SAE, load_sae
 from .features.activations import feature_activations
 from .features.edits import edit_features
+from .features.train import train_sae
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
@@ -50,6 +51,7 @@ __all__ = [
     "patching_sweep",
     "SAE",
     "load_sae",
+    "train_sae",
     "feature_activations",
     "edit_features",
     "steer",

@@ -32,7 +32,7 @@ def test_training_learns_and_reports_on_held_out_windows(tmp_path):
     model = tiny_model()
     seen = []
     few = train_sae(model, DOCS, "blocks.1.resid_post", width=4, k=8, steps=2, seed=1)
-    sae = train_sae(
+    sae = gptviz.train_sae(
         model,
         DOCS,
         "blocks.1.resid_post",
