@@ -26,6 +26,7 @@ from .corpus import Corpus, ScanDataError, read_corpus
 from .local import default_batch_size, run_local
 from .reduce import Partial
 from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
+from .validate import check
 
 ENGINES = ("local", "ray")
 DEFAULT_WINDOW = 128
@@ -212,6 +213,7 @@ def scan(
 def load_scan(folder: str | Path) -> Scan:
     """A scan written with out= (or `python -m gptviz scan --out`), read back and checked."""
     found, summary = read(Path(folder))
+    check(Path(folder).expanduser(), found, summary)  # what the tables hold, against the contract
     return Scan(
         found["windows"],
         found["tokens"],
