@@ -11,24 +11,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import test_app_corpus
 from apptest_helpers import app_session, ok, serve
-from dashboard_fixtures import CONFIG, NAME, make_checkpoints
+from dashboard_fixtures import CONFIG, NAME
 
 import gptviz
 from gptviz.dashboard import corpus as cp
 from gptviz.scanning import ScanFolderError
 
-TEXT = "To be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 6
-
-
-@pytest.fixture(scope="module")
-def roots(tmp_path_factory) -> tuple[Path, Path]:
-    ckpts = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
-    samples = tmp_path_factory.mktemp("samples")
-    (samples / "hamlet").mkdir()
-    (samples / "hamlet" / "a.txt").write_text(TEXT)
-    gptviz.scan(str(ckpts / NAME), samples / "hamlet", window=32, k=5, out=samples / "scans" / NAME)
-    return ckpts, samples
+roots = test_app_corpus.roots  # the Corpus page tests' checkpoints and their real scan (module-scoped)
 
 
 def table(name: str, edit):
