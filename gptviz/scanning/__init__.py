@@ -130,6 +130,7 @@ def scan(
     device: str | None = None,
     batch_size: int | None = None,
     ray_address: str | None = None,
+    ray_timeout: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Scan:
     """Scan a corpus (see DESIGN.md, "the corpus scan").
@@ -138,6 +139,7 @@ def scan(
     data: a .txt file, a folder of .txt files, a .jsonl or .parquet file with a `text` column, a
     list of strings, or a list of token-id lists. engine: "local" (this process) or "ray" (Ray
     Data: the cluster RAY_ADDRESS or ray_address names, else a Ray started here and stopped after).
+    ray_timeout: seconds to wait for that cluster (default $GPTVIZ_RAY_TIMEOUT, else 30).
     progress(done, total): called with the windows done so far. device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
     on purpose is an error). k: contexts kept per neuron.
@@ -185,6 +187,7 @@ def scan(
             batch_size,
             step,
             ray_address=ray_address,
+            ray_timeout=ray_timeout,
             device=device,
         )
     part = acc.result()
