@@ -112,7 +112,8 @@ def _probe(address: str, timeout: float) -> None:
     except TimeoutError:
         raise _silent(address, timeout) from None
     except OSError as e:
-        why = "nothing listens there" if isinstance(e, ConnectionRefusedError) else (e.strerror or str(e) or "no answer")
+        refused = isinstance(e, ConnectionRefusedError)
+        why = "nothing listens there" if refused else (e.strerror or str(e) or "no answer")
         raise RayEngineError(
             f"cannot reach the Ray cluster at {address}: {why}; check --ray-address (or RAY_ADDRESS) and that "
             "its head runs (`ray start --head`)"
@@ -156,9 +157,7 @@ AUTH_HINT = (
 )
 
 
-def _connect(
-    ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE, ray_timeout: float | None = None
-) -> bool:
+def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE, ray_timeout: float | None = None) -> bool:
     """Join the named cluster or start a bounded Ray here; True when this call must shut it down."""
     import ray
     from ray.exceptions import AuthenticationError
@@ -186,7 +185,9 @@ def _connect(
         raise
     except AuthenticationError as e:
         first = " ".join(str(e.message).split())[:160]
-        raise RayEngineError(f"the Ray cluster at {address} needs its authentication token ({first}){AUTH_HINT}") from None
+        raise RayEngineError(
+            f"the Ray cluster at {address} needs its authentication token ({first}){AUTH_HINT}"
+        ) from None
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = f"the Ray cluster at {address}" if address else "a Ray on this machine"
         said = " ".join(str(e).split())[:200]
