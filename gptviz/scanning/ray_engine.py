@@ -3,8 +3,8 @@
 A dataset holds one row per batch (the same groups local.batches() makes, so both engines pad and
 reduce identically); `map_batches` runs a callable class over an actor pool, so each worker loads
 the model once (from the checkpoint path, or from weights put in the object store) and returns
-each batch's Partial as a plain .npz. The driver merges them as they stream in (the top-k merge is
-exact in any order). The cluster is the one `ray_address=` or $RAY_ADDRESS names; else a Ray is
+the Partial of the batches it was given, merged there, as a plain .npz. The driver merges those as
+they stream in (the top-k merge is exact in any order): a few per worker, not one per batch. The cluster is the one `ray_address=` or $RAY_ADDRESS names; else a Ray is
 started on this machine with bounded CPUs and object-store memory, and shut down after.
 
 Only this module imports ray, and only when the Ray engine is asked for.
@@ -27,6 +27,7 @@ from .corpus import Window
 from .local import batches
 from .reduce import Accumulator, Partial
 
+CALLS_PER_ACTOR = 4  # a worker merges its batches into this many partials (more: finer progress)
 LOCAL_MAX_CPUS = 8  # a Ray started here takes at most this many cores ...
 LOCAL_OBJECT_STORE = 256 * 2**20  # ... and this much shared memory for batches and partials (more for
 # a model handed over in memory, whose weights go through the object store)
@@ -64,13 +65,16 @@ class ScanWorker:
             self.model = self.model.to(device).eval()
 
     def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Several batches, merged here into one Partial: the driver merges one per call, not one per
+        batch (its top-k merge of a GPT-2-sized model's neurons costs about as much as a batch)."""
         from .reduce import run_batch
 
-        parts = []
-        for windows, ids, lengths, k in zip(rows["windows"], rows["ids"], rows["lengths"], rows["k"]):
+        acc = Accumulator(int(rows["k"][0]))
+        for windows, ids, lengths in zip(rows["windows"], rows["ids"], rows["lengths"]):
             batch = np.split(np.asarray(ids, dtype=np.int64), np.cumsum(lengths)[:-1])
-            parts.append(run_batch(self.model, list(windows), batch, int(k)).to_bytes())
-        return {"part": np.array(parts, dtype=object), "n": np.array([len(w) for w in rows["windows"]])}
+            acc.add(run_batch(self.model, list(windows), batch, acc.k))
+        n = sum(len(w) for w in rows["windows"])
+        return {"part": np.array([acc.result().to_bytes()], dtype=object), "n": np.array([n])}
 
 
 def _weights(model) -> dict:
@@ -238,11 +242,13 @@ def run_ray(
             for group in batches(windows, batch_size)
         ]
         # a path as this machine names it: workers run in Ray's session folder, where a relative one is not
+        # batches per worker call: the driver merges at most CALLS_PER_ACTOR partials of each actor
+        group = -(-len(rows) // (actors * CALLS_PER_ACTOR))
         model_source = str(Path(source).resolve()) if isinstance(source, (str, Path)) else ray.put(_weights(source))
         gpus = 1 if device.startswith("cuda") else 0
-        parts = ray.data.from_items(rows, override_num_blocks=min(len(rows), actors * 4)).map_batches(
+        parts = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // group)).map_batches(
             ScanWorker,
-            batch_size=1,
+            batch_size=group,
             compute=ray.data.ActorPoolStrategy(size=actors),
             fn_constructor_kwargs={"source": model_source, "device": device, "threads": threads},
             num_cpus=threads,
