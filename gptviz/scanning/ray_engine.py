@@ -4,8 +4,9 @@ A dataset holds one row per batch (the same groups local.batches() makes, so bot
 reduce identically); `map_batches` runs a callable class over an actor pool, so each worker loads
 the model once (from the checkpoint path, or from weights put in the object store) and returns
 the Partial of the batches it was given, merged there, as a plain .npz. The driver merges those as
-they stream in (the top-k merge is exact in any order): a few per worker, not one per batch. The cluster is the one `ray_address=` or $RAY_ADDRESS names; else a Ray is
-started on this machine with bounded CPUs and object-store memory, and shut down after.
+they stream in (the top-k merge is exact in any order): a few per worker, not one per batch. The
+cluster is the one `ray_address=` or $RAY_ADDRESS names; else a Ray is started on this machine with
+bounded CPUs and object-store memory, and shut down after.
 
 Only this module imports ray, and only when the Ray engine is asked for.
 """

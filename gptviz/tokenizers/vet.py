@@ -22,8 +22,8 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from re import _constants as sre_constants  # the parser re itself uses: the structure of a pattern
-from re import _parser as sre_parse
+from re import _constants as sre_constants  # type: ignore[attr-defined]  # re's own parser: a pattern's structure
+from re import _parser as sre_parse  # type: ignore[attr-defined]
 
 from ..errors import CheckpointError, TokenizerError
 from ..limits import (
@@ -218,32 +218,27 @@ def vocab_entries(model: dict, vocab_size: int) -> int:
     """How many tokens the model part holds, its ids and token lengths checked; Refused otherwise."""
     kind = model.get("type")
     vocab = model.get("vocab")
-    if kind == "Unigram":
-        if not isinstance(vocab, list):
-            raise Refused("a Unigram model's vocab must be a list of [piece, score]")
-        pieces = vocab
-    elif kind in MODELS:
-        if not isinstance(vocab, dict):
-            raise Refused(f"a {kind} model's vocab must be an object of token -> id")
-        pieces = vocab
-    else:
+    if kind not in MODELS:
         raise Refused(f"model type {str(kind)[:40]!r} is not one gptviz reads ({', '.join(MODELS)})")
-    if len(pieces) > vocab_size:  # counted before anything is built from them
-        raise TooManyTokens(len(pieces), vocab_size)
-    if kind == "Unigram":
-        for entry in pieces:
+    if not isinstance(vocab, list if kind == "Unigram" else dict):
+        shape = "a list of [piece, score]" if kind == "Unigram" else "an object of token -> id"
+        raise Refused(f"a {kind} model's vocab must be {shape}")
+    if len(vocab) > vocab_size:  # counted before anything is built from them
+        raise TooManyTokens(len(vocab), vocab_size)
+    if isinstance(vocab, list):
+        for entry in vocab:
             if not isinstance(entry, list) or len(entry) != 2:
                 raise Refused("a Unigram vocab entry must be [piece, score]")
             _text(entry[0], "a token", MAX_TOKEN_CHARS)
     else:
-        for token, i in pieces.items():
+        for token, i in vocab.items():
             _text(token, "a token", MAX_TOKEN_CHARS)
             _whole(i, f"token {token[:20]!r} has id", 0, vocab_size)
     if kind == "BPE":
         merges = model.get("merges", [])
         if not isinstance(merges, list) or len(merges) > MAX_MERGES_PER_TOKEN * vocab_size:
             raise Refused(f"a BPE model of {vocab_size:,} tokens has at most {MAX_MERGES_PER_TOKEN}x as many merges")
-    return len(pieces)
+    return len(vocab)
 
 
 def _replace(part: dict, what: str) -> float:
@@ -439,10 +434,10 @@ def check_regex(pattern: object, what: str) -> None:
     try:
         tree = sre_parse.parse(text)
     except (re.error, RecursionError, OverflowError) as e:
-        raise Refused(f"{what} {pattern[:60]!r} cannot be checked ({e})") from None
+        raise Refused(f"{what} {str(pattern)[:60]!r} cannot be checked ({e})") from None
     danger = _danger(tree, inside_repeat=False)
     if danger:
-        raise Refused(f"{what} {pattern[:60]!r} can backtrack catastrophically ({danger}); gptviz refuses it")
+        raise Refused(f"{what} {str(pattern)[:60]!r} can backtrack catastrophically ({danger}); gptviz refuses it")
 
 
 def _danger(items, inside_repeat: bool) -> str | None:
