@@ -80,7 +80,7 @@ CASES = {
     "n-tokens-wrong": (table("windows", at_row("n_tokens", 1, 0)), "n_tokens differs"),
     "heads-twice": (table("heads", lambda df: pd.concat([df, df.iloc[:1]])), "a (layer, head) appears twice"),
     "token-loss-negative": (table("tokens", at_row("loss", -3.0)), "a loss is never negative"),
-    "engine-unknown": (summary(engine="x" * 100), "is not local or ray"),
+    "engine-long": (summary(engine="x" * 100), "engine is 100 characters"),
 }
 # within every bound of the contract, but not this model's: refused by the page, which knows the model
 MODEL_CASES = {
