@@ -16,8 +16,8 @@ from apptest_helpers import app_session, ok, serve
 from dashboard_fixtures import CONFIG, NAME
 
 import gptviz
-from gptviz.dashboard import corpus as cp
-from gptviz.scanning import ScanFolderError
+from gptviz.scanning import ScanFolderError, queries
+from gptviz.scanning import jobs as scan_jobs
 
 roots = test_app_corpus.roots  # the Corpus page tests' checkpoints and their real scan (module-scoped)
 
@@ -114,8 +114,8 @@ def test_a_scan_of_another_model_loads_but_is_not_drawn(roots, tmp_path, name):
 def page(roots, monkeypatch, tmp_path):
     ckpts, samples = roots
     serve(monkeypatch, ckpts, NAME)
-    monkeypatch.setenv(cp.SAMPLES_ENV, str(samples))
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setenv(queries.SAMPLES_ENV, str(samples))
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
     return ok(ok(app_session()).switch_page("views/corpus.py").run())
 
 
