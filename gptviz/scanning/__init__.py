@@ -28,6 +28,7 @@ from .features import FeatureScan
 from .local import default_batch_size, run_local
 from .reduce import Partial
 from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
+from .validate import check
 
 ENGINES = ("local", "ray")
 DEFAULT_WINDOW = 128
@@ -141,6 +142,7 @@ def scan(
     device: str | None = None,
     batch_size: int | None = None,
     ray_address: str | None = None,
+    ray_timeout: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     saes: Sequence = (),
 ) -> Scan:
@@ -150,6 +152,7 @@ def scan(
     data: a .txt file, a folder of .txt files, a .jsonl or .parquet file with a `text` column, a
     list of strings, or a list of token-id lists. engine: "local" (this process) or "ray" (Ray
     Data: the cluster RAY_ADDRESS or ray_address names, else a Ray started here and stopped after).
+    ray_timeout: seconds to wait for that cluster (default $GPTVIZ_RAY_TIMEOUT, else 30).
     progress(done, total): called with the windows done so far. device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
     on purpose is an error). k: contexts kept per neuron.
@@ -205,6 +208,7 @@ def scan(
             batch_size,
             step,
             ray_address=ray_address,
+            ray_timeout=ray_timeout,
             device=device,
         )
     part = acc.result()
@@ -242,6 +246,7 @@ def scan(
 def load_scan(folder: str | Path) -> Scan:
     """A scan written with out= (or `python -m gptviz scan --out`), read back and checked."""
     found, summary = read(Path(folder))
+    check(Path(folder).expanduser(), found, summary)  # what the tables hold, against the contract
     empty = {
         name: pd.DataFrame(columns=list(COLUMNS[name])) for name in ("head_windows", "features", "feature_density")
     }
