@@ -101,7 +101,13 @@ class Family:
         return frozenset(keys)
 
 
-ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor")
+ROPE_KEYS = (
+    "rope_parameters",
+    "rope_scaling",
+    "rope_theta",
+    "partial_rotary_factor",
+    "original_max_position_embeddings",
+)
 
 
 # --- fusing rules: a family's tensor -> ours -----------------------------------------------------
@@ -168,11 +174,9 @@ def qwen_windows(hf: dict, n: int) -> str:
 
 
 def neo_layers(hf: dict, n: int) -> list:
-    """GPT-Neo: attention_layers, or attention_types [[["global", "local"], 12]] counted before expanded."""
-    types = hf.get("attention_layers")
-    if isinstance(types, list):
-        return types
-    spec = hf.get("attention_types", [])
+    """GPT-Neo: attention_types [[["global", "local"], 12]], counted before it is expanded. Hugging Face
+    computes attention_layers from it, whatever config.json's own attention_layers says."""
+    spec = hf.get("attention_types")
     named = 0
     if not isinstance(spec, list) or len(spec) > n:
         raise FamilyRefusal(f"attention_types={_shown(spec)} do not name one type for each of {n} layers")
@@ -371,12 +375,18 @@ GPT_NEO = Family(
         tie_weights="tie_word_embeddings",
     ),
     fixed=frozen(qkv_bias=False, attn_scale=1.0),  # q, k, v without bias (out_proj and MLP have one); q·k unscaled
-    defaults=frozen(activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=True, window_size=256),
+    defaults=frozen(
+        activation_function="gelu_new",
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=True,
+        window_size=256,
+        attention_types=[[["global", "local"], 12]],
+    ),
     activation=("activation_function",),
     rotary=False,
     window="window_size",
     layers=neo_layers,
-    layer_keys=("attention_layers", "attention_types"),
+    layer_keys=("attention_types", "attention_layers"),  # attention_layers: derived by Hugging Face, not read
     layout=Layout(
         "transformer.",
         "transformer.h.{i}",
@@ -437,7 +447,7 @@ GPT_NEOX = Family(
     ),
 )
 
-_GEMMA_NOTE_REFUSAL = Refusal(
+BIDIRECTIONAL = Refusal(
     "use_bidirectional_attention",
     _truthy,
     "it uses bidirectional attention (use_bidirectional_attention), which gptviz does not implement",
@@ -477,6 +487,7 @@ FAMILIES: dict[str, Family] = {
             defaults=dict(tie_word_embeddings=True, hidden_act="gelu_pytorch_tanh"),
             activation_aliases=frozen(gelu="gelu_pytorch_tanh"),  # as Hugging Face reads Gemma's legacy "gelu"
             derive=gemma,
+            refuses=(MOE, MOE_2, BIDIRECTIONAL),
         ),
         llama_like(
             "gemma2",
@@ -491,6 +502,7 @@ FAMILIES: dict[str, Family] = {
             ),
             activation=("hidden_activation", "hidden_act"),
             derive=gemma2,
+            refuses=(MOE, MOE_2, BIDIRECTIONAL),
             derive_keys=("query_pre_attn_scalar",),
             layers=alternate,
             layout=_GEMMA2_LAYOUT,
@@ -512,11 +524,11 @@ FAMILIES: dict[str, Family] = {
             activation=("hidden_activation", "hidden_act"),
             local_rope="rope_local_base_freq",
             derive=gemma2,
+            refuses=(MOE, MOE_2, BIDIRECTIONAL),
             derive_keys=("query_pre_attn_scalar",),
             layers=every_nth_global("sliding_window_pattern", "_sliding_window_pattern"),
             layer_keys=("sliding_window_pattern", "_sliding_window_pattern"),
             layout=_GEMMA2_LAYOUT,
-            refuses=(MOE, MOE_2, _GEMMA_NOTE_REFUSAL),
         ),
         GPT_NEOX,
         GPT_NEO,

@@ -139,15 +139,21 @@ def _whole(value: object, key: str, low: int = 1) -> int:
 
 # --- rotary: rope_parameters (transformers 5) or rope_theta / rope_scaling (4.x) ---------------------
 def _rope_dicts(hf: dict, given: set[str], family: Family) -> tuple[dict, dict | None]:
-    """The global and (with two rotary bases) local rope parameters, the top-level keys folded in."""
+    """The global and (with two rotary bases) local rope parameters, the top-level keys folded in.
+    Hugging Face reads rope_scaling over rope_parameters when both are given: both are read here, and
+    refused unless they say the same."""
     params, scaling = hf.get("rope_parameters"), hf.get("rope_scaling")
     if params is not None and not isinstance(params, dict):
         raise FamilyRefusal(f"rope_parameters={_shown(params)} must be an object (rope_type, rope_theta, ...)")
     if scaling is not None and not isinstance(scaling, dict):
         raise FamilyRefusal(f"rope_scaling={_shown(scaling)} must be an object or null")
-    if params is not None and scaling and any(k in params and params[k] != v for k, v in scaling.items()):
+    read = _fold(scaling or params or {}, hf, given, family)
+    if scaling and params is not None and _fold(params, hf, given, family) != read:
         raise FamilyRefusal("rope_parameters and rope_scaling are both given and disagree; keep one of them")
-    source = {**(scaling or {}), **(params or {})}  # the same values, as gptviz's own export writes them
+    return read
+
+
+def _fold(source: dict, hf: dict, given: set[str], family: Family) -> tuple[dict, dict | None]:
     nested = "full_attention" in source or "sliding_attention" in source
     for name in ("full_attention", "sliding_attention"):
         if nested and source.get(name) is not None and not isinstance(source.get(name), dict):
@@ -156,6 +162,7 @@ def _rope_dicts(hf: dict, given: set[str], family: Family) -> tuple[dict, dict |
     local = dict(source.get("sliding_attention") or {}) if nested else None
     if local is None and family.local_rope:
         local = {"rope_type": "default"}
+    glob.setdefault("rope_type", glob.pop("type", "default"))
     # a top-level key fills what the parameters leave out, as Hugging Face's config classes do
     for key in ("rope_theta", "partial_rotary_factor"):
         if key in given and key in glob and glob[key] != hf[key]:
@@ -175,7 +182,7 @@ def _rope_dicts(hf: dict, given: set[str], family: Family) -> tuple[dict, dict |
 def read_rope(hf: dict, given: set[str], family: Family) -> dict:
     """The GPTConfig rotary fields, each checked for type and range."""
     glob, local = _rope_dicts(hf, given, family)
-    rope_type = glob.get("rope_type", glob.get("type", "default")) or "default"
+    rope_type = glob["rope_type"] or "default"
     if not isinstance(rope_type, str) or rope_type not in ROPE_TYPES:
         raise FamilyRefusal(
             f"rope scaling {_shown(rope_type)} is not implemented in gptviz (it knows {', '.join(ROPE_TYPES)})"
@@ -194,7 +201,10 @@ def read_rope(hf: dict, given: set[str], family: Family) -> dict:
             rope_high_freq=_number(glob.get("high_freq_factor", 4.0), "high_freq_factor"),
             # as Hugging Face: the context the model was trained on, else its configured context
             rope_original_max=_whole(
-                glob.get("original_max_position_embeddings", hf.get("max_position_embeddings", 0)),
+                glob.get(
+                    "original_max_position_embeddings",
+                    hf.get("original_max_position_embeddings", hf.get("max_position_embeddings", 0)),
+                ),
                 "original_max_position_embeddings",
             ),
         )
