@@ -201,3 +201,11 @@ def test_a_config_as_save_pretrained_writes_it_has_no_unread_keys(tmp_path, kind
     so the note above appears only for keys that may matter."""
     config, notes = config_from_hf_decoder(_saved_config(kind, tmp_path), tmp_path / "config.json")
     assert not [n for n in notes if "does not read" in n], notes
+
+
+def test_a_config_json_over_a_megabyte_is_refused_by_its_size(saved, tmp_path):
+    """config.json is read (and parsed) before anything else: a 10 MB list of layer types took 4 parses
+    and +156 MB to refuse; a config is a few KB, and one over 1 MB is refused by its size unread."""
+    path = edited(saved, tmp_path, "llama", setting(layer_types=["sliding_attention"] * 100_000))
+    with pytest.raises(gptviz.CheckpointError, match=r"config.json: 2.1 MB is too large for a config file"):
+        gptviz.load(path)

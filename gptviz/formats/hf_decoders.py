@@ -24,7 +24,7 @@ from safetensors import safe_open
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, summarise
-from ..limits import MAX_TOKENIZER_BYTES
+from ..limits import MAX_LISTING_JSON_BYTES, MAX_TOKENIZER_BYTES
 from ..model import GPT
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, check_shapes, finish, load_state_into
@@ -132,7 +132,7 @@ def weight_files(path: Path) -> list[Path]:
         index = path / index_name
         if not index.exists():
             continue
-        weight_map_ = read_json(index, "weights index").get("weight_map")
+        weight_map_ = read_json(index, "weights index", MAX_LISTING_JSON_BYTES).get("weight_map")
         if not isinstance(weight_map_, dict) or not weight_map_:
             raise CheckpointError(f"{index}: no 'weight_map' object naming the shard of each tensor")
         names = sorted(set(weight_map_.values()) if all(isinstance(v, str) for v in weight_map_.values()) else [])
