@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import torch
 
@@ -80,7 +81,9 @@ class Family:
     rotary: bool = True  # reads rope_parameters / rope_scaling / rope_theta / partial_rotary_factor
     local_rope: str = ""  # the key of the local layers' own rotary base (per layer-type rope_parameters)
     window: str = "sliding_window"  # the key of the sliding window ("" = none)
-    layers: Callable[[dict, int], str] | None = None  # g/l per layer when config.json lists none
+    layers: Callable[[dict, int], str | list] | None = (
+        None  # g/l per layer (or their names) when config.json lists none
+    )
     layer_keys: tuple[str, ...] = ()  # the keys `layers` reads
     derive: Callable[[dict], dict] | None = None  # fields computed from config.json (Gemma's scales)
     derive_keys: tuple[str, ...] = ()  # the keys `derive` reads
@@ -284,9 +287,9 @@ _GPT2_OUTER = tuple(
 _GPT2_NORMS = (_linear("ln_1", "ln_1"), _linear("ln_2", "ln_2"))
 
 
-def llama_like(model_type: str, note: str, **over) -> Family:
+def llama_like(model_type: str, note: str, **over: Any) -> Family:
     """A family of Llama's shape: its names, layout and defaults, with the differences given."""
-    base = dict(
+    base: dict[str, Any] = dict(
         names=LLAMA_NAMES, layout=LLAMA_LAYOUT, fixed=LLAMA_FIXED, defaults=LLAMA_DEFAULTS, refuses=(MOE, MOE_2)
     )
     for key in ("names", "fixed", "defaults"):

@@ -119,16 +119,17 @@ def refuse_model_type(kind: object, source: Path) -> CheckpointError:
 
 def _number(value: object, key: str, *, above: float | None = 0.0, at_most: float | None = None) -> float:
     """A finite number (not a bool) above `above` (None: any) and at most `at_most`, or one sentence."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and above is not None and not value > above:
-        ok = False
-    if ok and at_most is not None and value > at_most:
-        ok = False
-    if not ok:
-        bounds = f"above {above:g}" if above is not None else "finite"
-        bounds += f" and at most {at_most:g}" if at_most is not None else ""
-        raise FamilyRefusal(f"{key}={_shown(value)} must be a number {bounds}")
-    return value
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (above is None or value > above)
+        and (at_most is None or value <= at_most)
+    ):
+        return value
+    bounds = f"above {above:g}" if above is not None else "finite"
+    bounds += f" and at most {at_most:g}" if at_most is not None else ""
+    raise FamilyRefusal(f"{key}={_shown(value)} must be a number {bounds}")
 
 
 def _whole(value: object, key: str, low: int = 1) -> int:
@@ -270,9 +271,9 @@ def _fields(hf: dict, given: set[str], family: Family) -> dict:
         out[ours] = value
     H, C = out.get("n_head"), out.get("n_embd")
     if "n_kv_head" in out and isinstance(out["n_kv_head"], int) and not isinstance(out["n_kv_head"], bool):
-        _whole(out["n_kv_head"], family.names["n_kv_head"])  # 0 is no head at all, not "one per query head"
+        _whole(out["n_kv_head"], str(family.names["n_kv_head"]))  # 0 is no head at all, not "one per query head"
     if "head_size" in out:
-        head = _whole(out["head_size"], family.names["head_size"])  # 32.5 is no head size, and is not truncated
+        head = _whole(out["head_size"], str(family.names["head_size"]))  # 32.5 is no head size, and is not truncated
         if isinstance(C, int) and isinstance(H, int) and H and head * H == C:
             out["head_size"] = 0  # C / H: derived
     out |= dict(family.fixed)

@@ -218,7 +218,7 @@ def plan(config: GPTConfig, kind: str, weights: Weights, source: Path, report: L
     order = {k: i for i, k in enumerate(weights.shapes)}  # the file's own order: its first misfit is named
     parts, used = {}, set()
     mapped = weight_map(config, kind, set(names)).items()
-    for ours, part in sorted(mapped, key=lambda item: min(order.get(names.get(s), 0) for s in item[1].sources)):
+    for ours, part in sorted(mapped, key=lambda item: min(order.get(names.get(s, ""), 0) for s in item[1].sources)):
         if all(s in names for s in part.sources):
             parts[ours] = Part(tuple(names[s] for s in part.sources), part.fn)
             used.update(parts[ours].sources)
