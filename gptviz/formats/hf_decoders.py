@@ -249,12 +249,12 @@ def decoder_tokenizer(path: Path, vocab_size: int) -> tuple[BPETokenizer | None,
     GPT-2's vocab.json + merges.txt, or a note saying what is missing."""
     file = path / "tokenizer.json"
     if not file.exists():
-        tokenizer, note = hf_tokenizer(path)
+        tokenizer, note = hf_tokenizer(path, vocab_size)
         if tokenizer is None:
             return None, note
     else:
         check_file(file, MAX_TOKENIZER_BYTES, "tokenizer file")
-        tokenizer = BPETokenizer.from_file(file, special_tokens=True)
+        tokenizer = BPETokenizer.from_file(file, special_tokens=True, vocab_size=vocab_size)
     if tokenizer.vocab_size > vocab_size:
         raise CheckpointError(
             f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only {vocab_size} ids"

@@ -44,16 +44,17 @@ def config_from_hf(hf: dict, source: Path) -> GPTConfig:
     return config_from_hf_decoder(hf, source)[0]
 
 
-def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
-    """The tokenizer in an HF directory, and a note when there is none. Files are sized before read."""
+def hf_tokenizer(path: Path, vocab_size: int | None = None) -> tuple[BPETokenizer | None, str]:
+    """The tokenizer in an HF directory, and a note when there is none. Files are sized before read
+    and checked against a model of vocab_size ids before the library builds them."""
     if (path / "tokenizer.json").exists():
         check_file(path / "tokenizer.json", MAX_TOKENIZER_BYTES, "tokenizer file")
-        return BPETokenizer.from_file(path / "tokenizer.json"), ""
+        return BPETokenizer.from_file(path / "tokenizer.json", vocab_size=vocab_size), ""
     vocab, merges = path / "vocab.json", path / "merges.txt"
     if vocab.exists() and merges.exists():
         check_file(vocab, MAX_TOKENIZER_BYTES, "tokenizer file")
         check_file(merges, MAX_TOKENIZER_BYTES, "tokenizer file")
-        return BPETokenizer.from_vocab_merges(vocab, merges), ""
+        return BPETokenizer.from_vocab_merges(vocab, merges, vocab_size), ""
     if vocab.is_file() or merges.is_file():
         have, lack = (vocab, merges) if vocab.is_file() else (merges, vocab)
         return (
