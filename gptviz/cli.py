@@ -197,6 +197,8 @@ def cmd_dashboard(args) -> int:
         from .dashboard.sources import DEFAULT_ENV
 
         os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
+    if args.class_mode:  # the server inherits it: paths closed, uploads and scans off (dashboard/classmode.py)
+        os.environ["GPTVIZ_CLASS"] = "1"
     flags = {**STREAMLIT_FLAGS, "server.address": args.address, "server.port": str(args.port)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app_file())]
     cmd += [part for k, v in flags.items() for part in (f"--{k}", v)]
@@ -307,6 +309,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dashboard", help="start the dashboard in Streamlit")
     p.add_argument("--port", type=cli_args.PORT, default=8501, help="TCP port, 1-65535 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument(
+        "--class",
+        dest="class_mode",
+        action="store_true",
+        help="a class server: no path typed in a page reaches this machine's disk beyond the shipped items and "
+        "$GPTVIZ_DATA_ROOTS; uploads and scans off (on by default for any --address but loopback)",
+    )
     p.add_argument(
         "--checkpoint",
         type=cli_args.path,

@@ -8,12 +8,12 @@ import streamlit as st
 from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import widgets
+from gptviz.dashboard.classmode import allowed_path, scans_allowed, uploads_allowed
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
 from gptviz.figures import token_chips_html
-from gptviz.formats.safe import user_path
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
 PAGES = {"attention": "views/attention.py", "next": "views/next_token.py"}
@@ -43,7 +43,9 @@ runnable = v.source != DEMO and not is_upload(v.source)
 
 # --- choose or run a scan --------------------------------------------------------------------------
 ship = cp.shipped_scan(v.source) if v.source in shipped() else None
-modes = (["the shipped scan"] if ship else []) + ["run a new scan", "open a scan folder"]
+# a class server starts no scan from a page unless its teacher says so (classmode.py)
+modes = ["the shipped scan"] if ship else []
+modes += [*(["run a new scan"] if scans_allowed() else []), "open a scan folder"]
 mode = st.radio("Scan", modes, key="corpus_mode", horizontal=True)
 if mode == "the shipped scan":
     st.session_state["corpus_scan"] = str(ship)
@@ -53,7 +55,7 @@ elif mode == "run a new scan":
     samples = cp.sample_corpora()
     c1, c2, c3 = st.columns([2, 1, 1])
     kinds = [f"shipped sample: {s}" for s in samples] + ["a path on this server"]
-    kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() else []  # 0: uploads are off on this server
+    kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() and uploads_allowed() else []  # 0: uploads off
     kind = c1.selectbox("Corpus", kinds, key="corpus_source")
     block = v.bundle.model.config.block_size
     window = c2.number_input("Window (tokens)", 2, block, min(128, block), key="corpus_window_size")
@@ -65,20 +67,24 @@ elif mode == "run a new scan":
     elif kind == "a path on this server":
         typed = st.text_input("Corpus path (.txt, folder of .txt, .jsonl or .parquet)", key="corpus_path")
         try:
-            data = user_path(typed) if typed else None
-        except GptvizError as e:  # a NUL byte: no file has that name
+            data = allowed_path(typed) if typed else None
+        except GptvizError as e:  # a NUL byte, or a class server's closed disk
             st.error(widgets.plain(e))
             data = None
     else:
-        up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload")
-        if up is not None and up.size > cp.MAX_UPLOAD_BYTES:
-            st.error(f"That file is larger than {cp.MAX_UPLOAD_BYTES // 2**20} MB; give its path instead.")
+        up = st.file_uploader(
+            "Corpus file", type=["txt", "jsonl"], key="corpus_upload", max_upload_size=cp.upload_bytes() // 2**20
+        )
+        if up is not None and up.size > cp.upload_bytes():
+            st.error(f"That file is larger than {cp.upload_bytes() // 2**20} MB; give its path instead.")
         elif up is not None:
             data = (up.name, up.getvalue())  # saved by start_scan, once it knows the scan can run
     busy = cp.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
-            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            job = cp.start_scan(
+                checkpoint_path(v.source), data, int(window), int(k), v.device, st.context.ip_address or ""
+            )
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")

@@ -27,9 +27,9 @@ import plotly.graph_objects as go
 
 from ..errors import GptvizError
 from ..figures import corpus as cfig
-from ..formats.safe import user_path
 from ..scanning import Scan, load_scan
 from .caches import ModelKey, bundle_for, cached
+from .classmode import CORPUS_MB, allowed_path, class_mode
 from .private import private_folder, private_root, write_private
 
 SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # shipped sample corpora (samples/<name>/) and scans (samples/scans/<checkpoint>/)
@@ -42,6 +42,12 @@ MAX_KEPT = 20
 OWN_FOLDER = re.compile(r"(upload-)?[0-9a-f]{12}")  # the names private_folder is given below
 CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
 CONTEXT_AFTER = 8
+
+
+def upload_bytes() -> int:
+    """The largest corpus the page takes as an upload: smaller on a class server, whose scans the
+    whole room shares (classmode.CORPUS_MB)."""
+    return CORPUS_MB * 2**20 if class_mode() else MAX_UPLOAD_BYTES
 
 
 def samples_dir() -> Path:
@@ -64,14 +70,20 @@ def shipped_scan(source: str) -> Path | None:
     return folder if (folder / "summary.json").is_file() else None
 
 
+def scans_path() -> Path:
+    """Where the page's scans go (scans_root makes and checks it)."""
+    return Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans")
+
+
 def scans_root() -> Path:
     """Where the page's scans go: private to this user (0700), never through a symlink (private.py)."""
-    return private_root(Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans"))
+    return private_root(scans_path())
 
 
 def scan_version(folder: str | Path) -> tuple[str, float]:
     """(folder, the time of its summary.json): names one version of a scan in the caches below."""
-    folder = user_path(folder)  # CheckpointError for a NUL byte
+    # CheckpointError for a NUL byte, or a folder a class server does not open (its own scans it does)
+    folder = allowed_path(folder, extra=(scans_path(),))
     try:
         stamp = (folder / "summary.json").stat().st_mtime
     except OSError:
@@ -124,6 +136,7 @@ def token_texts(tok, ids) -> list[str]:
 # --- a scan as its own process ---------------------------------------------------------------------
 _JOBS: dict[str, subprocess.Popen] = {}  # job id -> the scan process this server started
 _FOLDERS = threading.Lock()  # the scans folder's pruning, and a new folder with its scan process
+_CLIENTS: dict[str, str] = {}  # job id -> the client (its address) that started it
 
 
 @dataclass
@@ -145,25 +158,35 @@ def _live() -> list[subprocess.Popen]:
     return [proc for proc in list(_JOBS.values()) if proc.poll() is None]
 
 
-def check_room() -> None:
-    """GptvizError when MAX_RUNNING_SCANS already run (a finished one no longer counts): start_scan asks
-    before it saves an uploaded corpus, so a refused scan leaves nothing behind."""
+def check_room(client: str = "") -> None:
+    """GptvizError when MAX_RUNNING_SCANS already run (a finished one no longer counts), or, on a class
+    server, when this client (its address) already runs one: start_scan asks before it saves an
+    uploaded corpus, so a refused scan leaves nothing behind."""
     busy = len(_live())
     if busy >= MAX_RUNNING_SCANS:
         raise GptvizError(f"{busy} scans are running on this server already; start this one when one ends")
+    mine = [i for i, c in list(_CLIENTS.items()) if c == client and running(i)]
+    if client and mine and class_mode():
+        raise GptvizError("a scan from this computer is still running on this class server; wait for it to end")
 
 
-def start_scan(checkpoint: Path, data: Path | tuple[str, bytes], window: int, k: int, device: str = "cpu") -> Job:
+def start_scan(
+    checkpoint: Path, data: Path | tuple[str, bytes], window: int, k: int, device: str = "cpu", client: str = ""
+) -> Job:
     """Start `python -m gptviz scan` for this checkpoint and corpus (a path, or an upload's (name,
-    bytes), saved first); return at once. GptvizError when MAX_RUNNING_SCANS already run (check_room),
-    and then nothing is saved."""
+    bytes), saved first); return at once. GptvizError when MAX_RUNNING_SCANS already run, or this
+    client runs one on a class server (check_room), and then nothing is saved."""
     # room checked, upload saved, folders pruned, made and the scan registered at once: another
     # session's prune or upload cannot come in between and remove this scan's corpus
     with _FOLDERS:
-        check_room()
+        check_room(client)
         if isinstance(data, tuple):
             data = _save_upload(*data)
-        return _start(checkpoint, data, window, k, device)
+        job = _start(checkpoint, data, window, k, device)
+        for old in [i for i in list(_CLIENTS) if not running(i)]:  # ended scans: their clients may start anew
+            _CLIENTS.pop(old, None)
+        _CLIENTS[job.id] = client
+        return job
 
 
 def _start(checkpoint: Path, data: Path, window: int, k: int, device: str) -> Job:
