@@ -25,7 +25,8 @@ from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipp
 from ..tokenizers import encode_prompt
 from . import caches, live, sources
 from .caches import ModelKey, RunKey, cached
-from .state import PRESET_PROMPT, link_params
+from .lesson_check import check_lesson, slide_checkpoint, slide_prompt
+from .state import link_params
 from .widgets import CHART_CONFIG, plain
 
 log = logging.getLogger("gptviz.dashboard")
@@ -81,7 +82,7 @@ class Shown:
 def model_key(slide: Slide) -> ModelKey | None:
     if not content.real_model(slide):
         return None
-    name = slide.checkpoint or sources.default_checkpoint()
+    name = slide_checkpoint(slide)
     return ModelKey(name, "cpu", sources.version(name))
 
 
@@ -96,7 +97,7 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
             return f"checkpoint {key.source[:80]!r} is not shipped with this server; shipped: {names}"
         try:
             bundle = caches.bundle_for(key)
-            prompt = slide.prompt or sources.preset_prompt(key.source) or PRESET_PROMPT
+            prompt = slide_prompt(slide, key.source)
             if bundle.tokenizer is None:
                 return f"checkpoint {key.source!r} has no tokenizer: a lesson cannot give it a prompt"
             ids = encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size, keep_last=True)
@@ -125,6 +126,7 @@ def read_lesson_url() -> None:
     if lesson is None or lesson.name != name or lesson.origin != "shipped":
         try:
             lesson = shipped_lesson(name)
+            check_lesson(lesson)
         except LessonError as e:
             st.session_state["_lesson_error"] = str(e)
             return
@@ -144,6 +146,8 @@ def write_lesson_url(lesson: Lesson, i: int) -> None:
 
 
 def open_lesson(lesson: Lesson) -> None:
+    """Open a lesson in this session; LessonError (its line) if a slide asks for what its model lacks."""
+    check_lesson(lesson)
     st.session_state[LESSON_KEY] = lesson
     st.session_state[SLIDE_KEY] = 0
 
@@ -281,9 +285,9 @@ def full_page_link(slide: Slide) -> None:
     """A link to the page this slide comes from, with its choices (same tab)."""
     params = {}
     if content.real_model(slide):
-        name = slide.checkpoint or sources.default_checkpoint()
+        name = slide_checkpoint(slide)
         params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
-        params["prompt"] = slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
+        params["prompt"] = slide_prompt(slide, name)
     st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
 
 
