@@ -8,7 +8,7 @@ import streamlit as st
 from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import widgets
-from gptviz.dashboard.classmode import allowed_path, scans_allowed, uploads_allowed
+from gptviz.dashboard.classmode import allowed_path, client_address, scans_allowed, uploads_allowed
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
@@ -82,9 +82,7 @@ elif mode == "run a new scan":
     busy = cp.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
-            job = cp.start_scan(
-                checkpoint_path(v.source), data, int(window), int(k), v.device, st.context.ip_address or ""
-            )
+            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device, client_address())
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")

@@ -19,6 +19,8 @@ if lesson is None:
     st.title("Lessons")
     if error:
         st.error(f"Lesson not opened: {widgets.plain(error)}")
+    if slides.teaching():
+        slides.class_bar(lesson_open=False)
     st.caption(
         "A lesson is a short list of slides, each a page of gptviz with its parameters, a title and a note "
         "for the class. Back / Next, PageDown / PageUp, the arrow keys and Space move between slides."

@@ -91,6 +91,18 @@ def upload_total_bytes() -> int:
     return (int(raw) if raw.isascii() and raw.isdigit() else UPLOAD_TOTAL_MB) * 2**20
 
 
+def client_address() -> str:
+    """The address this session's browser connects from ('' where there is none: a test's session),
+    what bounds per client count by."""
+    import streamlit as st
+
+    try:
+        ip = st.context.ip_address
+    except Exception:  # no session: a library caller
+        return ""
+    return ip if isinstance(ip, str) else ""
+
+
 def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
