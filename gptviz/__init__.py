@@ -25,6 +25,7 @@ from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
 from .model import GPT, explicit_attention
 from .names import contract_names, point
+from .progress import Cancelled, Progress
 from .record import Trace
 from .scanning import Scan, load_scan, scan
 from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, display_token, encode_prompt, parse_ids
@@ -69,4 +70,6 @@ __all__ = [
     "UnknownCharacterError",
     "CheckpointError",
     "DeviceError",
+    "Progress",
+    "Cancelled",
 ]

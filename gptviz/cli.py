@@ -6,6 +6,7 @@ Every error gptviz raises on purpose prints one line to stderr and exits with st
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import os
 import subprocess
@@ -218,16 +219,13 @@ def cmd_scan(args) -> None:
 
 
 def cmd_bench(args) -> None:
-    if args.why:
-        from .bench_why import main as bench
-    elif args.scan:
-        from .bench_scan import main as bench
-    elif args.families:
-        from .bench_families import main as bench
-    else:
-        from .bench import main as bench
+    from . import bench
 
-    bench(args)
+    chosen = [name for name in ("why", "scan", "families", "patching", "generate") if getattr(args, name)]
+    if len(chosen) > 1:
+        raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
+    module = importlib.import_module(f"{bench.__name__}.{chosen[0] if chosen else 'forward'}")
+    module.main(args)
 
 
 def cmd_handout(args) -> None:
@@ -352,6 +350,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a SmolLM2-135M-shaped Llama against transformers' LlamaForCausalLM: forward, capture, generate",
     )
+    p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
+    p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
+    p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
+    p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
+    p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
+    p.add_argument("--prompt-tokens", type=cli_args.whole(1), default=32, help="with --generate: prompt tokens")
+    p.add_argument("--new-tokens", type=cli_args.whole(1), default=128, help="with --generate: new tokens")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")

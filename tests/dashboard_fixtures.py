@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 import gptviz
-from gptviz.bench import GPT2_SMALL
+from gptviz.bench.forward import GPT2_SMALL
 
 NAME = "tiny-char"
 # Printable ASCII without "~" and "|": those two (and anything non-ASCII) are unknown characters.

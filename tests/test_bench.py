@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import torch
 from conftest import tiny_model
 
 import gptviz
-from gptviz.bench import held_bytes, to_hf_gpt2
+from gptviz.bench.forward import held_bytes, to_hf_gpt2
 
 pytestmark = pytest.mark.slow  # trains models or runs the benchmark
 
@@ -41,6 +42,8 @@ def test_bench_tiny_with_peers_writes_a_table_and_json(tmp_path):
     assert "ratio: median time / median time of 'hf plain (sdpa)'" in p.stdout
     result = json.loads(out.read_text())
     runs = ["gptviz plain", "gptviz capture", "hf plain (sdpa)", "hf eager + attentions + hidden"]
+    if importlib.util.find_spec("transformer_lens") is not None:  # --peers adds it where it is installed
+        runs.append("transformer_lens run_with_cache")
     assert [(r["T"], r["run"]) for r in result["rows"]] == [(T, run) for T in (8, 16) for run in runs]
     for r in result["rows"]:
         assert r["seconds"] > 0

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from gptviz.bench_families import TINY, to_hf_llama
+from gptviz.bench.families import TINY, to_hf_llama
 from gptviz.config import GPTConfig
 from gptviz.model import GPT
 

@@ -82,7 +82,7 @@ def test_attention_rows_equal_the_last_row_of_a_full_trace():
 
 def test_greedy_ids_equal_hugging_face_generate():
     pytest.importorskip("transformers")
-    from gptviz.bench import to_hf_gpt2
+    from gptviz.bench.forward import to_hf_gpt2
 
     torch.manual_seed(0)
     cfg = gptviz.GPTConfig(

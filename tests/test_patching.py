@@ -11,7 +11,7 @@ from conftest import tiny_model
 
 import gptviz
 from gptviz.analysis.patching import patched_run
-from gptviz.bench_patching import measure, naive_sweep
+from gptviz.bench.patching import measure, naive_sweep
 
 CLEAN = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
 CORRUPT = [3, 1, 4, 1, 7, 9, 2, 6, 5, 3]  # position 4 differs

@@ -28,6 +28,7 @@ import plotly.graph_objects as go
 from ..errors import GptvizError
 from ..figures import corpus as cfig
 from ..scanning import Scan, load_scan
+from ..shipped import shipped_dir
 from .caches import ModelKey, bundle_for, cached
 from .classmode import CORPUS_MB, allowed_path, class_mode
 from .private import private_folder, private_root, write_private
@@ -51,10 +52,7 @@ def upload_bytes() -> int:
 
 
 def samples_dir() -> Path:
-    if os.environ.get(SAMPLES_ENV):
-        return Path(os.environ[SAMPLES_ENV])
-    checkout = Path(__file__).resolve().parents[2] / "samples"
-    return checkout if checkout.is_dir() else Path.cwd() / "samples"
+    return shipped_dir("samples")
 
 
 def sample_corpora() -> list[str]:

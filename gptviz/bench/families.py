@@ -27,13 +27,13 @@ from pathlib import Path
 
 import torch
 
-from .bench import synchronize
-from .capture import trace
-from .config import GPTConfig
-from .devices import resolve_device
-from .formats.hf_llama_export import hf_llama_config, hf_llama_state
-from .generation import generate
-from .model import GPT
+from ..capture import trace
+from ..config import GPTConfig
+from ..devices import resolve_device
+from ..formats.hf_llama_export import hf_llama_config, hf_llama_state
+from ..generation import generate
+from ..model import GPT
+from .forward import synchronize
 
 LLAMA = dict(pos_encoding="rotary", norm="rmsnorm", activation="silu", mlp_gated=True, bias=False, tie_weights=True)
 SMOLLM2_135M = dict(

@@ -2,7 +2,7 @@
 cell) and, when it is installed, TransformerLens's patching.get_act_patch_resid_pre, on one
 random-weight model of any shape.
 
-    python -m gptviz.bench_patching --T 16 64 128 --device cpu [--peers] [--naive-layers 2] [--tl-layers 4]
+    gptviz bench --patching --T 16,64,128 --device cpu [--peers] [--naive-layers 2] [--tl-layers 4]
 
 Prints one JSON line per T. The values of the sweep and the naive loop are compared too.
 """
@@ -18,14 +18,14 @@ import time
 import numpy as np
 import torch
 
-from .analysis.patching import patching_sweep
-from .bench import GPT2_SMALL, to_hf_gpt2, to_transformer_lens
-from .capture import trace
-from .checks import whole
-from .config import GPTConfig
-from .interventions import patch
-from .model import GPT
-from .names import point
+from ..analysis.patching import patching_sweep
+from ..capture import trace
+from ..checks import whole
+from ..config import GPTConfig
+from ..interventions import patch
+from ..model import GPT
+from ..names import point
+from .forward import GPT2_SMALL, to_hf_gpt2, to_transformer_lens
 
 
 def naive_sweep(
@@ -145,19 +145,8 @@ def measure(
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--T", type=int, nargs="+", default=[32, 64])
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--peers", action="store_true", help="also time TransformerLens when it is installed")
-    p.add_argument("--naive-layers", type=int, help="time the naive loop on this many layers' cells, scaled to L")
-    p.add_argument("--tl-layers", type=int, help="the same for TransformerLens's sweep (its index_df)")
-    a = p.parse_args(argv)
+def main(args: argparse.Namespace) -> None:
     with torch.no_grad():
-        for T in a.T:
-            print(json.dumps(measure(T, a.device, a.repeats, a.peers, a.naive_layers, a.tl_layers)), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+        for T in args.T or [32, 64]:
+            row = measure(T, args.device, args.repeats, args.peers, args.naive_layers, args.tl_layers)
+            print(json.dumps(row), flush=True)

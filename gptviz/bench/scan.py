@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .bench import GPT2_SMALL, TINY
-from .config import GPTConfig
-from .model import GPT
+from ..config import GPTConfig
+from ..model import GPT
+from .forward import GPT2_SMALL, TINY
 
 
 def windows(n: int, T: int, vocab: int, seed: int = 0) -> list[list[int]]:
@@ -49,7 +49,7 @@ def plain_seconds(model: GPT, docs: list[list[int]], batch: int) -> float:
 
 
 def scan_seconds(model, docs, T: int, batch: int, **kw) -> tuple[float, dict]:
-    from .scanning import scan
+    from ..scanning import scan
 
     started = time.perf_counter()
     s = scan(model, docs, window=T, k=20, batch_size=batch, **kw)
@@ -64,7 +64,7 @@ def peak_child(tiny: bool, n: int, T: int, batch: int) -> int:
         f"b.scan_seconds(m, b.windows({n}, {T}, m.config.vocab_size), {T}, {batch}); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return int(done.stdout.split()[-1])
 
@@ -112,7 +112,7 @@ def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int, mem_
         )
         import ray
 
-        from .formats import save
+        from ..formats import save
 
         with tempfile.TemporaryDirectory() as tmp:
             path = save(model, Path(tmp) / "model")  # each Ray worker loads it from the path

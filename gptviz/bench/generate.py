@@ -1,6 +1,6 @@
 """How fast does gptviz.generate decode, recording every step, against Hugging Face's `generate`?
 
-    python -m gptviz.bench_generate [--prompt 32] [--new 128] [--repeats 3] [--device cpu] [--tiny]
+    gptviz bench --generate [--prompt-tokens 32] [--new-tokens 128] [--repeats 3] [--device cpu] [--tiny]
 
 Both decode greedily from the same prompt with the same weights (gptviz's model converted to a
 GPT2LMHeadModel), the same threads and the same device. gptviz records, per new token, its
@@ -20,10 +20,10 @@ import time
 
 import torch
 
-from .bench import GPT2_SMALL, TINY, synchronize, to_hf_gpt2
-from .config import GPTConfig
-from .generation import generate
-from .model import GPT
+from ..config import GPTConfig
+from ..generation import generate
+from ..model import GPT
+from .forward import GPT2_SMALL, TINY, synchronize, to_hf_gpt2
 
 
 def measure(prompt: int = 32, new: int = 128, repeats: int = 3, device: str = "cpu", shape: dict = GPT2_SMALL) -> dict:
@@ -76,17 +76,6 @@ def measure(prompt: int = 32, new: int = 128, repeats: int = 3, device: str = "c
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--prompt", type=int, default=32, help="prompt tokens")
-    p.add_argument("--new", type=int, default=128, help="new tokens")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
-    a = p.parse_args(argv)
-    shape = {**(TINY if a.tiny else GPT2_SMALL)}
-    print(json.dumps(measure(a.prompt, a.new, a.repeats, a.device, shape)), flush=True)
-
-
-if __name__ == "__main__":
-    main()
+def main(args: argparse.Namespace) -> None:
+    shape = {**(TINY if args.tiny else GPT2_SMALL)}
+    print(json.dumps(measure(args.prompt_tokens, args.new_tokens, args.repeats, args.device, shape)), flush=True)

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import torch
 
-from .analysis.heads import head_scores
-from .analysis.lens import lens_sites, logit_lens
-from .bench import GPT2_SMALL, TINY, PeakAllocated, synchronize, to_hf_gpt2, to_transformer_lens
-from .capture import trace
-from .config import GPTConfig
-from .devices import resolve_device
-from .model import GPT
-from .names import point
+from ..analysis.heads import head_scores
+from ..analysis.lens import lens_sites, logit_lens
+from ..capture import trace
+from ..config import GPTConfig
+from ..devices import resolve_device
+from ..model import GPT
+from ..names import point
+from .forward import GPT2_SMALL, TINY, PeakAllocated, synchronize, to_hf_gpt2, to_transformer_lens
 
 NEW_SITES = ("attn.z", "attn.out", "mlp.hidden", "mlp.out")
 

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .capture import trace
-from .config import GPTConfig
-from .devices import resolve_device
-from .formats.hf_gpt2 import CONV1D
-from .model import GPT
-from .names import point
-from .record import Trace
+from ..capture import trace
+from ..config import GPTConfig
+from ..devices import resolve_device
+from ..formats.hf_gpt2 import CONV1D
+from ..model import GPT
+from ..names import point
+from ..record import Trace
 
 if TYPE_CHECKING:  # optional peers, imported only when --peers asks for them
     import plotly.graph_objects as go
@@ -221,7 +221,7 @@ def held_bytes(result: object) -> int:
 def main_figures(t: Trace) -> dict[str, Callable[[], go.Figure]]:
     """Each dashboard page's main figure (its largest), built as the page builds it, for layer 0,
     head 0 and the last position: page -> function() returning the Plotly figure."""
-    from . import analysis, figures
+    from .. import analysis, figures
 
     labels = figures.token_labels(t.tokens)
     last = t.n_tokens - 1

@@ -1,0 +1,75 @@
+"""Progress of a long step (a load, the logit lens, a patching sweep, generation, a scan, training
+an SAE), reported through one callback that every such library function takes as `progress=`.
+
+    def show(p: gptviz.Progress) -> None:
+        print(f"{p.what}: {p.done}/{p.total}, {p.fraction:.0%}, about {p.seconds_left:.0f} s left")
+
+    gptviz.logit_lens(model, trace, progress=show)
+
+The library calls `progress(Progress(...))` after each unit of work (never per tensor element).
+A caller stops the work by raising `Cancelled` from its callback (the dashboard's Cancel button
+does): the exception passes through the library untouched, and nothing half-done is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .errors import GptvizError
+
+
+class Cancelled(GptvizError):
+    """Raised by a progress callback to stop the step it reports on."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One report: `done` of `total` units of `what` (e.g. "layers", "positions", "tokens")."""
+
+    what: str
+    done: int
+    total: int
+    seconds: float  # since the step started
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 1.0
+
+    @property
+    def seconds_left(self) -> float | None:
+        """A linear estimate from the rate so far; None until one unit is done."""
+        if self.done <= 0 or self.total <= 0:
+            return None
+        return self.seconds * (self.total - self.done) / self.done
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+@dataclass
+class Reporter:
+    """What a library function holds while it works: `tick()` after each unit.
+
+    reporter = Reporter(progress, "positions", total=T)
+    for t in range(T):
+        ...
+        reporter.tick()
+    """
+
+    callback: ProgressFn | None
+    what: str
+    total: int
+    done: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def tick(self, n: int = 1) -> None:
+        self.done += n
+        if self.callback is not None:
+            self.callback(Progress(self.what, self.done, self.total, time.perf_counter() - self.started))
+
+    def start(self) -> None:
+        """Report 0 of total (a bar appears before the first unit is done)."""
+        if self.callback is not None:
+            self.callback(Progress(self.what, 0, self.total, 0.0))
