@@ -1,14 +1,14 @@
 """A lesson file as a hostile student's upload (issue 27): what Python's tomllib pays for (dotted
 keys, nesting, keys, items) is bounded before it runs, a RecursionError never escapes, a byte-order
 mark is fine, each content is parsed once, and a slide's error names its line in the file.
-`python -m gptviz.bench_lessons --before` measures time and memory on 64 KB files of each kind."""
+`gptviz bench --lessons` measures time and memory on 64 KB files of each kind."""
 
 from __future__ import annotations
 
 import pytest
 
 from gptviz import lessons
-from gptviz.bench_lessons import cases, peak_mb
+from gptviz.bench.lessons import cases, peak_mb
 from gptviz.lessons import LessonError, bounded_toml, parse_lesson
 
 GOOD = 'title = "Mine"\n\n[[slides]]\npage = "mask"\ntitle = "one"\n\n[[slides]]\npage = "tiny-head"\ntitle = "two"\n'

@@ -5,7 +5,7 @@ tomllib is a careful parser but not a cheap one on every input: a 64 KB file of 
 levels of nested arrays end in a RecursionError. So one linear pass first counts, outside strings and
 comments, what tomllib pays for: nesting, the parts of a dotted key, keys, array items, tables; a file
 over any bound is refused with the line where it went over, before tomllib runs. Within the bounds
-any 64 KB file parses in a few hundredths of a second and a few MB (gptviz.bench_lessons measures it).
+any 64 KB file parses in a few hundredths of a second and a few MB (`gptviz bench --lessons` measures it).
 """
 
 from __future__ import annotations

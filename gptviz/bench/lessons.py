@@ -1,4 +1,4 @@
-"""How long, and how much memory, a hostile 64 KB lesson file costs: `python -m gptviz.bench_lessons`.
+"""How long, and how much memory, a hostile 64 KB lesson file costs: `gptviz bench --lessons`.
 
 Each case is a file of at most lessons.MAX_BYTES built to cost a TOML parser the most (one long dotted
 key, many dotted keys, deep nesting, many keys, items, tables, strings, escapes, comments, blank
@@ -17,7 +17,7 @@ import sys
 import time
 import tracemalloc
 
-from .lessons import MAX_BYTES, LessonError, parse_lesson
+from ..lessons import MAX_BYTES, LessonError, parse_lesson
 
 HEAD = 'title = "t"\n[[slides]]\npage = "mask"\ntitle = "t"\n'
 
@@ -112,18 +112,22 @@ def _before(text: str, tmp: str) -> tuple[str, str, str]:
         return "?", "?", "child died"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--before", action="store_true", help="also time plain tomllib (a child process each)")
-    args = p.parse_args(argv)
+def main(args: argparse.Namespace | list[str] | None = None) -> int:
+    """`gptviz bench --lessons` (before and after), or `python -m gptviz.bench.lessons [--before]`."""
+    if isinstance(args, argparse.Namespace):  # gptviz bench --lessons: before and after
+        before = True
+    else:
+        p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        p.add_argument("--before", action="store_true", help="also time plain tomllib (a child process each)")
+        before = p.parse_args(args).before
     head = f"{'case':32s} {'bytes':>6s} {'after s':>8s} {'after MB':>9s}  outcome"
-    print(head + ("  | before: tomllib alone" if args.before else ""))
+    print(head + ("  | before: tomllib alone" if before else ""))
     worst_s = worst_mb = 0.0
     for i, (name, text) in enumerate(cases().items()):
         s, mb, outcome = _after(text, i)
         worst_s, worst_mb = max(worst_s, s), max(worst_mb, mb)
         line = f"{name:32s} {len(text.encode()):6d} {s:8.4f} {mb:9.2f}  {outcome[:50]}"
-        if args.before:
+        if before:
             bs, bmb, bout = _before(text, "/tmp/gptviz-bench-lesson.toml")
             line += f"  | {bs} s, {bmb} MB, {bout}"
         print(line, flush=True)
