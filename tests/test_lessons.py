@@ -160,3 +160,16 @@ def test_a_slide_states_what_a_mass_is_and_shows_no_nan_for_a_masked_key():
     assert leak.table.iloc[0, 0] == f"future attention mass (weight on later keys, summed over {T} rows: 0 to {T - 1})"
     tiny = content.build(lessons.Slide(page="tiny-head", title="t"))
     assert "summed over 3 rows: 0 to 2" in tiny.facts[0][0]
+
+
+def test_a_token_with_a_tag_character_reads_as_itself_in_a_slides_table():
+    """Issue 27: `&gt;` appeared literally (the Plotly escape reached a table and a title)."""
+    import gptviz
+    from gptviz.formats.demo import demo_bundle
+
+    bundle = demo_bundle("cpu")
+    trace = gptviz.trace(bundle.model, bundle.tokenizer.encode("a<b>c"))
+    c = content.build(lessons.Slide(page="attention", title="a", checkpoint="demo"), bundle, trace)
+    assert c.table_title == "where query 4 c looks (top 5 keys)"
+    assert "1 <" in set(c.table["key"]) and not any("&" in k for k in c.table["key"])
+    assert list(c.figure.data[0].x)[1] == "1 &lt;", "the figure's labels stay escaped for Plotly"

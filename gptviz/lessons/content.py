@@ -163,10 +163,13 @@ def _softmax(slide: Slide) -> Content:
     )
 
 
-def _labels(bundle: Bundle, trace: Trace) -> list[str]:
+def _labels(bundle: Bundle, trace: Trace, for_plotly: bool = True) -> list[str]:
+    """'position token' labels: escaped for Plotly (which reads tags in ticks), or as plain text for
+    a table or a title, where an escape would show as itself (`&gt;`)."""
     ids = [int(i) for i in trace.token_ids]
     tok = bundle.tokenizer
-    return figures.token_labels(tok.display(ids) if tok is not None else [str(i) for i in ids])
+    tokens = tok.display(ids) if tok is not None else [str(i) for i in ids]
+    return figures.token_labels(tokens) if for_plotly else [f"{i} {t}" for i, t in enumerate(tokens)]
 
 
 def _row(slide: Slide, T: int) -> int:
@@ -191,6 +194,7 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=attention_mask(trace, layer))
     mark(fig, slide.highlight, T)
     row = _row(slide, T)
+    words = _labels(bundle, trace, for_plotly=False)
     scores = analysis.head_scores(trace)
     mine = scores[(scores["layer"] == layer) & (scores["head"] == head)].iloc[0]
     facts = (
@@ -200,8 +204,8 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     )
     return Content(
         fig,
-        f"where query {labels[row]} looks (top 5 keys)",
-        _where_it_looks(w, labels, row),
+        f"where query {words[row]} looks (top 5 keys)",
+        _where_it_looks(w, words, row),
         facts,
         "Rows are queries (who reads), columns keys (what is read); grey cells are masked (not read).",
     )
