@@ -248,3 +248,12 @@ def test_the_shipped_items_still_open_on_a_class_server(room):
     at = ok(app_session())
     assert at.get("plotly_chart")
     assert Path(classmode.allowed_path(str(room.parent / "checkpoints" / NAME))).name == NAME
+
+
+def test_the_checkpoint_the_teacher_started_the_server_on_opens(room, monkeypatch):
+    # `gptviz dashboard --checkpoint PATH` writes the path, made absolute, as the default checkpoint
+    monkeypatch.setenv("GPTVIZ_DEFAULT_CHECKPOINT", str(room / "model"))
+    at = ok(app_session())
+    assert at.get("plotly_chart")
+    assert classmode.allowed_path(str(room / "model" / "config.json")).name == "config.json"
+    refused_alike([errors(app_session(checkpoint=str(room / "run")))])  # its neighbours stay closed
