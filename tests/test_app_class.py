@@ -15,11 +15,11 @@ from dashboard_fixtures import NAME, make_checkpoints, make_overtime_checkpoints
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
-from gptviz.dashboard import classmode, uploads
-from gptviz.dashboard import corpus as cp
+from gptviz.dashboard import classmode, scan_form, uploads
 from gptviz.dashboard.state import Pick
 from gptviz.dashboard.widgets import plain
 from gptviz.errors import CheckpointError
+from gptviz.scanning import jobs as scan_jobs
 
 SHOWN = plain(classmode.REFUSED)  # how the page shows the refusal (Markdown escaped)
 SECRET = "grades and wifi password: hunter2"
@@ -33,7 +33,7 @@ def room(tmp_path, monkeypatch):
     serve(monkeypatch, root, NAME)
     monkeypatch.setenv(classmode.CLASS_ENV, "1")
     monkeypatch.delenv(classmode.ROOTS_ENV, raising=False)
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
     private = tmp_path / "private"
     shutil.copytree(root / NAME, private / "model")
     shutil.copytree(root / "tiny-run", private / "run")
@@ -218,14 +218,12 @@ def test_uploads_held_by_all_sessions_are_bounded_together():
 
 
 def test_one_running_scan_per_client_on_a_class_server(tmp_path, monkeypatch):
-    monkeypatch.setenv(classmode.CLASS_ENV, "1")
-    monkeypatch.setattr(cp, "_JOBS", {"a": _Sleeper()})
-    monkeypatch.setattr(cp, "_CLIENTS", {"a": "10.0.0.5"})
+    monkeypatch.setattr(scan_jobs, "_JOBS", {"a": _Sleeper()})
+    monkeypatch.setattr(scan_jobs, "_CLIENTS", {"a": "10.0.0.5"})
     with pytest.raises(Exception, match="from this computer"):
-        cp.check_room("10.0.0.5")
-    cp.check_room("10.0.0.6")  # another student's computer may
-    monkeypatch.setenv(classmode.CLASS_ENV, "0")
-    cp.check_room("10.0.0.5")  # a private server keeps its old rule (two at once for all)
+        scan_jobs.check_room("10.0.0.5")
+    scan_jobs.check_room("10.0.0.6")  # another student's computer may
+    scan_jobs.check_room("")  # a private server names no client: its old rule (two at once for all)
 
 
 class _Sleeper:
@@ -239,9 +237,9 @@ class _Sleeper:
 
 def test_a_class_servers_corpus_upload_is_smaller(monkeypatch):
     monkeypatch.setenv(classmode.CLASS_ENV, "1")
-    assert cp.upload_bytes() == classmode.CORPUS_MB * 2**20 < cp.MAX_UPLOAD_BYTES
+    assert scan_form.upload_bytes() == classmode.CORPUS_MB * 2**20 < scan_jobs.MAX_UPLOAD_BYTES
     monkeypatch.setenv(classmode.CLASS_ENV, "0")
-    assert cp.upload_bytes() == cp.MAX_UPLOAD_BYTES
+    assert scan_form.upload_bytes() == scan_jobs.MAX_UPLOAD_BYTES
 
 
 def test_the_shipped_items_still_open_on_a_class_server(room):

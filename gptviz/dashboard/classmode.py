@@ -110,7 +110,7 @@ def _real(path: Path) -> Path:
 def data_roots(extra: tuple[Path, ...] = ()) -> list[Path]:
     """The folders a class server opens, links resolved: the shipped checkpoints and samples, the
     checkpoint the teacher started the server on, the folders in $GPTVIZ_DATA_ROOTS, and extra."""
-    from .corpus import samples_dir
+    from ..scanning.queries import samples_dir
     from .sources import DEFAULT_ENV, checkpoints_dir
 
     roots = [checkpoints_dir(), samples_dir(), *extra]

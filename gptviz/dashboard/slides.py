@@ -23,18 +23,19 @@ from .. import figures
 from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import caches, live, sources
+from . import caches, keys, live, sources
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
 from .lesson_check import check_lesson, slide_checkpoint, slide_prompt
+from .pages import page_file
 from .state import link_params
 from .widgets import CHART_CONFIG, plain
 
 log = logging.getLogger("gptviz.dashboard")
-LESSON_KEY = "_lesson"  # session key of the open Lesson (a small frozen record, no tensors)
+LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen record, no tensors)
 SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
-CODE_KEY = "_class_code"
-TEACH_KEY = "_teach_key"  # the teacher key of this session's class, also in its URL (?teach=KEY)
+CODE_KEY = keys.CLASS_CODE
+TEACH_KEY = keys.TEACH_KEY
 HEARTBEAT_S = 60.0  # how often an idle teacher's page tells the registry it is still there
 _INT = re.compile(r"[0-9]{1,3}")
 
@@ -124,7 +125,7 @@ def read_lesson_url() -> None:
     another lesson or slide than the ones this session wrote."""
     _read_teacher_key()
     name, slide = st.query_params.get("lesson"), st.query_params.get("slide")
-    if name is None or (name, slide) == st.session_state.get("_lesson_written"):
+    if name is None or (name, slide) == st.session_state.get(keys.LESSON_WRITTEN):
         return
     lesson = st.session_state.get(LESSON_KEY)
     if lesson is None or lesson.name != name or lesson.origin != "shipped":
@@ -132,7 +133,7 @@ def read_lesson_url() -> None:
             lesson = shipped_lesson(name)
             check_lesson(lesson)
         except LessonError as e:
-            st.session_state["_lesson_error"] = str(e)
+            st.session_state[keys.LESSON_ERROR] = str(e)
             return
     st.session_state[LESSON_KEY] = lesson
     n = len(lesson.slides)
@@ -149,7 +150,7 @@ def _read_teacher_key() -> None:
     found = live.resume(key[:64])
     if found is None:
         st.query_params.pop("teach", None)
-        st.session_state["_lesson_error"] = "the class of that teacher link has ended; start teaching again"
+        st.session_state[keys.LESSON_ERROR] = "the class of that teacher link has ended; start teaching again"
         return
     st.session_state[TEACH_KEY] = key
     if isinstance(found, str):  # the class is between lessons
@@ -158,7 +159,7 @@ def _read_teacher_key() -> None:
     st.session_state[CODE_KEY] = found.code
     if found.lesson is not None:
         st.session_state[LESSON_KEY], st.session_state[SLIDE_KEY] = found.lesson, found.slide
-        st.session_state["_lesson_written"] = (st.query_params.get("lesson"), st.query_params.get("slide"))
+        st.session_state[keys.LESSON_WRITTEN] = (st.query_params.get("lesson"), st.query_params.get("slide"))
 
 
 def write_lesson_url(lesson: Lesson, i: int) -> None:
@@ -168,7 +169,7 @@ def write_lesson_url(lesson: Lesson, i: int) -> None:
     wanted = (lesson.name, str(i + 1))
     if (st.query_params.get("lesson"), st.query_params.get("slide")) != wanted:
         st.query_params["lesson"], st.query_params["slide"] = wanted
-    st.session_state["_lesson_written"] = wanted
+    st.session_state[keys.LESSON_WRITTEN] = wanted
 
 
 def open_lesson(lesson: Lesson) -> None:
@@ -187,7 +188,7 @@ def close_lesson() -> None:
     st.session_state.pop(LESSON_KEY, None)
     for k in ("lesson", "slide"):
         st.query_params.pop(k, None)
-    st.session_state.pop("_lesson_written", None)
+    st.session_state.pop(keys.LESSON_WRITTEN, None)
 
 
 def _move(n: int, delta: int) -> None:
@@ -234,7 +235,7 @@ def start_teaching() -> None:
     """The "Start teaching" button: a code (and teacher key) for this teacher, kept in the URL."""
     made = live.start(client_address())
     if isinstance(made, str):
-        st.session_state["_teach_error"] = made
+        st.session_state[keys.TEACH_ERROR] = made
         return
     st.session_state[CODE_KEY], st.session_state[TEACH_KEY] = made
     st.query_params["teach"] = made[1]
@@ -273,7 +274,7 @@ def class_bar(lesson_open: bool = True) -> None:
     code = teaching()
     if code is None:
         st.button("Start teaching", key="start_teaching", on_click=start_teaching, help="Students follow a code")
-        err = st.session_state.pop("_teach_error", None)
+        err = st.session_state.pop(keys.TEACH_ERROR, None)
         if err:
             st.caption(plain(err))
         return
@@ -363,7 +364,7 @@ def full_page_link(slide: Slide) -> None:
         name = slide_checkpoint(slide)
         params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
         params["prompt"] = slide_prompt(slide, name)
-    st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
+    st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))
 
 
 FOLLOW_POLL_S = 10.0  # the safety net behind the nudge: each poll is a rerun (30 at 4-5 s jammed 2 cores)
@@ -384,7 +385,7 @@ def follower(code: str, presentation: bool) -> None:
     @st.fragment(run_every=FOLLOW_POLL_S)
     def watch() -> None:
         cur = live.lookup(code) if code else None
-        if (cur.version if cur else None) != st.session_state.get("_follow_version"):
+        if (cur.version if cur else None) != st.session_state.get(keys.FOLLOW_VERSION):
             st.rerun()
 
     if now is None or now.lesson is None:
@@ -402,7 +403,7 @@ def follower(code: str, presentation: bool) -> None:
             return
         else:
             st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
-        st.session_state["_follow_version"] = shown_version
+        st.session_state[keys.FOLLOW_VERSION] = shown_version
         watch()
         return
     n = len(now.lesson.slides)
@@ -411,5 +412,5 @@ def follower(code: str, presentation: bool) -> None:
     draw(now.lesson.slides[now.slide], presentation, key="follow")
     # Only now, with the slide drawn: a run cut short (a poll arriving during it) must not leave the
     # version saying this page is up to date, or the next poll would see no change.
-    st.session_state["_follow_version"] = shown_version
+    st.session_state[keys.FOLLOW_VERSION] = shown_version
     watch()
