@@ -198,6 +198,8 @@ def cmd_dashboard(args) -> int:
         from .dashboard.sources import DEFAULT_ENV
 
         os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
+    if args.class_mode:  # the server inherits it: paths closed, uploads and scans off (dashboard/classmode.py)
+        os.environ["GPTVIZ_CLASS"] = "1"
     flags = {**STREAMLIT_FLAGS, "server.address": args.address, "server.port": str(args.port)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app_file())]
     cmd += [part for k, v in flags.items() for part in (f"--{k}", v)]
@@ -225,7 +227,8 @@ def cmd_sae(args) -> None:
 def cmd_bench(args) -> None:
     from . import bench
 
-    chosen = [name for name in ("why", "scan", "families", "patching", "generate", "features") if getattr(args, name)]
+    names = ("why", "scan", "families", "patching", "generate", "lessons", "features")
+    chosen = [name for name in names if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
     module = importlib.import_module(f"{bench.__name__}.{chosen[0] if chosen else 'forward'}")
@@ -312,6 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=cli_args.PORT, default=8501, help="TCP port, 1-65535 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument(
+        "--class",
+        dest="class_mode",
+        action="store_true",
+        help="a class server: no path typed in a page reaches this machine's disk beyond the shipped items and "
+        "$GPTVIZ_DATA_ROOTS; uploads and scans off (on by default for any --address but loopback)",
+    )
+    p.add_argument(
         "--checkpoint",
         type=cli_args.path,
         help="the checkpoint the dashboard opens on: a path, or a shipped name (default: "
@@ -355,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
     p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
+    p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")

@@ -59,11 +59,7 @@ class Scan:
             "neurons": self.neurons,
             "heads": self.heads,
             "head_windows": self.head_windows,
-            **(
-                {"features": self.features, "feature_density": self.feature_density}
-                if len(self.feature_density)
-                else {}
-            ),
+            **({"features": self.features, "feature_density": self.feature_density} if len(self.features) else {}),
         }
 
 
