@@ -28,6 +28,9 @@ def add_arguments(p) -> None:
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default) or ray")
     p.add_argument("--ray-address", help="a Ray cluster to use (default: $RAY_ADDRESS, else a Ray started here)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+    p.add_argument(
+        "--threads", type=cli_args.whole(1), help="torch CPU threads (default: one per core, OpenMP waiting passively)"
+    )
     p.add_argument("--batch-size", type=cli_args.whole(1), help="windows per batch (default: 2,048 tokens' worth)")
     p.add_argument("--progress-file", type=path, help="also write progress as JSON to this file (for the dashboard)")
 
