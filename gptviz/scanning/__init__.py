@@ -24,8 +24,8 @@ from ..checks import whole
 from ..errors import GptvizError
 from .corpus import Corpus, ScanDataError, read_corpus
 from .local import default_batch_size, run_local
-from .reduce import Partial
-from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
+from .reduce import EXTRAS, Partial
+from .store import COLUMNS, OPTIONAL, ScanFolderError, check_space, estimate_bytes, read, write
 
 ENGINES = ("local", "ray")
 DEFAULT_WINDOW = 128
@@ -43,6 +43,8 @@ class Scan:
     heads: pd.DataFrame
     summary: dict
     head_windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_windows"])))
+    # per window and head, what HeadVis's metrics and samples need (reduce.EXTRAS; gptviz.scanning.heads)
+    head_attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_attention"])))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {
@@ -51,6 +53,7 @@ class Scan:
             "neurons": self.neurons,
             "heads": self.heads,
             "head_windows": self.head_windows,
+            "head_attention": self.head_attention,
         }
 
 
@@ -114,7 +117,23 @@ def tables(corpus: Corpus, part: Partial, L: int, H: int) -> dict[str, pd.DataFr
         }
     )
     heads = head_windows.drop(columns="window").groupby(["layer", "head"], as_index=False).mean()
-    return {"windows": windows, "tokens": tokens, "neurons": neurons, "heads": heads, "head_windows": head_windows}
+    head_attention = pd.DataFrame(
+        {
+            "window": head_windows["window"],
+            "layer": head_windows["layer"],
+            "head": head_windows["head"],
+            **{e: part.head_extra[..., i].reshape(-1) for i, e in enumerate(EXTRAS)},
+            "induction_queries": np.repeat(part.induction_queries, L * H),
+        }
+    )
+    return {
+        "windows": windows,
+        "tokens": tokens,
+        "neurons": neurons,
+        "heads": heads,
+        "head_windows": head_windows,
+        "head_attention": head_attention,
+    }
 
 
 def scan(
@@ -202,8 +221,7 @@ def scan(
         "data": str(data) if isinstance(data, (str, Path)) else f"a list of {corpus.docs} documents",
         "doc_names": corpus.names[:1000],  # where each document came from (the first 1,000)
     }
-    s = Scan(**{k_: v for k_, v in result.items() if k_ != "head_windows"}, summary=summary)
-    s.head_windows = result["head_windows"]
+    s = Scan(**result, summary=summary)
     if out is not None:
         write(Path(out), s.tables(), summary)
     return s
@@ -218,5 +236,5 @@ def load_scan(folder: str | Path) -> Scan:
         found["neurons"],
         found["heads"],
         summary,
-        found.get("head_windows", pd.DataFrame(columns=list(COLUMNS["head_windows"]))),
+        *(found.get(name, pd.DataFrame(columns=list(COLUMNS[name]))) for name in OPTIONAL),
     )

@@ -32,6 +32,11 @@ def add_arguments(p) -> None:
         "--threads", type=cli_args.whole(1), help="torch CPU threads (default: one per core, OpenMP waiting passively)"
     )
     p.add_argument("--batch-size", type=cli_args.whole(1), help="windows per batch (default: 2,048 tokens' worth)")
+    p.add_argument(
+        "--headvis",
+        type=path,
+        help="also write the heads as HeadVis data (Neuronpedia's load-head-metrics / load-head-sequences read it)",
+    )
     p.add_argument("--progress-file", type=path, help="also write progress as JSON to this file (for the dashboard)")
 
 
@@ -75,6 +80,15 @@ def run(args) -> None:
         write_progress(args.progress_file, state="error", message=" ".join(str(e).split()) or type(e).__name__)
         raise
     bar.close()
+    if args.headvis:
+        from ..formats import load
+        from .headvis import write_headvis
+
+        bundle = load(args.checkpoint, device=args.device)
+        write_headvis(bundle.model, s, Path(args.headvis), bundle.tokenizer, model_name=str(args.checkpoint))
+        print(
+            f"wrote HeadVis data for {bundle.model.config.n_layer * bundle.model.config.n_head} heads to {args.headvis}"
+        )
     sm = s.summary
     write_progress(args.progress_file, done=sm["windows"], total=sm["windows"], state="done", out=str(args.out))
     print(
