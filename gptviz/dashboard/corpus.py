@@ -29,6 +29,7 @@ from ..errors import GptvizError
 from ..figures import corpus as cfig
 from ..formats.safe import user_path
 from ..scanning import Scan, load_scan
+from ..shipped import shipped_dir
 from .caches import ModelKey, bundle_for, cached
 from .private import private_folder, private_root, write_private
 
@@ -45,10 +46,7 @@ CONTEXT_AFTER = 8
 
 
 def samples_dir() -> Path:
-    if os.environ.get(SAMPLES_ENV):
-        return Path(os.environ[SAMPLES_ENV])
-    checkout = Path(__file__).resolve().parents[2] / "samples"
-    return checkout if checkout.is_dir() else Path.cwd() / "samples"
+    return shipped_dir("samples")
 
 
 def sample_corpora() -> list[str]:
