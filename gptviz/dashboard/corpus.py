@@ -41,8 +41,6 @@ MAX_RUNNING_SCANS = 2  # scans this server runs at once, for all sessions: each 
 # so a neighbour uploading corpora again and again cannot fill the disk (at most 20 × 64 MB of uploads)
 MAX_KEPT = 20
 OWN_FOLDER = re.compile(r"(upload-)?[0-9a-f]{12}")  # the names private_folder is given below
-CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
-CONTEXT_AFTER = 8
 
 
 def samples_dir() -> Path:
@@ -108,7 +106,7 @@ def loss_histogram(folder: str, stamp: float, window: int) -> go.Figure:
 @cached(max_entries=16, show_spinner=False)
 def head_scores_figure(folder: str, stamp: float, score: str) -> go.Figure:
     scan = scan_at(folder, stamp)
-    return cfig.head_score_distribution(head_distribution(scan, score), scan.heads, score)
+    return cfig.head_score_distribution(head_distribution(scan, score), score)
 
 
 def token_texts(tok, ids) -> list[str]:
@@ -266,9 +264,19 @@ def window_losses(scan: Scan, window: int, n: int) -> np.ndarray:
     return out
 
 
+def short_length(scan: Scan) -> int:
+    """Windows of fewer tokens than this are "short" (a document's tail): a quarter of the scan's window."""
+    full = int(scan.summary.get("window") or scan.windows["n_tokens"].max() or 2)
+    return max(2, full // 4)
+
+
 def windows_by_loss(scan: Scan, display) -> pd.DataFrame:
-    """Every window, the worst first, with the start of its text."""
+    """Every window, the worst first, with its document's name, whether it is short (a document's
+    tail, whose loss is a mean of few tokens) and the start of its text."""
     df = scan.windows.sort_values("loss", ascending=False)[["window", "doc", "start", "n_tokens", "loss"]]
+    names = scan.summary.get("doc_names") or []
+    df.insert(2, "document", [str(names[d]) if 0 <= d < len(names) else f"document {d}" for d in df["doc"]])
+    df.insert(5, "short", df["n_tokens"] < short_length(scan))
     ids = scan.windows.set_index("window")["token_ids"]
     df["text"] = ["".join(display(list(ids[w])[:48])) for w in df["window"]]
     return df.reset_index(drop=True)
@@ -281,10 +289,9 @@ def neuron_contexts(scan: Scan, layer: int, neuron: int) -> pd.DataFrame:
 
 
 def context(scan: Scan, window: int, position: int) -> tuple[list[int], int]:
-    """The tokens around a position of a window (ids) and where that position falls in them."""
-    ids = window_ids(scan, window)
-    a = max(0, position - CONTEXT_BEFORE)
-    return ids[a : position + CONTEXT_AFTER + 1].tolist(), position - a
+    """The context of a position: its whole window (ids; what the model read, and what followed) and
+    where the position falls in it."""
+    return window_ids(scan, window).tolist(), position
 
 
 def neurons_for_token(scan: Scan, token_id: int, top: int = 50) -> pd.DataFrame:
@@ -306,6 +313,24 @@ def neurons_for_token(scan: Scan, token_id: int, top: int = 50) -> pd.DataFrame:
         return pd.DataFrame(columns=["layer", "neuron", "contexts_on_token", "max_value"])
     g = on.groupby(["layer", "neuron"]).agg(contexts_on_token=("rank", "size"), max_value=("value", "max"))
     return g.reset_index().sort_values(["contexts_on_token", "max_value"], ascending=False).head(top)
+
+
+def take_neuron_pick(state, scan: Scan, tok) -> None:
+    """Open the neuron of the row clicked in the token's neuron table (its selection, from the last
+    run): set the layer and neuron boxes before they are drawn. A selection is taken once."""
+    sel = state.get("corpus_token_neurons")
+    rows = list(
+        getattr(getattr(sel, "selection", None), "rows", None) or (sel or {}).get("selection", {}).get("rows", [])
+    )
+    token = state.get("corpus_token") or ""
+    if not rows or (token, rows[0]) == state.get("_corpus_pick_taken"):
+        return
+    tid = tok.encode(token, unknown="drop") if tok is not None else []
+    found = neurons_for_token(scan, tid[0]) if len(tid) == 1 else pd.DataFrame()
+    if rows[0] < len(found):
+        row = found.iloc[rows[0]]
+        state["corpus_layer"], state["corpus_neuron"] = int(row["layer"]), int(row["neuron"])
+    state["_corpus_pick_taken"] = (token, rows[0])
 
 
 def head_distribution(scan: Scan, score: str) -> pd.DataFrame:
