@@ -75,7 +75,7 @@ def sparse_maps(
         lengths = [len(ids[w]) for w in group]
         idx = torch.zeros(len(group), max(lengths), dtype=torch.long)
         for b, w in enumerate(group):
-            idx[b, : lengths[b]] = torch.as_tensor(ids[w])
+            idx[b, : lengths[b]] = torch.tensor(ids[w], dtype=torch.long)  # a copy: the table's arrays are read-only
         state: dict[str, torch.Tensor] = {}
 
         def keep_q(q, state=state):
