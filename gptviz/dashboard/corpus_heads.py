@@ -63,8 +63,8 @@ def heads_tab(version: tuple[str, float], model: ModelKey) -> None:
     scan = scan_at(*version)
     table = metrics_table(*version)
     has_metrics = all(m in table for m in HEADVIS_METRICS)
-    c1, c2 = st.columns([1, 1])
-    score = c1.selectbox("Score", SCORES, key="corpus_score", format_func=lambda s: s.replace("_", " "))
+    spaced = lambda s: s.replace("_", " ")  # noqa: E731
+    score = st.columns([1, 2])[0].selectbox("Score", SCORES, key="corpus_score", format_func=spaced)
     if scan.head_windows.empty:
         st.info("This scan folder has no per-window head scores (head_windows.parquet): only the means.")
     else:
@@ -75,12 +75,13 @@ def heads_tab(version: tuple[str, float], model: ModelKey) -> None:
     st.dataframe(ranked, key="corpus_heads_table", hide_index=True, height=240)
     widgets.download("heads (CSV)", lambda: ranked, "heads.csv", key="corpus_dl_heads")
     axes = [c for c in (*HEADVIS_METRICS, *SCORES) if c in table]
+    c1, c2, c3 = st.columns(3)
     x = c1.selectbox("Scatter: x", axes, index=axes.index("prev_token_score" if has_metrics else SCORES[0]),
                      key="corpus_scatter_x")  # fmt: skip
     y = c2.selectbox("Scatter: y", axes, index=axes.index("induction_score" if has_metrics else "induction"),
                      key="corpus_scatter_y")  # fmt: skip
     names = ranked["name"].tolist()
-    pick = st.selectbox("Head", names, key="corpus_head_pick")
+    pick = c3.selectbox("Head (highest mean score first)", names, key="corpus_head_pick")
     layer, head = (int(ranked.loc[ranked["name"] == pick, c].iloc[0]) for c in ("layer", "head"))
     widgets.chart(cfig.heads_scatter(table, x, y, (layer, head)), key="corpus_heads_scatter")
     head_view(version, model, layer, head, has_metrics)
