@@ -14,6 +14,7 @@ import streamlit as st
 from ..analysis.attention import layer_weights
 from ..analysis.heads import SCORES
 from ..figures import attention_heatmap
+from ..figures.attention import token_labels
 from ..figures import corpus as cfig
 from ..scanning.heads import HEADVIS_METRICS, RANKINGS, NoHeadData, head_metrics, head_samples
 from ..scanning.headvis import qk_histogram, sparse_maps, top_tokens
