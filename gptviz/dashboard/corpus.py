@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from ..figures import corpus as cfig
 from ..scanning import Scan, load_scan
 from ..scanning.queries import head_distribution, neurons_for_token, token_texts, windows_by_loss
+from . import keys
 from .caches import ModelKey, bundle_for, cached
 
 
@@ -55,11 +56,11 @@ def take_neuron_pick(state, scan: Scan, tok) -> None:
     selection = getattr(sel, "selection", None) or (sel or {}).get("selection", {})
     rows = list(getattr(selection, "rows", None) or selection.get("rows", []))
     token = state.get("corpus_token") or ""
-    if not rows or (token, rows[0]) == state.get("_corpus_pick_taken"):
+    if not rows or (token, rows[0]) == state.get(keys.CORPUS_PICK_TAKEN):
         return
     tid = tok.encode(token, unknown="drop") if tok is not None else []
     found = neurons_for_token(scan, tid[0]) if len(tid) == 1 else pd.DataFrame()
     if rows[0] < len(found):
         row = found.iloc[rows[0]]
         state["corpus_layer"], state["corpus_neuron"] = int(row["layer"]), int(row["neuron"])
-    state["_corpus_pick_taken"] = (token, rows[0])
+    state[keys.CORPUS_PICK_TAKEN] = (token, rows[0])
