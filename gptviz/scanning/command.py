@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from .. import cli_args
@@ -84,10 +85,13 @@ def run(args) -> None:
         from ..formats import load
         from .headvis import write_headvis
 
+        started = time.perf_counter()
         bundle = load(args.checkpoint, device=args.device)
         write_headvis(bundle.model, s, Path(args.headvis), bundle.tokenizer, model_name=str(args.checkpoint))
+        cfg, took = bundle.model.config, time.perf_counter() - started
         print(
-            f"wrote HeadVis data for {bundle.model.config.n_layer * bundle.model.config.n_head} heads to {args.headvis}"
+            f"wrote HeadVis data for {cfg.n_layer * cfg.n_head} heads to {args.headvis} in {took:.1f} s "
+            f"({1 + took / max(s.summary['seconds'], 1e-9):.2f}x the scan's time)"
         )
     sm = s.summary
     write_progress(args.progress_file, done=sm["windows"], total=sm["windows"], state="done", out=str(args.out))
