@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -108,7 +109,7 @@ def sparse_maps(
 
             return hook
 
-        hooks = {}
+        hooks: dict[str, Any] = {}
         for l in range(model.config.n_layer):
             hooks[point("attn.q", l)] = keep_q
             hooks[point("attn.k", l)] = reduce(l, model.transformer.h[l].attn.spec)

@@ -121,13 +121,15 @@ class Accumulator:
         order = np.argsort(np.concatenate([p.window for p in self.parts]), kind="stable")
         cat = lambda name: np.concatenate([getattr(p, name) for p in self.parts])[order]  # noqa: E731
         token_loss = np.concatenate([per_window[i] for i in order])
+        assert self.top is not None, "no partial was added"
+        top: tuple[np.ndarray, np.ndarray, np.ndarray] = self.top
         return Partial(
             cat("window"),
             cat("loss"),
             cat("n_tokens"),
             token_loss,
             cat("heads"),
-            *self.top,
+            *top,
             head_extra=cat("head_extra"),
             induction_queries=cat("induction_queries"),
         )
@@ -215,6 +217,7 @@ class _Layers:
 
         def hook(k: Tensor) -> Tensor:  # k arrives right after q of the same layer
             q = self.q  # [B, H, T, D]
+            assert q is not None, "attn.q runs before attn.k in every layer"
             if k.size(1) != q.size(1):  # grouped-query attention: query head h reads KV head h // group
                 k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
             out = torch.empty(q.size(0), q.size(1), len(SCORES), device=q.device)
@@ -281,7 +284,9 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
         lengths.numpy().astype(np.int64),
         np.concatenate(token_loss),
         heads,
-        *top,
+        top[0],
+        top[1],
+        top[2],
         head_extra=extra,
         induction_queries=state.induction_queries.numpy().astype(np.int64),
     )
