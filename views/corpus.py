@@ -14,6 +14,7 @@ from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
+from gptviz.scanning.validate import against_model
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
 PAGES = {"attention": "attention", "next": "next-token"}  # what an "open as prompt" click opens, by page key
@@ -115,10 +116,9 @@ except GptvizError as e:
 
 # --- what the scan found ---------------------------------------------------------------------------
 sm = scan.summary
-vocab = v.bundle.model.config.vocab_size
-max_id = cp.max_token_id(*version)
-if max_id >= vocab:
-    st.error(f"This scan holds token id {max_id}, outside this checkpoint's vocabulary: open it with its own model.")
+mismatch = against_model(scan, v.bundle.model.config, cp.max_token_id(*version))
+if mismatch:
+    st.error(mismatch)
     st.stop()
 m = st.columns(5)
 m[0].metric("Documents", f"{sm['docs']:,}")
