@@ -8,6 +8,7 @@ The package reads in the order data flows: tokenizers -> model (with probes) -> 
 Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not import Streamlit.
 """
 
+from . import threads as _threads  # noqa: F401, I001 (first: sets OpenMP's wait before torch loads)
 from .analysis import Finding, head_scores, health, logit_attribution, logit_lens, patching_sweep
 from .capture import trace
 from .config import GPTConfig

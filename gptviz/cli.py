@@ -21,6 +21,7 @@ from .analysis import shape_table
 from .capture import trace
 from .errors import GptvizError, OutputError, PromptError
 from .formats import load
+from .threads import use_threads
 from .tokenizers import encode_prompt, parse_ids
 
 
@@ -256,6 +257,9 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+THREADS_HELP = "torch CPU threads (default: one per core; OpenMP waits passively, so a busy core costs little)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -263,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     def with_checkpoint(p):
         p.add_argument("--checkpoint", required=True, type=cli_args.path, help="checkpoint directory or file")
         p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+        p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
         return p
 
     p = with_checkpoint(sub.add_parser("trace", help="run one prompt and write its Trace to .npz"))
@@ -350,12 +355,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--repeats", type=cli_args.whole(1), default=5, help="timed runs per contender and T (median is reported)"
     )
-    p.add_argument("--threads", type=cli_args.whole(1), help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
-    p.add_argument("--parts", help="with --scan: any of speed,memory,ray (default: all three)")
+    p.add_argument("--parts", help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray)")
+    p.add_argument("--checkpoint", type=cli_args.path, help="with --scan --parts threads: time this model's scan")
+    p.add_argument(
+        "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
+    )
     p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
     p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
     p.add_argument(
@@ -393,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv  # the train command records the command line in its model card
     try:
+        use_threads(getattr(args, "threads", None))
         status = args.func(args)
     except (GptvizError, OSError) as e:  # OSError: e.g. a file the training corpus names is missing
         print(f"error: {one_line(e)}", file=sys.stderr)

@@ -26,8 +26,8 @@ from ..features.sites import check_fits
 from .corpus import Corpus, ScanDataError, read_corpus
 from .features import FeatureScan
 from .local import default_batch_size, run_local
-from .reduce import Partial
-from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
+from .reduce import EXTRAS, Partial
+from .store import COLUMNS, OPTIONAL, ScanFolderError, check_space, estimate_bytes, read, write
 from .validate import check
 
 ENGINES = ("local", "ray")
@@ -46,6 +46,8 @@ class Scan:
     heads: pd.DataFrame
     summary: dict
     head_windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_windows"])))
+    # per window and head, what HeadVis's metrics and samples need (reduce.EXTRAS; gptviz.scanning.heads)
+    head_attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_attention"])))
     # with saes=[...]: each feature's strongest contexts, and how often it fires (scanning/features.py)
     features: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["features"])))
     feature_density: pd.DataFrame = field(
@@ -59,6 +61,7 @@ class Scan:
             "neurons": self.neurons,
             "heads": self.heads,
             "head_windows": self.head_windows,
+            "head_attention": self.head_attention,
             **({"features": self.features, "feature_density": self.feature_density} if len(self.features) else {}),
         }
 
@@ -123,7 +126,23 @@ def tables(corpus: Corpus, part: Partial, L: int, H: int) -> dict[str, pd.DataFr
         }
     )
     heads = head_windows.drop(columns="window").groupby(["layer", "head"], as_index=False).mean()
-    return {"windows": windows, "tokens": tokens, "neurons": neurons, "heads": heads, "head_windows": head_windows}
+    head_attention = pd.DataFrame(
+        {
+            "window": head_windows["window"],
+            "layer": head_windows["layer"],
+            "head": head_windows["head"],
+            **{e: part.head_extra[..., i].reshape(-1) for i, e in enumerate(EXTRAS)},
+            "induction_queries": np.repeat(part.induction_queries, L * H),
+        }
+    )
+    return {
+        "windows": windows,
+        "tokens": tokens,
+        "neurons": neurons,
+        "heads": heads,
+        "head_windows": head_windows,
+        "head_attention": head_attention,
+    }
 
 
 def scan(
@@ -223,8 +242,7 @@ def scan(
         "data": str(data) if isinstance(data, (str, Path)) else f"a list of {corpus.docs} documents",
         "doc_names": corpus.names[:1000],  # where each document came from (the first 1,000)
     }
-    s = Scan(**{k_: v for k_, v in result.items() if k_ != "head_windows"}, summary=summary)
-    s.head_windows = result["head_windows"]
+    s = Scan(**result, summary=summary)
     if features is not None:
         found = features.tables()
         s.features, s.feature_density = found["features"], found["feature_density"]
@@ -243,14 +261,11 @@ def load_scan(folder: str | Path) -> Scan:
     """A scan written with out= (or `python -m gptviz scan --out`), read back and checked."""
     found, summary = read(Path(folder))
     check(Path(folder).expanduser(), found, summary)  # what the tables hold, against the contract
-    empty = {
-        name: pd.DataFrame(columns=list(COLUMNS[name])) for name in ("head_windows", "features", "feature_density")
-    }
     return Scan(
         found["windows"],
         found["tokens"],
         found["neurons"],
         found["heads"],
         summary,
-        *(found.get(name, table) for name, table in empty.items()),
+        *(found.get(name, pd.DataFrame(columns=list(COLUMNS[name]))) for name in OPTIONAL),
     )
