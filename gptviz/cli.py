@@ -219,7 +219,8 @@ def cmd_scan(args) -> None:
 def cmd_bench(args) -> None:
     from . import bench
 
-    chosen = [name for name in ("why", "scan", "families", "patching", "generate") if getattr(args, name)]
+    benches = ("why", "scan", "families", "patching", "generate", "trace_memory")
+    chosen = [name for name in benches if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
     module = importlib.import_module(f"{bench.__name__}.{chosen[0] if chosen else 'forward'}")
@@ -343,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
     p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
+    p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")

@@ -31,6 +31,7 @@ from torch import Tensor
 from .capture import as_ids
 from .errors import PromptError
 from .model import GPT, KVCache
+from .progress import ProgressFn, Reporter
 
 TOP = 10  # alternatives kept per step
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): spreads (seed, position) over seeds
@@ -72,12 +73,20 @@ class Generation(_Record):
     steps: list[Step] = field(default_factory=list)
     prompt_len: int = 0
     seed: int | None = None  # the seed used (drawn at random when none was given); None when greedy
-    stopped: str = ""  # why fewer tokens than asked came out (the model's block_size), else empty
+    stopped: str = ""  # why fewer tokens than asked came out: "eos" (the model's end-of-text token), a
+    # sentence naming the model's block_size; empty when every token asked for came out
     crop_context: bool = False  # whether the context was cropped to its last block_size tokens as it grew
 
     @property
     def new_ids(self) -> list[int]:
         return self.ids[self.prompt_len :]
+
+    @property
+    def stop_reason(self) -> str:
+        """Why generation ended, as a word: "eos", "block_size" or "length" (max_new_tokens came out)."""
+        if self.stopped in ("", "eos"):
+            return self.stopped or "length"
+        return "block_size"
 
     def __iter__(self):
         """`ids, steps = gptviz.generate(...)`: the record unpacks into its two main fields."""
@@ -157,6 +166,9 @@ def generate(
     seed: int | None = None,
     crop_context: bool = False,
     step_lock: contextlib.AbstractContextManager | None = None,
+    stop_at_eos: bool = True,
+    eos_token_id: int | Sequence[int] | None = None,
+    progress: ProgressFn | None = None,
 ) -> Generation:
     """Continue `ids` by up to max_new_tokens tokens, one at a time, with a KV cache.
 
@@ -176,8 +188,13 @@ def generate(
 
     step_lock: held around each forward pass (the prompt's, then each step's) and released between
     them: a server that runs one pass at a time for many sessions passes its lock, so a long
-    generation makes other sessions wait one step, not all of it. Re-entered once per step."""
+    generation makes other sessions wait one step, not all of it. Re-entered once per step.
+
+    stop_at_eos: stop after the model's end-of-text token (eos_token_id, else the config's, read from
+    config.json or generation_config.json), as Hugging Face's generate does; `stopped` is then "eos".
+    progress: called after each new token (gptviz.Progress); raising gptviz.Cancelled from it stops."""
     _check(max_new_tokens, temperature, top_k, top_p, seed)
+    eos = _eos_set(model, eos_token_id) if stop_at_eos else frozenset()
     idx = as_ids(ids, model.device)  # (1, P)
     block = model.config.block_size
     P = idx.size(1)
@@ -195,6 +212,8 @@ def generate(
         return out
     cache = KVCache(model.config.n_layer, capacity=min(P + n, block))
     guard = step_lock if step_lock is not None else contextlib.nullcontext()
+    reporter = Reporter(progress, "tokens", n)
+    reporter.start()
     with _attention_rows(model) as rows:
         with guard:
             logits = model(idx[:, -block:], cache=cache)[0, -1]  # (V,): the prompt (its last block) runs once
@@ -228,4 +247,16 @@ def generate(
                 )
             )
             out.ids.append(new)
+            reporter.tick()
+            if new in eos:
+                out.stopped = "eos"
+                break
     return out
+
+
+def _eos_set(model: GPT, eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
+    ids = model.config.eos_token_id if eos_token_id is None else eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise PromptError(f"eos_token_id must be token ids (whole numbers), got {eos_token_id!r}")
+    return frozenset(ids)

@@ -32,6 +32,7 @@ from .hf_llama_export import save_hf_llama  # noqa: F401 (the other direction, a
 from .inmemory import on_disk
 from .native import read_safetensors, safetensors_shapes
 from .safe import check_file, read_json, shapes_of, state_dict, torch_load, torch_load_mapped
+from .stop import eos_token_ids
 
 DECODERS = (
     "llama",
@@ -612,6 +613,7 @@ def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
     hf = read_json(cfg_file)
     kind = hf.get("model_type")
     config, notes = config_from_hf_decoder(hf, cfg_file)
+    config = replace(config, eos_token_id=eos_token_ids(hf, path, config.vocab_size))
     report = LoadReport(path=str(path), format=f"hf-{kind}")
     report.warnings.extend(notes)
     files = weight_files(path)

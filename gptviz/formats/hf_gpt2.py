@@ -9,6 +9,7 @@ lm_head out of the file; the model ties it back.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -21,6 +22,7 @@ from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
 from .hf_decoders import refuse_model_type
 from .native import read_safetensors, safetensors_shapes
 from .safe import check_file, read_json, shapes_of, state_dict, torch_load, torch_load_mapped
+from .stop import eos_token_ids
 
 SAFETENSORS, PT_BIN = "model.safetensors", "pytorch_model.bin"
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -159,6 +161,7 @@ def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
 def load_hf_gpt2(path: Path, device: torch.device) -> Bundle:
     hf = read_json(path / "config.json")
     config = config_from_hf(hf, path / "config.json")
+    config = replace(config, eos_token_id=eos_token_ids(hf, path, config.vocab_size))
     report = LoadReport(path=str(path), format="hf-gpt2")
     raw, file = read_weights(path, config, report)
     report.format = f"hf-gpt2 ({file.name})"
