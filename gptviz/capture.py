@@ -96,7 +96,7 @@ class _Recorder:
         if self.hold is not None and name not in self.hold:
             return False
         layer, site = parse(name)
-        if site in REBUILT or site == "logits":  # an edited value is not what a rebuild from its inputs would give
+        if site in (*REBUILT, "logits"):  # an edited value is not what a rebuild from its inputs would give
             return name in self.edits
         return site not in (*ATTENTION_MAPS, "attn.mask") or layer in self.kept_maps
 
@@ -178,9 +178,10 @@ def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None =
     return maps
 
 
-# What each sub-layer adds, and the MLP's neurons: rebuilt from the recorded z and resid_mid with the
-# layer's own modules when asked for (a matmul each), instead of 7·T·C floats held per layer.
-REBUILT = ("attn.out", "mlp.hidden", "mlp.out")
+# What each sub-layer adds, the residual after attention, and the MLP's neurons: rebuilt from the recorded
+# z and resid_pre with the layer's own modules when asked for (a matmul each), instead of 8·T·C floats
+# held per layer.
+REBUILT = ("attn.out", "resid_mid", "mlp.hidden", "mlp.out")
 
 
 def _unchanged(module: nn.Module) -> Callable[[], None]:
@@ -205,9 +206,14 @@ def _attn_out(block: nn.Module, z: Tensor, check: Callable[[], None]) -> Tensor:
 
 
 @torch.no_grad()
-def _mlp_hidden(block: nn.Module, resid_pre: Tensor, resid_mid: Tensor, check: Callable[[], None]) -> Tensor:
+def _resid_mid(resid_pre: Tensor, attn_out: Callable[[], Tensor]) -> Tensor:
+    return resid_pre + attn_out()  # the forward's own sum, element by element
+
+
+@torch.no_grad()
+def _mlp_hidden(block: nn.Module, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
     check()
-    return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid[None]))[0]
+    return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid()[None]))[0]
 
 
 @torch.no_grad()
@@ -216,27 +222,32 @@ def _mlp_out(block: nn.Module, hidden: Callable[[], Tensor], check: Callable[[],
     return block.mlp.project(hidden()[None])[0]
 
 
+def _held(t: Tensor) -> Tensor:
+    return t
+
+
 def sublayer_outputs(rec: _Recorder, model: GPT, wanted: set[str] | None = None) -> dict:
-    """Per layer: attn.out, mlp.hidden and mlp.out as recipes that rebuild them from the recorded z
-    and resid_mid with the layer's own modules, on the same (1, T, ·) shapes as the forward pass,
-    so they are bit-identical to what it computed (eval mode: dropout is the identity). A value an
-    intervention edited is kept as recorded instead; a rebuild refuses once the weights changed."""
+    """Per layer: attn.out, resid_mid, mlp.hidden and mlp.out as recipes that rebuild them from the
+    recorded z and resid_pre with the layer's own modules, on the same (1, T, ·) shapes as the forward
+    pass, so they are bit-identical to what it computed (eval mode: dropout is the identity). A value
+    an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
+    rebuild refuses once the weights changed."""
     recipes = {}
     for l, block in enumerate(model.transformer.h):
         if wanted is not None and not wanted.intersection(point(site, l) for site in REBUILT):
             continue
         check = _unchanged(block)
-        z, pre, mid = (rec.tensors.get(point(site, l)) for site in ("attn.z", "resid_pre", "resid_mid"))
-        out, hidden, mlp_out = (point(site, l) for site in REBUILT)
-        if out not in rec.tensors and z is not None:
-            recipes[out] = partial(_attn_out, block, z, check)
-        if pre is None or mid is None:  # not held: nothing asked for the MLP's outputs
-            continue
-        if hidden not in rec.tensors:
-            recipes[hidden] = partial(_mlp_hidden, block, pre, mid, check)
-        get_hidden = recipes[hidden] if hidden in recipes else partial(lambda t: t, rec.tensors[hidden])
-        if mlp_out not in rec.tensors:
-            recipes[mlp_out] = partial(_mlp_out, block, get_hidden, check)
+        z, pre = rec.tensors.get(point("attn.z", l)), rec.tensors.get(point("resid_pre", l))
+        out, mid, hidden, mlp_out = (point(site, l) for site in REBUILT)
+        got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, hidden) if n in rec.tensors}
+        if out not in got and z is not None:
+            got[out] = recipes[out] = partial(_attn_out, block, z, check)
+        if mid not in got and pre is not None and out in got:
+            got[mid] = recipes[mid] = partial(_resid_mid, pre, got[out])
+        if hidden not in got and pre is not None and mid in got:
+            got[hidden] = recipes[hidden] = partial(_mlp_hidden, block, pre, got[mid], check)
+        if mlp_out not in rec.tensors and hidden in got:
+            recipes[mlp_out] = partial(_mlp_out, block, got[hidden], check)
     return recipes
 
 
@@ -265,8 +276,10 @@ def _rebuilt_from(name: str) -> tuple[str, ...]:
         return (name, at("attn.q"), at("attn.k"), at("attn.mask"))
     if site == "attn.out":
         return (name, at("attn.z"))
+    if site == "resid_mid":
+        return (name, at("resid_pre"), *_rebuilt_from(at("attn.out")))
     if site in ("mlp.hidden", "mlp.out"):
-        return (name, at("resid_pre"), at("resid_mid"), at("mlp.hidden"))
+        return (name, at("mlp.hidden"), *_rebuilt_from(at("resid_mid")))
     return (name,)
 
 

@@ -29,8 +29,9 @@ def test_names_keep_what_matches_with_the_same_values(model):
     with pytest.raises(KeyError):
         part["blocks.0.attn.q"]  # held to rebuild the weights, but not asked for
     T, C, V = len(IDS), 16, 11
-    # held: q, k, v of both layers (one block each), ln_f, layer 1's resid_pre and resid_mid (its MLP's
-    # input), the shared mask and the last position's logits: not layer 0's residuals, z, or the logits
+    # held: q, k, v of both layers (one block each), ln_f, layer 1's resid_pre and z (its resid_mid, the
+    # MLP's input, is rebuilt from them), the shared mask and the last position's logits: not layer 0's
+    # residuals or z, nor the logits
     assert part.nbytes == 4 * (2 * T * 3 * C + T * C + 2 * T * C + V) + T * T < full.nbytes
     only = gptviz.trace(model, IDS, names="blocks.0.resid_post")
     assert only.names == ["blocks.0.resid_post"] and only.nbytes == 4 * len(IDS) * 16
@@ -93,8 +94,22 @@ def test_rebuilt_maps_and_logits_are_bit_identical_in_every_family(tmp_path, kin
     model = gptviz.load(tmp_path).model
     ids = torch.randint(0, 150, (1, PROMPT_LEN), generator=torch.Generator().manual_seed(1))
     t = gptviz.trace(model, ids[0])
+    seen = {}
+
+    def keep(l):
+        def hook(mod, args, out):
+            seen[l] = out[0].clone()  # returns None: the output stays as it is
+
+        return hook
+
+    handles = [b.resid_mid.register_forward_hook(keep(l)) for l, b in enumerate(model.transformer.h)]
     with torch.no_grad():
         assert torch.equal(t.tensor("logits"), model(ids)[0])
+    for h in handles:
+        h.remove()
+    assert len(seen) == model.config.n_layer
+    for l, value in seen.items():  # rebuilt as resid_pre + attn.out, as the plain forward summed them
+        assert not t.held(point("resid_mid", l)) and torch.equal(t.tensor(point("resid_mid", l)), value)
     kept = _explicit_maps(model, ids)
     rec = _Recorder(tensors={n: kept.tensor(n) for n in kept.names if n.endswith((".attn.q", ".attn.k"))})
     rebuilt = attention_maps(rec, model, PROMPT_LEN)  # from the explicit run's own q and k

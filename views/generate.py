@@ -16,7 +16,7 @@ from gptviz.figures.style import html_text
 
 v = widgets.require_trace() or st.stop()
 st.title("Generate")
-if widgets.nan_logits(v.trace.part("logits", -1), f"after {v.labels[-1]}"):
+if widgets.nan_logits(v.trace.part("logits", -1), f"after {v.texts[-1]}"):
     st.stop()  # no token can be chosen from NaN: greedy would "pick" id 0, sampling would fail
 model = v.bundle.model
 block = model.config.block_size

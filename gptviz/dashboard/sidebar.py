@@ -182,17 +182,26 @@ def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
         if key not in shown:
             st.session_state[key] = st.session_state[key]
     v.layer, v.head, v.position = (st.session_state[k] for k in VIEW_CONTROLS)
-    if "layer" in shown:
-        v.layer = places["layer"].radio("Layer", list(range(L)), key="layer", horizontal=True)
-    if "head" in shown:
-        v.head = places["head"].radio("Head", list(range(H)), key="head", horizontal=True)
+    for key, n in (("layer", L), ("head", H)):
+        if key in shown:
+            setattr(v, key, _picker(places[key], key, n))
     if T == 1:
         v.position = 0
     elif "position" in shown:
-        labels = v.labels
+        texts = v.texts  # as a person reads them: a widget shows its text as it is
         v.position = places["position"].select_slider(
-            "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i]
+            "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: texts[i]
         )
+
+
+MAX_RADIO = 12  # a row of radio buttons up to this many; a 32-layer or 32-head model gets a slider
+
+
+def _picker(place, key: str, n: int) -> int:
+    """The layer or head control: radio buttons for a few, a slider for many (32 layers × 32 heads)."""
+    if n <= MAX_RADIO:
+        return place.radio(key.title(), list(range(n)), key=key, horizontal=True)
+    return place.select_slider(f"{key.title()} (of {n})", options=list(range(n)), key=key)
 
 
 def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:

@@ -71,8 +71,13 @@ class View:
 
     @cached_property
     def labels(self) -> list[str]:
-        """'index token' axis labels with visible whitespace, unique per position."""
+        """'index token' axis labels with visible whitespace, unique per position: Plotly text, for figures."""
         return figures.token_labels(self.display(self.trace.token_ids))
+
+    @cached_property
+    def texts(self) -> list[str]:
+        """The same 'index token' labels as a person reads them: for widgets, sentences, tables, files."""
+        return figures.position_labels(self.display(self.trace.token_ids))
 
     def display(self, ids) -> list[str]:
         ids = [int(i) for i in ids]
