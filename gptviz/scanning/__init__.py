@@ -12,7 +12,6 @@ ray_engine.py are the two engines (same Partials, same merge), store.py reads an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pandas as pd
 from ..analysis.heads import SCORES
 from ..checks import whole
 from ..errors import GptvizError
+from ..progress import ProgressFn, Reporter
 from .corpus import Corpus, ScanDataError, read_corpus
 from .local import default_batch_size, run_local
 from .reduce import Partial
@@ -129,7 +129,7 @@ def scan(
     device: str | None = None,
     batch_size: int | None = None,
     ray_address: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
 ) -> Scan:
     """Scan a corpus (see DESIGN.md, "the corpus scan").
 
@@ -137,7 +137,8 @@ def scan(
     data: a .txt file, a folder of .txt files, a .jsonl or .parquet file with a `text` column, a
     list of strings, or a list of token-id lists. engine: "local" (this process) or "ray" (Ray
     Data: the cluster RAY_ADDRESS or ray_address names, else a Ray started here and stopped after).
-    progress(done, total): called with the windows done so far. device: where the model runs.
+    progress: called with a gptviz.Progress after each batch of windows (raise Cancelled to stop).
+    device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
     on purpose is an error). k: contexts kept per neuron.
     """
@@ -162,16 +163,9 @@ def scan(
         check_space(Path(out), need)
     # a batch of 0 or -1 made no batches (or failed deep in NumPy); None means the default
     batch_size = default_batch_size(window) if batch_size is None else whole(batch_size, "batch_size", low=1)
-    total, done = len(corpus.windows), 0
-
-    def step(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(done, total)
-
-    if progress is not None:
-        progress(0, total)
+    reporter = Reporter(progress, "windows", len(corpus.windows))
+    step = reporter.tick
+    reporter.start()
     if engine == "local":
         acc = run_local(model, corpus.windows, k, batch_size, step)
     else:
@@ -191,7 +185,7 @@ def scan(
     predicted = int((part.n_tokens - 1).sum())
     summary = {
         "docs": corpus.docs,
-        "windows": total,
+        "windows": len(corpus.windows),
         "tokens": corpus.tokens,
         "loss": float(part.token_loss.astype(np.float64).sum() / predicted),
         "seconds": round(time.perf_counter() - started, 3),
