@@ -7,7 +7,7 @@ import streamlit as st
 
 import gptviz
 from gptviz import figures
-from gptviz.dashboard import why, widgets
+from gptviz.dashboard import progress, why, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures.lens import LENS_TITLE, MAX_TEXT_COLUMNS
 
@@ -29,7 +29,10 @@ T = t.n_tokens
 W = min(T, MAX_TEXT_COLUMNS)
 start = int(np.clip(v.position - W // 2, 0, T - W))  # a window around the chosen position
 window = tuple(range(start, start + W))
-lens = why.lens(v.key, window, K)
+with progress.step("lens", "Applying the final norm and LM head at every site") as report:
+    if report is None:
+        st.stop()
+    lens = why.lens(v.key, window, K, None, report)
 S = len(lens.sites)
 tokens = np.array(v.display(lens.top_ids.ravel().tolist()), dtype=object).reshape(lens.top_ids.shape)
 widgets.chart(

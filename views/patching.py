@@ -8,7 +8,7 @@ import streamlit as st
 import gptviz
 from gptviz import figures
 from gptviz.analysis.patching import SITES, compare_top_k, logit_diff, one_token, sweep_table
-from gptviz.dashboard import caches, whatif, widgets
+from gptviz.dashboard import caches, progress, whatif, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures.whatif import patching_heatmap
 
@@ -101,12 +101,7 @@ if not corrupt_text:
     st.stop()
 
 try:
-    corrupt = encode(corrupt_text, "the corrupt prompt")
-    if len(corrupt) != len(clean):
-        raise gptviz.PromptError(
-            f"the clean prompt is {len(clean)} tokens and the corrupt one {len(corrupt)}: "
-            "patching compares the same positions, so make them the same length"
-        )
+    corrupt = whatif.same_length(clean, encode(corrupt_text, "the corrupt prompt"))
 except GptvizError as e:
     st.error(f"Corrupt prompt: {widgets.plain(e)}")
     st.stop()
@@ -168,10 +163,14 @@ st.markdown(
     f"**{d_clean:.3f}** on the clean prompt, **{d_corrupt:.3f}** on the corrupt one."
 )
 
-
+layers, positions = whatif.sweep_choices(cfg.n_layer, texts)  # a 32-layer sweep limited to what is asked
 for site in sites:
     try:
-        s = whatif.sweep(clean_key, tuple(corrupt), answer, wrong, site)
+        with progress.step(f"pt_{site}", f"Patching {site}") as report:
+            if report is None:
+                continue
+            cells = None if site == "attn.z" else positions
+            s = whatif.sweep(clean_key, tuple(corrupt), answer, wrong, site, layers, cells, report)
     except GptvizError as e:
         st.error(widgets.plain(e))
         st.stop()

@@ -3,7 +3,7 @@ T = 1,024 (random weights, built in memory), in full and for the dashboard's Ove
 
 The sixteen blocks share one block's weights, so the model takes 1.3 GB instead of 5 GB: a Trace's size
 depends on the shapes, not on the values. It also prints what the same Trace held before the logits
-were rebuilt from ln_f (the [T, V] logits held). A benchmark prints numbers; it asserts nothing.
+were rebuilt from ln_f and resid_mid from resid_pre and z. A benchmark prints numbers; it asserts nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from ..capture import trace
 from ..config import GPTConfig
-from ..dashboard.needs import names_for
+from ..dashboard.pages import reads
 from ..model import GPT
 from .families import LLAMA
 
@@ -57,7 +57,9 @@ def main(args) -> None:
     logits = T * shape["vocab_size"] * 4
     print(f"Llama-3.2-1B shape ({shape['n_layer']} layers, C {shape['n_embd']}, V {shape['vocab_size']:,}), T = {T}")
     print(f"  full trace:      {full.nbytes / GB:.3f} GB held ({len(full)} names)")
-    print(f"  as before:       {(full.nbytes + logits - shape['vocab_size'] * 4) / GB:.3f} GB (the [T, V] logits held)")
+    resid_mid = shape["n_layer"] * T * shape["n_embd"] * 4
+    before = full.nbytes + logits - shape["vocab_size"] * 4 + resid_mid
+    print(f"  as before:       {before / GB:.3f} GB (the [T, V] logits and every resid_mid held)")
     del full
-    overview = trace(model, ids, names=names_for(""))
-    print(f"  Overview's run:  {overview.nbytes / GB:.3f} GB held (names={list(names_for(''))})")
+    overview = trace(model, ids, names=reads(""))
+    print(f"  Overview's run:  {overview.nbytes / GB:.3f} GB held (names={list(reads(''))})")

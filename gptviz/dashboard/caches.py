@@ -97,6 +97,7 @@ class ModelKey:
 class RunKey:
     model: ModelKey
     ids: tuple[int, ...]
+    names: tuple[str, ...] | None = None  # what the run keeps (gptviz.trace's names=); None: every name
 
 
 HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes}
@@ -157,7 +158,7 @@ def run_trace(key: RunKey) -> Trace:
     when a view asks), so a few entries stay small."""
     bundle = bundle_for(key.model)
     with FORWARD:
-        return trace(bundle.model, list(key.ids), bundle.tokenizer)
+        return trace(bundle.model, list(key.ids), bundle.tokenizer, names=key.names)
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")

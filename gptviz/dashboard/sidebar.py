@@ -204,7 +204,7 @@ def _picker(place, key: str, n: int) -> int:
     return place.select_slider(f"{key.title()} (of {n})", options=list(range(n)), key=key)
 
 
-def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
+def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ...] | None = None) -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
     Every expected failure is shown as a message in the page; the View then has no Trace.
     view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
@@ -245,7 +245,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     if ids is None:
         return v
     try:
-        key = RunKey(model_key, tuple(ids))
+        key = RunKey(model_key, tuple(ids), reads)  # what the open page reads: a 1B Overview holds 0.18 GB
         v.trace, v.key = run_trace(key), key
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
