@@ -41,9 +41,12 @@ def describe(p: Progress) -> str:
 
 
 @contextlib.contextmanager
-def step(name: str, what: str) -> Iterator[ProgressFn | None]:
+def step(name: str, what: str, fresh: bool = False) -> Iterator[ProgressFn | None]:
     """Yield a progress callback that draws a bar and a Cancel button (removed when the step ends), or
-    None when the user cancelled this step: the page then shows why, with a Run again button."""
+    None when the user cancelled this step: the page then shows why, with a Run again button.
+    fresh: a new request (a button pressed again), which a past Cancel does not stop."""
+    if fresh:
+        _again(name)
     if st.session_state.get(_flag(name)):
         st.info(f"{what}: cancelled.")
         st.button("Run again", key=f"again_{name}", on_click=_again, args=(name,))
