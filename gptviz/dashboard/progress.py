@@ -33,6 +33,23 @@ def _again(name: str) -> None:
     st.session_state.pop(_flag(name), None)
 
 
+@contextlib.contextmanager
+def _not_recorded() -> Iterator[None]:
+    """Within this block an element update made inside a cached function (the step reports from inside
+    one) is not recorded for the cache to replay: the bar belongs to this run of the page, and a replay
+    of it into a block the cached function did not create fails (CacheReplayClosureError)."""
+    try:
+        from streamlit.runtime.caching.cached_message_replay import in_cached_function
+    except ImportError:  # another Streamlit: its cache records as it does
+        yield
+        return
+    token = in_cached_function.set(False)
+    try:
+        yield
+    finally:
+        in_cached_function.reset(token)
+
+
 def describe(p: Progress) -> str:
     """'12 of 24 sites · about 8 s left' for a bar's text."""
     left = p.seconds_left
@@ -60,7 +77,8 @@ def step(name: str, what: str, fresh: bool = False) -> Iterator[ProgressFn | Non
     def report(p: Progress) -> None:
         if st.session_state.get(_flag(name)):
             raise Cancelled(f"{what}: cancelled")
-        bar.progress(min(1.0, p.fraction), text=f"{what}: {describe(p)}")
+        with _not_recorded():
+            bar.progress(min(1.0, p.fraction), text=f"{what}: {describe(p)}")
 
     try:
         yield report
