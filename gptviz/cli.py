@@ -21,6 +21,7 @@ from .analysis import shape_table
 from .capture import trace
 from .errors import GptvizError, OutputError, PromptError
 from .formats import load
+from .progress import terminal_bar
 from .tokenizers import encode_prompt, parse_ids
 
 
@@ -57,7 +58,8 @@ def cmd_patch(args) -> None:
             raise PromptError(f"{bundle.report.path} has no tokenizer, so text cannot be encoded; use --ids")
         clean, corrupt = encode_prompt(tok, args.clean, block), encode_prompt(tok, args.corrupt, block)
         answer, wrong = one_token(tok, args.answer, "answer"), one_token(tok, args.wrong, "wrong")
-    sweep = patching_sweep(bundle.model, clean, corrupt, answer, wrong, site=args.site)
+    bar = terminal_bar(f"patching {args.site}")
+    sweep = patching_sweep(bundle.model, clean, corrupt, answer, wrong, site=args.site, progress=bar)
     out = Path(args.out)
     labels = tok.display(clean) if tok is not None else [str(i) for i in clean]
     if out.suffix == ".npz":
