@@ -200,6 +200,8 @@ def cmd_dashboard(args) -> int:
         from .dashboard.sources import DEFAULT_ENV
 
         os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
+    if args.class_mode:  # the server inherits it: paths closed, uploads and scans off (dashboard/classmode.py)
+        os.environ["GPTVIZ_CLASS"] = "1"
     flags = {**STREAMLIT_FLAGS, "server.address": args.address, "server.port": str(args.port)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app_file())]
     cmd += [part for k, v in flags.items() for part in (f"--{k}", v)]
@@ -221,7 +223,7 @@ def cmd_scan(args) -> None:
 def cmd_bench(args) -> None:
     from . import bench
 
-    benches = ("why", "scan", "families", "patching", "generate", "trace_memory")
+    benches = ("why", "scan", "families", "patching", "generate", "lessons", "trace_memory")
     chosen = [name for name in benches if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
@@ -309,6 +311,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=cli_args.PORT, default=8501, help="TCP port, 1-65535 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument(
+        "--class",
+        dest="class_mode",
+        action="store_true",
+        help="a class server: no path typed in a page reaches this machine's disk beyond the shipped items and "
+        "$GPTVIZ_DATA_ROOTS; uploads and scans off (on by default for any --address but loopback)",
+    )
+    p.add_argument(
         "--checkpoint",
         type=cli_args.path,
         help="the checkpoint the dashboard opens on: a path, or a shipped name (default: "
@@ -346,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
     p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
+    p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")

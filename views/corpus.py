@@ -8,6 +8,7 @@ import streamlit as st
 from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import keys, pages, scan_form, widgets
+from gptviz.dashboard.classmode import class_mode, client_address, scans_allowed, uploads_allowed
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
@@ -15,6 +16,7 @@ from gptviz.figures import corpus as cfig
 from gptviz.figures import token_chips_html
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
+from gptviz.scanning.validate import against_model
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
 PAGES = {"attention": "attention", "next": "next-token"}  # what an "open as prompt" click opens, by page key
@@ -44,7 +46,9 @@ runnable = v.source != DEMO and not is_upload(v.source)
 
 # --- choose or run a scan --------------------------------------------------------------------------
 ship = queries.shipped_scan(v.source) if v.source in shipped() else None
-modes = (["the shipped scan"] if ship else []) + ["run a new scan", "open a scan folder"]
+# a class server starts no scan from a page unless its teacher says so (classmode.py)
+modes = ["the shipped scan"] if ship else []
+modes += [*(["run a new scan"] if scans_allowed() else []), "open a scan folder"]
 mode = st.radio("Scan", modes, key="corpus_mode", horizontal=True)
 if mode == "the shipped scan":
     st.session_state["corpus_scan"] = str(ship)
@@ -54,7 +58,7 @@ elif mode == "run a new scan":
     samples = queries.sample_corpora()
     c1, c2, c3 = st.columns([2, 1, 1])
     kinds = [f"{scan_form.SAMPLE}{s}" for s in samples] + ["a path on this server"]
-    kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() else []  # 0: uploads are off on this server
+    kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() and uploads_allowed() else []  # 0: uploads off
     kind = c1.selectbox("Corpus", kinds, key="corpus_source")
     block = v.bundle.model.config.block_size
     window = c2.number_input("Window (tokens)", 2, block, min(128, block), key="corpus_window_size")
@@ -65,7 +69,8 @@ elif mode == "run a new scan":
     busy = scan_jobs.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
-            job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            client = client_address() if class_mode() else ""  # a class server: one scan per computer
+            job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device, client)
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")
@@ -108,7 +113,7 @@ folder = st.session_state.get("corpus_scan")
 if not folder or st.session_state.get("corpus_job"):
     st.stop()
 try:
-    version = queries.scan_version(folder)
+    version = queries.scan_version(scan_form.scan_folder(folder))  # a class server: its roots only
     scan = cp.scan_at(*version)
 except GptvizError as e:
     st.error(f"Scan not opened: {widgets.plain(e)}")
@@ -116,10 +121,9 @@ except GptvizError as e:
 
 # --- what the scan found ---------------------------------------------------------------------------
 sm = scan.summary
-vocab = v.bundle.model.config.vocab_size
-max_id = cp.max_token_id(*version)
-if max_id >= vocab:
-    st.error(f"This scan holds token id {max_id}, outside this checkpoint's vocabulary: open it with its own model.")
+mismatch = against_model(scan, v.bundle.model.config, cp.max_token_id(*version))
+if mismatch:
+    st.error(mismatch)
     st.stop()
 m = st.columns(5)
 m[0].metric("Documents", f"{sm['docs']:,}")

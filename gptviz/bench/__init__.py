@@ -7,4 +7,5 @@ asserts nothing about them. Every one is reachable as `gptviz bench --...`:
     families.py  --families    a SmolLM2-135M-shaped Llama against transformers' LlamaForCausalLM
     patching.py  --patching    patching_sweep against the naive loop (and TransformerLens)
     generate.py  --generate    decoding with per-step capture against Hugging Face's generate
+    lessons.py   --lessons     hostile 64 KB lesson files: bounded parsing against plain tomllib
 """

@@ -584,7 +584,7 @@ def decoder_tokenizer(path: Path, vocab_size: int) -> tuple[BPETokenizer | None,
     if not file.exists():
         return None, "no tokenizer: the directory has no tokenizer.json, so text input is off; give token ids"
     check_file(file, MAX_TOKENIZER_BYTES, "tokenizer file")
-    tokenizer = BPETokenizer.from_file(file, special_tokens=True)
+    tokenizer = BPETokenizer.from_file(file, special_tokens=True, vocab_size=vocab_size)
     if tokenizer.vocab_size > vocab_size:
         raise CheckpointError(
             f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only {vocab_size} ids"

@@ -136,16 +136,17 @@ def to_gptviz_state(state: dict[str, torch.Tensor], report: LoadReport) -> dict[
     return out
 
 
-def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
-    """The tokenizer in an HF directory, and a note when there is none. Files are sized before read."""
+def hf_tokenizer(path: Path, vocab_size: int | None = None) -> tuple[BPETokenizer | None, str]:
+    """The tokenizer in an HF directory, and a note when there is none. Files are sized before read
+    and checked against a model of vocab_size ids before the library builds them."""
     if (path / "tokenizer.json").exists():
         check_file(path / "tokenizer.json", MAX_TOKENIZER_BYTES, "tokenizer file")
-        return BPETokenizer.from_file(path / "tokenizer.json"), ""
+        return BPETokenizer.from_file(path / "tokenizer.json", vocab_size=vocab_size), ""
     vocab, merges = path / "vocab.json", path / "merges.txt"
     if vocab.exists() and merges.exists():
         check_file(vocab, MAX_TOKENIZER_BYTES, "tokenizer file")
         check_file(merges, MAX_TOKENIZER_BYTES, "tokenizer file")
-        return BPETokenizer.from_vocab_merges(vocab, merges), ""
+        return BPETokenizer.from_vocab_merges(vocab, merges, vocab_size), ""
     if vocab.is_file() or merges.is_file():
         have, lack = (vocab, merges) if vocab.is_file() else (merges, vocab)
         return (
@@ -172,7 +173,7 @@ def load_hf_gpt2(path: Path, device: torch.device) -> Bundle:
     if not any(k.startswith("transformer.h.") for k in state):
         raise CheckpointError(f"{file}: no GPT-2 block weights (transformer.h.*) in the file")
     model = build_model(config, state, report, file)
-    tokenizer, note = hf_tokenizer(path)
+    tokenizer, note = hf_tokenizer(path, config.vocab_size)
     if tokenizer is not None:
         if tokenizer.vocab_size > config.vocab_size:
             raise CheckpointError(

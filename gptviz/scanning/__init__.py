@@ -26,6 +26,7 @@ from .corpus import Corpus, ScanDataError, read_corpus
 from .local import default_batch_size, run_local
 from .reduce import Partial
 from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
+from .validate import check
 
 ENGINES = ("local", "ray")
 DEFAULT_WINDOW = 128
@@ -129,6 +130,7 @@ def scan(
     device: str | None = None,
     batch_size: int | None = None,
     ray_address: str | None = None,
+    ray_timeout: float | None = None,
     progress: ProgressFn | None = None,
 ) -> Scan:
     """Scan a corpus (see DESIGN.md, "the corpus scan").
@@ -137,6 +139,7 @@ def scan(
     data: a .txt file, a folder of .txt files, a .jsonl or .parquet file with a `text` column, a
     list of strings, or a list of token-id lists. engine: "local" (this process) or "ray" (Ray
     Data: the cluster RAY_ADDRESS or ray_address names, else a Ray started here and stopped after).
+    ray_timeout: seconds to wait for that cluster (default $GPTVIZ_RAY_TIMEOUT, else 30).
     progress: called with a gptviz.Progress after each batch of windows (raise Cancelled to stop).
     device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
@@ -178,6 +181,7 @@ def scan(
             batch_size,
             step,
             ray_address=ray_address,
+            ray_timeout=ray_timeout,
             device=device,
         )
     part = acc.result()
@@ -206,6 +210,7 @@ def scan(
 def load_scan(folder: str | Path) -> Scan:
     """A scan written with out= (or `python -m gptviz scan --out`), read back and checked."""
     found, summary = read(Path(folder))
+    check(Path(folder).expanduser(), found, summary)  # what the tables hold, against the contract
     return Scan(
         found["windows"],
         found["tokens"],

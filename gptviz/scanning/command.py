@@ -27,6 +27,11 @@ def add_arguments(p) -> None:
     p.add_argument("--k", type=cli_args.whole(1), default=20, help="strongest contexts kept per neuron (default: 20)")
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default) or ray")
     p.add_argument("--ray-address", help="a Ray cluster to use (default: $RAY_ADDRESS, else a Ray started here)")
+    p.add_argument(
+        "--ray-timeout",
+        type=cli_args.number(0, above=True),
+        help="seconds to wait for the Ray cluster (default: $GPTVIZ_RAY_TIMEOUT, else 30)",
+    )
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--batch-size", type=cli_args.whole(1), help="windows per batch (default: 2,048 tokens' worth)")
     p.add_argument("--progress-file", type=path, help="also write progress as JSON to this file (for the dashboard)")
@@ -65,6 +70,7 @@ def run(args) -> None:
             device=args.device,
             batch_size=args.batch_size,
             ray_address=args.ray_address,
+            ray_timeout=args.ray_timeout,
             progress=progress,
         )
     except BaseException as e:
