@@ -207,7 +207,7 @@ def _picker(place, key: str, n: int) -> int:
     return place.select_slider(f"{key.title()} (of {n})", options=list(range(n)), key=key)
 
 
-def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ...] | None = None) -> View:
+def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ...] | None = None) -> View:  # noqa: ARG001
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
     Every expected failure is shown as a message in the page; the View then has no Trace.
     view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
@@ -248,7 +248,9 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
     if ids is None:
         return v
     try:
-        key = RunKey(model_key, tuple(ids), reads)  # what the open page reads: a 1B Overview holds 0.18 GB
+        # one run serves every page (tests/test_app.py: switching pages never re-runs the model), so it keeps
+        # every name; a page's `reads` (a 1B Overview: 0.18 GB against 0.49) is for a caller that runs per page
+        key = RunKey(model_key, tuple(ids))
         v.trace, v.key = run_trace(key), key
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
