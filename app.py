@@ -40,6 +40,7 @@ PAGE_CONTROLS = {
     "patching": (),
     "lesson": (),
     "corpus": (),
+    "features": ("position",),
     "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
 }
 

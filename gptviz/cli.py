@@ -22,6 +22,7 @@ from .capture import trace
 from .errors import GptvizError, OutputError, PromptError
 from .formats import load
 from .progress import terminal_bar
+from .threads import use_threads
 from .tokenizers import encode_prompt, parse_ids
 
 
@@ -220,10 +221,16 @@ def cmd_scan(args) -> None:
     run(args)
 
 
+def cmd_sae(args) -> None:
+    from .features.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     from . import bench
 
-    benches = ("why", "scan", "families", "patching", "generate", "lessons", "trace_memory")
+    benches = ("why", "scan", "families", "patching", "generate", "lessons", "features", "trace_memory")
     chosen = [name for name in benches if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
@@ -252,6 +259,9 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+THREADS_HELP = "torch CPU threads (default: one per core; OpenMP waits passively, so a busy core costs little)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -259,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     def with_checkpoint(p):
         p.add_argument("--checkpoint", required=True, type=cli_args.path, help="checkpoint directory or file")
         p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+        p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
         return p
 
     p = with_checkpoint(sub.add_parser("trace", help="run one prompt and write its Trace to .npz"))
@@ -331,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
     scan_arguments(p)
     p.set_defaults(func=cmd_scan)
 
+    p = sub.add_parser("sae", help="sparse autoencoders: train one on a checkpoint's activations")
+    from .features.command import add_arguments as sae_arguments
+
+    sae_arguments(p)
+    p.set_defaults(func=cmd_sae)
+
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
     p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
@@ -340,12 +357,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--repeats", type=cli_args.whole(1), default=5, help="timed runs per contender and T (median is reported)"
     )
-    p.add_argument("--threads", type=cli_args.whole(1), help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
-    p.add_argument("--parts", help="with --scan: any of speed,memory,ray (default: all three)")
+    p.add_argument("--parts", help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray)")
+    p.add_argument("--checkpoint", type=cli_args.path, help="with --scan --parts threads: time this model's scan")
+    p.add_argument(
+        "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
+    )
     p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
     p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
     p.add_argument(
@@ -356,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
     p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
     p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
+    p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
@@ -383,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv  # the train command records the command line in its model card
     try:
+        use_threads(getattr(args, "threads", None))
         status = args.func(args)
     except (GptvizError, OSError) as e:  # OSError: e.g. a file the training corpus names is missing
         print(f"error: {one_line(e)}", file=sys.stderr)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,9 +29,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .capture import as_ids
+from .capture import as_ids, edited
 from .errors import PromptError
+from .interventions import HEAD_SITES, Intervention, InterventionError, check
 from .model import GPT, KVCache
+from .names import parse
 from .progress import ProgressFn, Reporter
 
 TOP = 10  # alternatives kept per step
@@ -155,6 +158,49 @@ def _attention_rows(model: GPT) -> Iterator[list[Tensor]]:
         _rows.reset(token)
 
 
+class _Edits:
+    """Interventions applied in every forward pass of a generation. A pass covers the positions
+    [first, first + T) of `ids`; an intervention's positions are positions of `ids`, so each pass
+    applies the ones that fall inside it (none named: all of its tokens)."""
+
+    def __init__(self, interventions: tuple[Intervention, ...]):
+        for iv in interventions:
+            if iv.positions is not None and min(iv.positions) < 0:
+                raise InterventionError(
+                    f"{iv.describe()}: in generate, positions are positions of ids (0 = the first token); "
+                    "a negative one would move as the text grows"
+                )
+        self.by_name: dict[str, list[Intervention]] = {}
+        for iv in interventions:
+            self.by_name.setdefault(iv.name, []).append(iv)
+        self.first = 0
+        # every edit acts on each token alone: a step may run the new token only, on the cached keys
+        self.cached = all(iv.pointwise for iv in interventions)
+        self.explicit = any(iv.explicit for iv in interventions)
+
+    def _local(self, iv: Intervention, T: int) -> Intervention | None:
+        if iv.positions is None:
+            return iv
+        inside = [p - self.first for p in iv.positions if self.first <= p < self.first + T]
+        return dataclasses.replace(iv, positions=inside) if inside else None
+
+    def hooks(self) -> dict:
+        def for_name(name: str, ivs: list[Intervention]):
+            batched = parse(name)[1] != "attn.mask"
+            tok_axis = (1 if parse(name)[1] in HEAD_SITES else 0) + (1 if batched else 0)
+
+            def fn(value: Tensor) -> Tensor:
+                for iv in ivs:
+                    local = self._local(iv, value.size(tok_axis))
+                    if local is not None:
+                        value = local.apply(value, batched)
+                return value
+
+            return fn
+
+        return {name: for_name(name, ivs) for name, ivs in self.by_name.items()}
+
+
 @torch.no_grad()
 def generate(
     model: GPT,
@@ -169,6 +215,7 @@ def generate(
     stop_at_eos: bool = True,
     eos_token_id: int | Sequence[int] | None = None,
     progress: ProgressFn | None = None,
+    interventions: Sequence[Intervention] = (),
 ) -> Generation:
     """Continue `ids` by up to max_new_tokens tokens, one at a time, with a KV cache.
 
@@ -190,11 +237,19 @@ def generate(
     them: a server that runs one pass at a time for many sessions passes its lock, so a long
     generation makes other sessions wait one step, not all of it. Re-entered once per step.
 
+    interventions: any of the contract's (gptviz.steer, edit_features, ablate, ...), applied in every
+    forward pass: the prompt's and each step's, with the KV cache and with a cropped context alike.
+    Their positions are positions of `ids` (all by default). Edits that act on each token alone
+    (steer, edit_features, a zero or a number) keep the cache: the cached keys were computed from
+    edited values, as a re-run would compute them. Others (a mean over the prompt, a patch, a
+    function of the whole value) re-run the whole context at every step.
+
     stop_at_eos: stop after the model's end-of-text token (eos_token_id, else the config's, read from
     config.json or generation_config.json), as Hugging Face's generate does; `stopped` is then "eos".
     progress: called after each new token (gptviz.Progress); raising gptviz.Cancelled from it stops."""
     _check(max_new_tokens, temperature, top_k, top_p, seed)
     eos = _eos_set(model, eos_token_id) if stop_at_eos else frozenset()
+    edits = _Edits(check(interventions, model.config.n_layer))
     idx = as_ids(ids, model.device)  # (1, P)
     block = model.config.block_size
     P = idx.size(1)
@@ -214,9 +269,10 @@ def generate(
     guard = step_lock if step_lock is not None else contextlib.nullcontext()
     reporter = Reporter(progress, "tokens", n)
     reporter.start()
-    with _attention_rows(model) as rows:
-        with guard:
-            logits = model(idx[:, -block:], cache=cache)[0, -1]  # (V,): the prompt (its last block) runs once
+    with edited(model, edits.hooks()), _attention_rows(model) as rows:  # edits first: the rows see edited maps
+        edits.first = max(0, P - block)
+        with guard:  # the prompt (its last block) runs once
+            logits = model(idx[:, -block:], explicit=edits.explicit, cache=cache)[0, -1]  # (V,)
         rows.clear()
         for _ in range(n):
             probs = torch.softmax(logits.float(), dim=-1)  # (V,), before temperature
@@ -228,10 +284,11 @@ def generate(
             top_p_, top_i = torch.topk(probs, min(TOP, probs.numel()))
             position = len(out.ids)
             start = max(0, position + 1 - block)  # the first token the context keeps, the new one included
+            edits.first = position if start == 0 and edits.cached else start
             with guard:
-                if start == 0:  # within block_size: only the new token runs, on the cached keys and values
+                if start == 0 and edits.cached:  # within block_size: only the new token runs, on the cache
                     logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
-                else:  # cropped: every kept token moves one position back, so the window runs afresh
+                else:  # cropped (every kept token moves one position back) or an edit of the whole context
                     window = torch.tensor([out.ids[start:] + [new]], device=idx.device)  # (1, block)
                     logits = model(window, explicit=True)[0, -1]
             attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)

@@ -31,7 +31,8 @@ MAX_DERIVED = {
 MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
 
 # --- files, sized with stat before they are read --------------------------------------------------
-MAX_JSON_BYTES = 16 * MiB  # config.json: a few KB in practice
+MAX_JSON_BYTES = 1 * MiB  # config.json: a few KB in practice (a 256-layer layer_types list is 6 KB); parsed 4 times
+MAX_LISTING_JSON_BYTES = 16 * MiB  # a weights index, a trainer's state: one entry per tensor or logged step
 MAX_META_BYTES = 64 * MiB  # nanoGPT's meta.pkl: a character vocabulary
 MAX_TOKENIZER_BYTES = 128 * MiB  # tokenizer.json, vocab.json, merges.txt: a few MB for 50k tokens
 MAX_CORPUS_FILE_BYTES = 1 * GiB  # one file of a corpus scan (read whole, then tokenized): split a larger one

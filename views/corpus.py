@@ -5,15 +5,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import keys, pages, scan_form, widgets
 from gptviz.dashboard.classmode import class_mode, client_address, scans_allowed, uploads_allowed
+from gptviz.dashboard.corpus_heads import heads_tab
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
-from gptviz.figures import token_chips_html
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
 from gptviz.scanning.validate import against_model
@@ -141,26 +140,25 @@ tab_w, tab_h, tab_n = st.tabs(["Windows by loss", "Heads over windows", "Neurons
 
 with tab_w:
     ranked = cp.ranked_windows(*version, v.model_key)
+    short = queries.short_length(scan)
+    if st.checkbox(f"Hide short windows (under {short} tokens: a document's tail)", True, key="corpus_hide_short"):
+        ranked = ranked[~ranked["short"]].reset_index(drop=True) if (~ranked["short"]).any() else ranked
     chosen = st.number_input(
         "Window", 0, int(scan.windows["window"].max()), int(ranked["window"].iloc[0]), key="corpus_window"
     )
     ids = queries.window_ids(scan, chosen)
     losses = queries.window_losses(scan, chosen, len(ids))
     widgets.chart(cp.loss_histogram(*version, chosen), key="corpus_loss_hist")
-    st.markdown(f"**Window {chosen}**: each token coloured by its loss (nats; position 0 has none).")
-    st.html(token_chips_html(v.display(ids), ids, losses, unit="nats"))
+    st.markdown(
+        f"**Window {chosen}**: each token's loss in nats (position 0 is not predicted: nothing comes before it)."
+    )
+    st.html(cfig.window_chips_html(v.display(ids), ids, losses))
     st.dataframe(ranked, key="corpus_windows_table", hide_index=True, height=260)
     widgets.download("windows (CSV)", lambda: scan.windows, "windows.csv", key="corpus_dl_windows")
     widgets.download("tokens (CSV)", lambda: scan.tokens, "tokens.csv", key="corpus_dl_tokens")
 
 with tab_h:
-    score = st.selectbox("Score", SCORES, key="corpus_score", format_func=lambda s: s.replace("_", " "))
-    if scan.head_windows.empty:
-        st.info("This scan folder has no per-window head scores (head_windows.parquet): only the means.")
-    else:
-        widgets.chart(cp.head_scores_figure(*version, score), key="corpus_heads_fig")
-    st.dataframe(scan.heads, key="corpus_heads_table", hide_index=True)
-    widgets.download("heads (CSV)", lambda: scan.heads, "heads.csv", key="corpus_dl_heads")
+    heads_tab(version, v.model_key)
 
 
 def open_as_prompt(page: str, ids: list[int]) -> None:
@@ -171,6 +169,7 @@ def open_as_prompt(page: str, ids: list[int]) -> None:
 with tab_n:
     L = int(scan.neurons["layer"].max()) + 1
     F = int(scan.neurons["neuron"].max()) + 1
+    cp.take_neuron_pick(st.session_state, scan, tok)  # a row clicked in the table below, last run
     c1, c2, c3 = st.columns([1, 1, 2])
     layer = c1.number_input("Layer", 0, L - 1, 0, key="corpus_layer")
     neuron = c2.number_input(f"Neuron (0–{F - 1})", 0, F - 1, 0, key="corpus_neuron")
@@ -181,8 +180,9 @@ with tab_n:
             st.warning("Type exactly one token of this model's vocabulary (one character for a character model).")
         else:
             found = queries.neurons_for_token(scan, tid[0])
-            st.caption("Neurons whose strongest contexts peak on this token (how many of their top k do).")
-            st.dataframe(found, key="corpus_token_neurons", hide_index=True, height=220)
+            st.caption("Neurons whose strongest contexts peak on this token (how many of their top k do); click one.")
+            st.dataframe(found, key="corpus_token_neurons", hide_index=True, height=220, on_select="rerun",
+                         selection_mode="single-row")  # fmt: skip
     top = queries.neuron_contexts(scan, layer, neuron)
     st.markdown(f"**Layer {layer}, neuron {neuron}**: its {len(top)} strongest contexts, the peak token highlighted.")
     for r in top.itertuples():

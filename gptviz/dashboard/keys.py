@@ -33,3 +33,4 @@ CORPUS_OPEN = "_corpus_open"  # Corpus: the page key an "open as prompt" click a
 CORPUS_PROMPT = "_corpus_prompt"  # Corpus: the prompt that click opens
 CORPUS_DONE = "_corpus_done"  # Corpus: the folder of a scan this page started that has ended (opened next run)
 TIMELINE_PROMPT_FOR = "_tl_prompt_for"  # Timeline: the run folder whose default prompt the box was set to
+CORPUS_PICK_TAKEN = "_corpus_pick_taken"  # the (token, row) of the token-neuron table last opened

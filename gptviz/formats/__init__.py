@@ -14,8 +14,8 @@ import torch
 from ..devices import resolve_device
 from ..errors import CheckpointError, GptvizError
 from .bundle import Bundle, LoadReport
-from .hf_decoders import DECODERS, load_hf_decoder, refuse_model_type
-from .hf_gpt2 import is_hf, load_hf_gpt2
+from .hf_decoders import KNOWN, load_hf_decoder, refuse_model_type
+from .hf_gpt2 import is_hf
 from .inmemory import MemoryPath
 from .nanogpt import is_nanogpt, load_nanogpt
 from .native import is_native, load_native, save
@@ -55,11 +55,9 @@ def load(path: str | Path | MemoryPath, device: str | torch.device | None = "cpu
 
 
 def load_hf(path: Path, device: torch.device) -> Bundle:
-    """A Hugging Face directory, by its config.json's model_type: GPT-2, or one of the decoder families."""
+    """A Hugging Face directory, by its config.json's model_type: one of the families in families.py."""
     kind = read_json(path / "config.json").get("model_type")
-    if kind == "gpt2":
-        return load_hf_gpt2(path, device)
-    if kind in DECODERS:
+    if kind in KNOWN:
         return load_hf_decoder(path, device)
     raise refuse_model_type(kind, path / "config.json")
 

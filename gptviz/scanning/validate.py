@@ -24,6 +24,9 @@ INTEGER_COLUMNS = {
     "neurons": ("layer", "neuron", "rank", "window", "position"),
     "heads": ("layer", "head"),
     "head_windows": ("window", "layer", "head"),
+    "head_attention": ("window", "layer", "head", "induction_queries"),
+    "features": ("feature", "rank", "window", "position", "sae"),  # with saes= only
+    "feature_density": ("sae", "feature", "fires"),
 }
 MOST = {  # the largest value an integer column may hold, whatever the model
     "layer": MAX_CONFIG["n_layer"] - 1,
@@ -52,7 +55,7 @@ def check(folder: Path, tables: dict[str, pd.DataFrame], summary: dict) -> None:
     if not np.array_equal(lengths, windows["n_tokens"].to_numpy()):
         raise ScanFolderError(f"{w_file}: n_tokens differs from the length of token_ids")
     _losses(w_file, windows["loss"])
-    for name in ("tokens", "neurons", "head_windows"):
+    for name in ("tokens", "neurons", "head_windows", "head_attention", "features"):
         if name in tables:
             _rows_in_windows(folder / f"{name}.parquet", tables[name], n_tokens, first=1 if name == "tokens" else 0)
     _losses(folder / "tokens.parquet", tables["tokens"]["loss"])
