@@ -9,6 +9,7 @@ lm_head out of the file; the model ties it back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -17,10 +18,10 @@ from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError
 from ..limits import MAX_TOKENIZER_BYTES
 from ..tokenizers import BPETokenizer
-from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
+from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .hf_decoders import refuse_model_type
-from .native import read_safetensors, safetensors_shapes
-from .safe import check_file, read_json, shapes_of, state_dict, torch_load, torch_load_mapped
+from .safe import check_file, read_json
+from .weights import Weights
 
 SAFETENSORS, PT_BIN = "model.safetensors", "pytorch_model.bin"
 CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -81,22 +82,11 @@ def config_from_hf(hf: dict, source: Path) -> GPTConfig:
     return config
 
 
-def read_weights(path: Path, config: GPTConfig, report: LoadReport) -> tuple[dict[str, torch.Tensor], Path]:
-    """The weights file's tensors, keyed as GPT-2 names them. Their shapes are checked against the
-    config first: a safetensors file's from its header, a torch file's with its tensors mapped, not read."""
-    if (path / SAFETENSORS).exists():
-        file = path / SAFETENSORS
-        check_shapes(config, as_gptviz_shapes(safetensors_shapes(file)), report, file)
-        return read_safetensors(file), file
-    if (path / PT_BIN).exists():
-        file = path / PT_BIN
-        raw, mapped = torch_load_mapped(file)  # sized, and its unpacked size known, first
-        state = state_dict(raw, file)
-        check_shapes(config, as_gptviz_shapes(shapes_of(state)), report, file)
-        if mapped:  # now read it (a file rewritten under a mapping would crash the server)
-            del raw, state
-            state = state_dict(torch_load(file), file)
-        return state, file
+def weights_file(path: Path) -> Weights:
+    """The directory's weights file, its shapes and dtypes known and nothing else read yet."""
+    for name in (SAFETENSORS, PT_BIN):
+        if (path / name).exists():
+            return Weights([path / name])
     if any(path.glob("*.index.json")):
         raise CheckpointError(f"{path}: sharded weights (*.index.json) are not supported; save with one file")
     raise CheckpointError(f"{path}: no {SAFETENSORS} or {PT_BIN} beside config.json")
@@ -120,18 +110,21 @@ def gptviz_name(key: str) -> str | None:
     return key if key.startswith(("transformer.", "lm_head.")) else f"transformer.{key}"
 
 
-def to_gptviz_state(state: dict[str, torch.Tensor], report: LoadReport) -> dict[str, torch.Tensor]:
-    """GPT-2 keys -> our keys (gptviz_name), Conv1D weights transposed, saved mask buffers dropped."""
-    out = {}
-    for key, value in state.items():
+def gptviz_tensors(weights: Weights, report: LoadReport) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    """Our key for each of the file's tensors and how to read it (Conv1D weights transposed to
+    Linear's [out, in]); saved mask buffers left out. A tied head comes last, as load_state_dict
+    would have left it."""
+    out = []
+    for key in weights.shapes:
         name = gptviz_name(key)
         if name is None:
             continue
-        if name.endswith(CONV1D) and value.dim() == 2:
-            value = value.t().contiguous()  # Conv1D [in, out] -> Linear [out, in]
+        if name.endswith(CONV1D) and len(weights.shapes[key]) == 2:
             report.reshaped.append(name)
-        out[name] = value
-    return out
+            out.append((name, lambda key=key: weights.get(key).t()))  # Conv1D [in, out] -> Linear [out, in]
+        else:
+            out.append((name, lambda key=key: weights.get(key)))
+    return sorted(out, key=lambda item: item[0] == "lm_head.weight")
 
 
 def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
@@ -156,25 +149,25 @@ def hf_tokenizer(path: Path) -> tuple[BPETokenizer | None, str]:
     )
 
 
-def load_hf_gpt2(path: Path, device: torch.device) -> Bundle:
+def load_hf_gpt2(path: Path, device: torch.device, dtype: str = "auto") -> Bundle:
     hf = read_json(path / "config.json")
     config = config_from_hf(hf, path / "config.json")
     report = LoadReport(path=str(path), format="hf-gpt2")
-    raw, file = read_weights(path, config, report)
+    weights = weights_file(path)
+    file = weights.files[0]
     report.format = f"hf-gpt2 ({file.name})"
-    dtypes = sorted({str(v.dtype).removeprefix("torch.") for v in raw.values() if v.is_floating_point()})
-    if dtypes and dtypes != ["float32"]:
-        report.warnings.append(f"weights stored as {', '.join(dtypes)}, computed in float32")
-    state = to_gptviz_state(raw, report)
-    if not any(k.startswith("transformer.h.") for k in state):
+    shapes = as_gptviz_shapes(weights.shapes)
+    check_shapes(config, shapes, report, file)  # before a byte of weights is read
+    if not any(k.startswith("transformer.h.") for k in shapes):
         raise CheckpointError(f"{file}: no GPT-2 block weights (transformer.h.*) in the file")
-    model = build_model(config, state, report, file)
     tokenizer, note = hf_tokenizer(path)
+    if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
+        raise CheckpointError(
+            f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only {config.vocab_size} ids"
+        )
+    dtype_ = compute_dtype(weights.floating_dtypes(), dtype, config, device, report)
+    model = fill_model(config, gptviz_tensors(weights, report), dtype_, device, report, file)
     if tokenizer is not None:
-        if tokenizer.vocab_size > config.vocab_size:
-            raise CheckpointError(
-                f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only {config.vocab_size} ids"
-            )
         report.tokenizer = tokenizer.kind
     else:
         report.warnings.append(note)
