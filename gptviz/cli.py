@@ -33,7 +33,7 @@ def prompt_ids(bundle, args) -> list[int]:
 
 
 def cmd_trace(args) -> None:
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     t = trace(bundle.model, prompt_ids(bundle, args), bundle.tokenizer)
     buffer = io.BytesIO()
     t.to_npz(buffer)
@@ -44,7 +44,7 @@ def cmd_trace(args) -> None:
 def cmd_patch(args) -> None:
     from .analysis.patching import one_token, patching_sweep, sweep_table
 
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     tok, V, block = bundle.tokenizer, bundle.model.config.vocab_size, bundle.model.config.block_size
     if args.ids:  # every argument is token ids: for checkpoints without a tokenizer
         clean, corrupt = (parse_ids(x, V, what=w) for x, w in ((args.clean, "--clean"), (args.corrupt, "--corrupt")))
@@ -96,7 +96,7 @@ def table(rows) -> str:
 
 
 def cmd_info(args) -> None:
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     cfg = bundle.model.config
     print("== model card")
     special = [("special", "; ".join(cfg.special()))] if cfg.special() else []
@@ -138,7 +138,7 @@ def cmd_check(args) -> int:
 
     from .analysis.health import health, worst
 
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     cfg = bundle.model.config
     if args.prompt is not None or args.token_ids is not None:
         ids = prompt_ids(bundle, args)
@@ -219,7 +219,7 @@ def cmd_scan(args) -> None:
 def cmd_bench(args) -> None:
     from . import bench
 
-    chosen = [name for name in ("why", "scan", "families", "patching", "generate") if getattr(args, name)]
+    chosen = [name for name in ("why", "scan", "families", "patching", "generate", "load") if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
     module = importlib.import_module(f"{bench.__name__}.{chosen[0] if chosen else 'forward'}")
@@ -254,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     def with_checkpoint(p):
         p.add_argument("--checkpoint", required=True, type=cli_args.path, help="checkpoint directory or file")
         p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+        p.add_argument(
+            "--dtype",
+            default="auto",
+            choices=("auto", "float32", "bfloat16", "float16"),
+            help="what the model computes in (default: auto, float32 unless it does not fit the free memory)",
+        )
         return p
 
     p = with_checkpoint(sub.add_parser("trace", help="run one prompt and write its Trace to .npz"))
@@ -343,6 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
     p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
+    p.add_argument(
+        "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
+    )
+    p.add_argument("--shape", choices=("1b", "8b"), default="1b", help="with --load: Llama-3.2-1B or Llama-3.1-8B")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
