@@ -90,6 +90,10 @@ def choose_dtype(asked: str, stored: str, n_params: int, device: torch.device) -
         return torch.float32, ""
     half = stored if stored in HALF_DTYPES else "bfloat16"
     return DTYPES[half], (
-        f"computed in {half}: in float32 its weights take {need / 1e9:.1f} GB and {device.type} has "
-        f"{free / 1e9:.1f} GB free; load with dtype='float32' to insist"
+        f"computed in {half}: in float32 its weights take {_size(need)} and {device.type} has "
+        f"{_size(free)} free; load with dtype='float32' to insist"
     )
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
