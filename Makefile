@@ -4,6 +4,9 @@ PY    := $(VENV)/bin/python
 # The pinned torch is the local CPU wheel on the project's machines; installing it first means no
 # later requirement can pull a multi-GB CUDA build. Override on a GPU machine: make TORCH=torch
 TORCH ?= torch==2.13.0
+# make dashboard PORT=8600 ADDRESS=0.0.0.0 (an address beyond this machine makes a class server)
+PORT    ?= 8501
+ADDRESS ?= 127.0.0.1
 
 .PHONY: setup browser dashboard test test-fast lint
 
@@ -28,7 +31,7 @@ browser:
 	  fi; }
 
 dashboard: setup
-	$(VENV)/bin/streamlit run app.py
+	$(VENV)/bin/gptviz dashboard --port $(PORT) --address $(ADDRESS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "checkpoints"
 # Never copied into the build: a stale build/lib in the checkout would end up in the wheel
 # (setuptools packs whatever build/lib holds), and the rest is not source.
-NOT_SOURCE = {".git", ".venv", "build", "dist", "artifacts", "test-results", ".pytest_cache", "checkpoints", "docs"}
+# The shipped checkpoints and samples are copied: the wheel carries them (gptviz/shipped.py).
+NOT_SOURCE = {".git", ".venv", "build", "dist", "artifacts", "test-results", ".pytest_cache", "docs"}
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Installed:
     wheel: Path  # the built .whl
     target: Path  # what `pip install --target` wrote: gptviz/, bin/gptviz, the dist-info
     work: Path  # an empty working folder outside the checkout
+    build_log: str  # what `pip wheel -v` printed: setuptools' warnings among it
 
     @property
     def script(self) -> Path:
@@ -60,8 +62,11 @@ def installed_package(tmp_path_factory) -> Installed:
     dist, target, work = base / "dist", base / "target", base / "work"
     work.mkdir()
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", str(src), "-w", str(dist)], check=True, timeout=600)
+    built = subprocess.run(
+        [*pip, "wheel", "-v", "--no-deps", str(src), "-w", str(dist)], capture_output=True, text=True, timeout=600
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,) = dist.glob("gptviz-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(target), str(wheel)], check=True, timeout=600)
-    _cache["it"] = Installed(wheel=wheel, target=target, work=work)
+    _cache["it"] = Installed(wheel=wheel, target=target, work=work, build_log=built.stdout + built.stderr)
     return _cache["it"]

@@ -14,7 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.analysis.heads import SCORES
-from gptviz.dashboard import corpus as cp
+from gptviz.scanning import jobs as scan_jobs
+from gptviz.scanning import queries
 
 TEXT = "To be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 6
 
@@ -33,8 +34,8 @@ def roots(tmp_path_factory) -> tuple[Path, Path]:
 def at(roots, monkeypatch, tmp_path) -> AppTest:
     ckpts, samples = roots
     serve(monkeypatch, ckpts, NAME)
-    monkeypatch.setenv(cp.SAMPLES_ENV, str(samples))
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setenv(queries.SAMPLES_ENV, str(samples))
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
     return ok(ok(app_session()).switch_page("views/corpus.py").run())
 
 
@@ -72,7 +73,7 @@ def test_the_neurons_that_fire_on_a_token(at, roots):
     ok(at.text_input(key="corpus_token").input("e").run())
     found = [d.value for d in at.dataframe if "contexts_on_token" in d.value.columns]
     assert len(found) == 1 and len(found[0]) > 0
-    expected = cp.neurons_for_token(scan, tok.encode("e")[0])
+    expected = queries.neurons_for_token(scan, tok.encode("e")[0])
     assert found[0][["layer", "neuron"]].values.tolist() == expected[["layer", "neuron"]].values.tolist()
     for row in found[0].head(5).itertuples():  # each such neuron really peaks on "e" that many times
         top = scan.neurons[(scan.neurons.layer == row.layer) & (scan.neurons.neuron == row.neuron)]
@@ -132,7 +133,7 @@ def test_a_scan_run_from_the_page_opens_and_a_bad_corpus_is_one_line(at, tmp_pat
     wait_for_scan(at)
     assert not at.exception
     assert "Scan failed" in at.error[0].value and "looks binary" in at.error[0].value
-    assert not any(cp.running(j) for j in list(cp._JOBS))  # "failed" is shown once its process is gone
+    assert not any(scan_jobs.running(j) for j in list(scan_jobs._JOBS))  # "failed" is shown once its process is gone
 
 
 def test_a_scan_folders_summary_is_shown_as_text(at, roots, tmp_path):
@@ -162,28 +163,28 @@ def test_the_server_runs_at_most_a_few_scans_at_once(monkeypatch, tmp_path):
 
     from gptviz.errors import GptvizError
 
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
-    monkeypatch.setattr(cp, "_JOBS", {})  # this server's scans only: none left by another test counts here
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(scan_jobs, "_JOBS", {})  # this server's scans only: none left by another test counts here
     real, commands = subprocess.Popen, []
 
     def sleeper(cmd, **kw):
         commands.append(cmd)
         return real([sys.executable, "-c", "import time; time.sleep(60)"], **kw)
 
-    monkeypatch.setattr(cp.subprocess, "Popen", sleeper)
+    monkeypatch.setattr(scan_jobs.subprocess, "Popen", sleeper)
     corpus = tmp_path / "-corpus.txt"
-    jobs = [cp.start_scan(tmp_path / "ck", corpus, 8, 2) for _ in range(cp.MAX_RUNNING_SCANS)]
+    jobs = [scan_jobs.start_scan(tmp_path / "ck", corpus, 8, 2) for _ in range(scan_jobs.MAX_RUNNING_SCANS)]
     try:
-        assert all(cp.running(j.id) for j in jobs)
+        assert all(scan_jobs.running(j.id) for j in jobs)
         with pytest.raises(GptvizError, match="scans are running on this server already"):
-            cp.start_scan(tmp_path / "ck", corpus, 8, 2)
-        cp.stop_scan(jobs[0])
-        jobs.append(cp.start_scan(tmp_path / "ck", corpus, 8, 2))
+            scan_jobs.start_scan(tmp_path / "ck", corpus, 8, 2)
+        scan_jobs.stop_scan(jobs[0])
+        jobs.append(scan_jobs.start_scan(tmp_path / "ck", corpus, 8, 2))
         assert f"--data={corpus}" in commands[0]
     finally:
         for job in jobs:
-            cp.stop_scan(job)
-    assert not any(cp.running(j.id) for j in jobs)
+            scan_jobs.stop_scan(job)
+    assert not any(scan_jobs.running(j.id) for j in jobs)
 
 
 def test_the_page_keeps_only_its_newest_folders_and_never_a_running_scans(monkeypatch, tmp_path):
@@ -194,39 +195,39 @@ def test_the_page_keeps_only_its_newest_folders_and_never_a_running_scans(monkey
     import subprocess
     import sys
 
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
-    monkeypatch.setattr(cp, "_JOBS", {})
-    monkeypatch.setattr(cp, "MAX_KEPT", 3)
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(scan_jobs, "_JOBS", {})
+    monkeypatch.setattr(scan_jobs, "MAX_KEPT", 3)
     real = subprocess.Popen
 
     def sleeper(cmd, **kw):  # a real process that holds its arguments, as a scan's would, but sleeps
         return real([sys.executable, "-c", "import time; time.sleep(60)", *cmd[3:]], **kw)
 
-    monkeypatch.setattr(cp.subprocess, "Popen", sleeper)
+    monkeypatch.setattr(scan_jobs.subprocess, "Popen", sleeper)
 
     def aged(path, t):  # folders made in one test share a second: give each its own age
         os.utime(path.parent, (t, t))
         return path
 
-    first = aged(cp.save_upload("a.txt", b"first corpus"), 1_000)
-    job = cp.start_scan(tmp_path / "ck", first, 8, 2)  # runs (sleeps) on the oldest upload
+    first = aged(scan_jobs.save_upload("a.txt", b"first corpus"), 1_000)
+    job = scan_jobs.start_scan(tmp_path / "ck", first, 8, 2)  # runs (sleeps) on the oldest upload
     os.utime(Path(job.out).parent, (1_001, 1_001))
     theirs = tmp_path / "scans" / "notes-of-mine"
     theirs.mkdir()
     try:
-        made = [aged(cp.save_upload(f"{i}.txt", b"more"), 2_000 + i) for i in range(4)]
+        made = [aged(scan_jobs.save_upload(f"{i}.txt", b"more"), 2_000 + i) for i in range(4)]
         left = {p.name for p in (tmp_path / "scans").iterdir()}
         # the running scan's corpus and folder stay although they are the oldest; of the rest, the newest
         assert first.parent.name in left and Path(job.out).parent.name in left
         assert made[-1].parent.name in left and made[0].parent.name not in left
         assert "notes-of-mine" in left  # not a name the page gives: never touched
-        cp.stop_scan(job)
-        cp.save_upload("last.txt", b"last")
+        scan_jobs.stop_scan(job)
+        scan_jobs.save_upload("last.txt", b"last")
         left = {p.name for p in (tmp_path / "scans").iterdir()}
         assert first.parent.name not in left and Path(job.out).parent.name not in left  # no longer in use
-        assert len([n for n in left if cp.OWN_FOLDER.fullmatch(n)]) == 3
+        assert len([n for n in left if scan_jobs.OWN_FOLDER.fullmatch(n)]) == 3
     finally:
-        cp.stop_scan(job)
+        scan_jobs.stop_scan(job)
 
 
 def test_pruning_from_many_sessions_at_once(monkeypatch, tmp_path):
@@ -234,16 +235,16 @@ def test_pruning_from_many_sessions_at_once(monkeypatch, tmp_path):
     just removed (four threads: 193 failures in 200 trials before the lock)."""
     import threading
 
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
-    monkeypatch.setattr(cp, "_JOBS", {})
-    monkeypatch.setattr(cp, "MAX_KEPT", 2)
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(scan_jobs, "_JOBS", {})
+    monkeypatch.setattr(scan_jobs, "MAX_KEPT", 2)
     errors, barrier = [], threading.Barrier(4)
 
     def saver() -> None:
         barrier.wait()
         for i in range(10):
             try:
-                cp.save_upload(f"{i}.txt", b"words")
+                scan_jobs.save_upload(f"{i}.txt", b"words")
             except Exception as e:  # noqa: BLE001 - any failure is the finding
                 errors.append(e)
 
@@ -263,7 +264,7 @@ def test_a_scan_refused_for_room_saves_no_upload(at, monkeypatch, tmp_path):
     import sys
 
     sleeping = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
-    monkeypatch.setattr(cp, "_JOBS", {f"job{i}": p for i, p in enumerate(sleeping)})
+    monkeypatch.setattr(scan_jobs, "_JOBS", {f"job{i}": p for i, p in enumerate(sleeping)})
     try:
         ok(at.radio(key="corpus_mode").set_value("run a new scan").run())
         ok(at.selectbox(key="corpus_source").set_value("upload a .txt or .jsonl").run())
@@ -286,10 +287,10 @@ def test_an_uploaded_corpus_is_there_when_its_scan_starts_whatever_others_upload
     import sys
     import threading
 
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
-    monkeypatch.setattr(cp, "_JOBS", {})
-    monkeypatch.setattr(cp, "MAX_KEPT", 2)
-    monkeypatch.setattr(cp, "MAX_RUNNING_SCANS", 100)
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setattr(scan_jobs, "_JOBS", {})
+    monkeypatch.setattr(scan_jobs, "MAX_KEPT", 2)
+    monkeypatch.setattr(scan_jobs, "MAX_RUNNING_SCANS", 100)
     real, missing = subprocess.Popen, []
 
     def sleeper(cmd, **kw):
@@ -298,18 +299,18 @@ def test_an_uploaded_corpus_is_there_when_its_scan_starts_whatever_others_upload
             missing.append(data)
         return real([sys.executable, "-c", "pass"], **kw)
 
-    monkeypatch.setattr(cp.subprocess, "Popen", sleeper)
+    monkeypatch.setattr(scan_jobs.subprocess, "Popen", sleeper)
     stop = threading.Event()
 
     def others() -> None:
         while not stop.is_set():
-            cp.save_upload("other.txt", b"words")
+            scan_jobs.save_upload("other.txt", b"words")
 
     crowd = [threading.Thread(target=others) for _ in range(3)]
     for t in crowd:
         t.start()
     try:
-        jobs = [cp.start_scan(tmp_path / "ck", (f"{i}.txt", b"my corpus"), 8, 2) for i in range(30)]
+        jobs = [scan_jobs.start_scan(tmp_path / "ck", (f"{i}.txt", b"my corpus"), 8, 2) for i in range(30)]
     finally:
         stop.set()
         for t in crowd:

@@ -157,33 +157,33 @@ def test_a_prompt_with_an_address_makes_no_link_on_any_page(root):
 
 # --- the Corpus page: its scans folder in the shared temp folder, and its path boxes ---------------
 def test_the_scans_folder_is_private_and_never_a_symlink(tmp_path, monkeypatch):
-    from gptviz.dashboard import corpus as cp
     from gptviz.errors import OutputError
+    from gptviz.scanning import jobs as scan_jobs
 
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
-    corpus = cp.save_upload("notes.txt", b"private words")
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    corpus = scan_jobs.save_upload("notes.txt", b"private words")
     assert os.stat(tmp_path / "scans").st_mode & 0o777 == 0o700
     assert os.stat(corpus.parent).st_mode & 0o777 == 0o700 and os.stat(corpus).st_mode & 0o777 == 0o600
     elsewhere = tmp_path / "someone-elses"
     elsewhere.mkdir()
     (elsewhere / "2019-photos").mkdir()
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "planted"))
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "planted"))
     (tmp_path / "planted").symlink_to(elsewhere)  # a name in /tmp that another user made first
     with pytest.raises(OutputError, match="symbolic link"):
-        cp.save_upload("notes.txt", b"private words")
+        scan_jobs.save_upload("notes.txt", b"private words")
     assert [p.name for p in elsewhere.iterdir()] == ["2019-photos"]  # nothing written there, nothing deleted
     open_to_all = tmp_path / "open"
     open_to_all.mkdir(mode=0o777)
     os.chmod(open_to_all, 0o777)
-    monkeypatch.setenv(cp.SCANS_ENV, str(open_to_all))
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(open_to_all))
     with pytest.raises(OutputError, match="others can read or write it"):
-        cp.save_upload("notes.txt", b"x")
+        scan_jobs.save_upload("notes.txt", b"x")
 
 
 def test_a_nul_byte_in_the_corpus_pages_paths_is_one_line(root, monkeypatch, tmp_path):
-    from gptviz.dashboard import corpus as cp
+    from gptviz.scanning import jobs as scan_jobs
 
-    monkeypatch.setenv(cp.SCANS_ENV, str(tmp_path / "scans"))
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
     at = ok(app_session())
     ok(at.switch_page("views/corpus.py").run())
     at.radio(key="corpus_mode").set_value("open a scan folder").run()

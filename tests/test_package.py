@@ -114,3 +114,28 @@ def test_help_lists_every_command_and_each_has_its_own_help(pkg):
         assert sub.stdout.startswith("usage:") and command in sub.stdout.splitlines()[0]
     dash = pkg.run(str(pkg.script), "dashboard", "--help")
     assert dash.returncode == 0 and "--port" in dash.stdout and "--address" in dash.stdout
+
+
+def test_the_wheel_builds_without_setuptools_warnings(pkg):
+    assert "would be ignored" not in pkg.build_log
+    assert "SetuptoolsDeprecationWarning" not in pkg.build_log
+
+
+def test_the_installed_package_carries_the_shipped_checkpoints_lessons_and_scan(pkg):
+    """`pip install .` is the real thing: from an empty folder, with no environment variable naming a
+    folder, the install finds its own checkpoints, the sample corpus and the shipped scan."""
+    code = (
+        "import json; from gptviz.shipped import shipped_dir; import gptviz; "
+        "c = shipped_dir('checkpoints'); s = shipped_dir('samples'); "
+        "b = gptviz.load(c / 'shakespeare-char'); "
+        "print(json.dumps([str(c), sorted(p.name for p in c.iterdir() if p.is_dir()), "
+        "(s / 'scans' / 'shakespeare-char' / 'summary.json').is_file(), len(list((s / 'shakespeare').glob('*.txt'))), "
+        "b.tokenizer.decode(b.tokenizer.encode('ROMEO.'))]))"
+    )
+    env = dict.fromkeys(("GPTVIZ_CHECKPOINTS_DIR", "GPTVIZ_SAMPLES_DIR"), "")
+    r = pkg.run(sys.executable, "-c", code, **env)
+    assert r.returncode == 0, r.stderr
+    folder, names, scan, texts, text = json.loads(r.stdout)
+    assert Path(folder).is_relative_to(pkg.target), folder
+    assert {p.name for p in CHECKPOINTS.iterdir() if p.is_dir()} == set(names)
+    assert scan and texts == len(list((ROOT / "samples" / "shakespeare").glob("*.txt"))) and text == "ROMEO."

@@ -8,6 +8,7 @@ import tarfile
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import gptviz
 from gptviz.cli import main
@@ -229,3 +230,31 @@ def test_bad_archive_and_bad_corpus_file(tmp_path):
 def test_cli_reports_a_corpus_error_in_one_line(tmp_path, capsys):
     rc = main(["train", "--corpus", str(tmp_path / "nowhere.txt"), "--out", str(tmp_path / "ck"), *TINY])
     assert rc == 2 and "cannot read the corpus" in capsys.readouterr().err
+
+
+def test_the_first_progress_line_has_no_nan(tmp_path, corpus_file, capsys):
+    """Before the first step there is no train loss: the line says so with a dash, never `train nan`."""
+    argv = ["train", "--corpus", str(corpus_file), "--out", str(tmp_path / "ck"), "--max-steps", "3", *TINY]
+    assert main(argv) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step")]
+    assert lines[0].split()[:2] == ["step", "0"] and "nan" not in lines[0].lower()
+    assert "train      -" in lines[0]
+
+
+def test_a_final_evaluation_cut_to_the_time_left_spreads_its_windows_and_says_how_many():
+    from gptviz.training.train import full_loss
+
+    torch.manual_seed(0)
+    model = gptviz.GPT(gptviz.GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=11))
+    data = torch.randint(0, 11, (8 * 40 + 1,))
+    whole, used, n = full_loss(model, data, 8, 4, torch.device("cpu"))
+    assert (used, n) == (40, 40)
+    part, used, n = full_loss(model, data, 8, 4, torch.device("cpu"), max_windows=5)
+    assert (used, n) == (5, 40) and part != whole
+    # the five windows are 0, 10, 20, 29, 39: the same loss as those windows alone
+    keep = [0, 10, 20, 29, 39]
+    x = torch.stack([data[i * 8 : i * 8 + 8] for i in keep])
+    y = torch.stack([data[i * 8 + 1 : i * 8 + 9] for i in keep])
+    logits = model(x)
+    expected = torch.nn.functional.cross_entropy(logits.reshape(-1, 11), y.reshape(-1)).item()
+    assert abs(part - expected) < 1e-5

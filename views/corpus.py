@@ -7,23 +7,24 @@ import streamlit as st
 
 from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
-from gptviz.dashboard import widgets
+from gptviz.dashboard import keys, pages, scan_form, widgets
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
 from gptviz.figures import token_chips_html
-from gptviz.formats.safe import user_path
+from gptviz.scanning import jobs as scan_jobs
+from gptviz.scanning import queries
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
-PAGES = {"attention": "views/attention.py", "next": "views/next_token.py"}
-target = st.session_state.pop("_corpus_open", None)
+PAGES = {"attention": "attention", "next": "next-token"}  # what an "open as prompt" click opens, by page key
+target = st.session_state.pop(keys.CORPUS_OPEN, None)
 if target in PAGES:  # set by an "open as prompt" click below, with the prompt already chosen
     keep = {k: st.session_state[k] for k in SIDEBAR_KEYS if k in st.session_state}
-    st.session_state["_switch_choices"] = {**keep, "prompt": st.session_state.pop("_corpus_prompt", "")}
-    st.switch_page(PAGES[target])
+    st.session_state[keys.SWITCH_CHOICES] = {**keep, "prompt": st.session_state.pop(keys.CORPUS_PROMPT, "")}
+    st.switch_page(pages.page_file(PAGES[target]))
 
-finished = st.session_state.pop("_corpus_done", None)
+finished = st.session_state.pop(keys.CORPUS_DONE, None)
 if finished:  # a scan this page started has ended: open its folder
     st.session_state.update(corpus_mode="open a scan folder", corpus_folder=finished, corpus_scan=finished)
 
@@ -42,7 +43,7 @@ runnable = v.source != DEMO and not is_upload(v.source)
 
 
 # --- choose or run a scan --------------------------------------------------------------------------
-ship = cp.shipped_scan(v.source) if v.source in shipped() else None
+ship = queries.shipped_scan(v.source) if v.source in shipped() else None
 modes = (["the shipped scan"] if ship else []) + ["run a new scan", "open a scan folder"]
 mode = st.radio("Scan", modes, key="corpus_mode", horizontal=True)
 if mode == "the shipped scan":
@@ -50,35 +51,21 @@ if mode == "the shipped scan":
 elif mode == "run a new scan":
     if not runnable:
         st.info("A scan runs on a shipped checkpoint or a local path; choose one in the sidebar.")
-    samples = cp.sample_corpora()
+    samples = queries.sample_corpora()
     c1, c2, c3 = st.columns([2, 1, 1])
-    kinds = [f"shipped sample: {s}" for s in samples] + ["a path on this server"]
+    kinds = [f"{scan_form.SAMPLE}{s}" for s in samples] + ["a path on this server"]
     kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() else []  # 0: uploads are off on this server
     kind = c1.selectbox("Corpus", kinds, key="corpus_source")
     block = v.bundle.model.config.block_size
     window = c2.number_input("Window (tokens)", 2, block, min(128, block), key="corpus_window_size")
     k = c3.number_input("Contexts per neuron (k)", 1, 200, 20, key="corpus_k")
-    st.caption(f"This server keeps the newest {cp.MAX_KEPT} scans and uploaded corpora; a new one removes the oldest.")
-    data = None
-    if kind.startswith("shipped sample: "):
-        data = cp.samples_dir() / kind.removeprefix("shipped sample: ")
-    elif kind == "a path on this server":
-        typed = st.text_input("Corpus path (.txt, folder of .txt, .jsonl or .parquet)", key="corpus_path")
-        try:
-            data = user_path(typed) if typed else None
-        except GptvizError as e:  # a NUL byte: no file has that name
-            st.error(widgets.plain(e))
-            data = None
-    else:
-        up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload")
-        if up is not None and up.size > cp.MAX_UPLOAD_BYTES:
-            st.error(f"That file is larger than {cp.MAX_UPLOAD_BYTES // 2**20} MB; give its path instead.")
-        elif up is not None:
-            data = (up.name, up.getvalue())  # saved by start_scan, once it knows the scan can run
-    busy = cp.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
+    kept = scan_jobs.MAX_KEPT
+    st.caption(f"This server keeps the newest {kept} scans and uploaded corpora; a new one removes the oldest.")
+    data = scan_form.corpus_data(kind)
+    busy = scan_jobs.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
-            job = cp.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")
@@ -94,8 +81,8 @@ def progress() -> None:
     raw = st.session_state.get("corpus_job")
     if not raw:
         return
-    job = cp.Job(**raw)
-    state = cp.job_state(job)
+    job = scan_jobs.Job(**raw)
+    state = scan_jobs.job_state(job)
     if state["state"] == "running":
         total, done = state.get("total") or 0, state.get("done") or 0
         text = (
@@ -109,7 +96,7 @@ def progress() -> None:
     if state["state"] == "error":
         st.session_state["corpus_error"] = state.get("message", "the scan failed")
     else:  # shown as an opened folder: the widgets take it before they are drawn, in the next run
-        st.session_state["_corpus_done"] = job.out
+        st.session_state[keys.CORPUS_DONE] = job.out
     st.rerun(scope="app")
 
 
@@ -121,7 +108,7 @@ folder = st.session_state.get("corpus_scan")
 if not folder or st.session_state.get("corpus_job"):
     st.stop()
 try:
-    version = cp.scan_version(folder)
+    version = queries.scan_version(folder)
     scan = cp.scan_at(*version)
 except GptvizError as e:
     st.error(f"Scan not opened: {widgets.plain(e)}")
@@ -153,8 +140,8 @@ with tab_w:
     chosen = st.number_input(
         "Window", 0, int(scan.windows["window"].max()), int(ranked["window"].iloc[0]), key="corpus_window"
     )
-    ids = cp.window_ids(scan, chosen)
-    losses = cp.window_losses(scan, chosen, len(ids))
+    ids = queries.window_ids(scan, chosen)
+    losses = queries.window_losses(scan, chosen, len(ids))
     widgets.chart(cp.loss_histogram(*version, chosen), key="corpus_loss_hist")
     st.markdown(f"**Window {chosen}**: each token coloured by its loss (nats; position 0 has none).")
     st.html(token_chips_html(v.display(ids), ids, losses, unit="nats"))
@@ -173,8 +160,8 @@ with tab_h:
 
 
 def open_as_prompt(page: str, ids: list[int]) -> None:
-    st.session_state["_corpus_open"] = page
-    st.session_state["_corpus_prompt"] = tok.decode(ids) if tok is not None else ", ".join(map(str, ids))
+    st.session_state[keys.CORPUS_OPEN] = page
+    st.session_state[keys.CORPUS_PROMPT] = tok.decode(ids) if tok is not None else ", ".join(map(str, ids))
 
 
 with tab_n:
@@ -189,17 +176,16 @@ with tab_n:
         if len(tid) != 1:
             st.warning("Type exactly one token of this model's vocabulary (one character for a character model).")
         else:
-            found = cp.neurons_for_token(scan, tid[0])
+            found = queries.neurons_for_token(scan, tid[0])
             st.caption("Neurons whose strongest contexts peak on this token (how many of their top k do).")
             st.dataframe(found, key="corpus_token_neurons", hide_index=True, height=220)
-    top = cp.neuron_contexts(scan, layer, neuron)
+    top = queries.neuron_contexts(scan, layer, neuron)
     st.markdown(f"**Layer {layer}, neuron {neuron}**: its {len(top)} strongest contexts, the peak token highlighted.")
     for r in top.itertuples():
-        ctx, at = cp.context(scan, int(r.window), int(r.position))
-        prefix = cp.window_ids(scan, int(r.window))[: int(r.position) + 1].tolist()
+        ctx, at = queries.context(scan, int(r.window), int(r.position))
+        prefix = queries.window_ids(scan, int(r.window))[: int(r.position) + 1].tolist()
         c1, c2, c3 = st.columns([6, 1.3, 1.5], vertical_alignment="center")
-        marked = cfig.context_html(cp.token_texts(tok, ctx), at, r.value)
-        c1.html(f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · " + marked)
+        c1.html(cfig.ranked_context_html(r.rank, r.value, r.window, queries.token_texts(tok, ctx), at))
         c2.button("Attention", key=f"corpus_attn_{r.rank}", on_click=open_as_prompt, args=("attention", prefix))
         c3.button("Next token", key=f"corpus_next_{r.rank}", on_click=open_as_prompt, args=("next", prefix))
     widgets.download("neurons (CSV)", lambda: scan.neurons, "neurons.csv", key="corpus_dl_neurons")

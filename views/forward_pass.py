@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from gptviz.analysis import walkthrough
-from gptviz.dashboard import widgets
+from gptviz.dashboard import pages, widgets
 from gptviz.dashboard.classroom import BLOCK_KEY, STEP_KEY, write_step_url
 
 NUM = st.column_config.NumberColumn(format="%.4f")
@@ -79,7 +79,7 @@ else:
 st.caption(f"Values: {s.source}.")
 
 st.page_link(
-    "views/forward_pass.py",
+    pages.page_file("forward-pass"),
     label="Link to this step (one link per step, for a slide)",
     query_params={k: st.query_params[k] for k in st.query_params},
 )

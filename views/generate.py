@@ -12,7 +12,6 @@ from gptviz.dashboard import caches, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures import generation as gfig
 from gptviz.figures.attention import MAX_CELLS
-from gptviz.figures.style import html_text
 
 v = widgets.require_trace() or st.stop()
 st.title("Generate")
@@ -115,18 +114,8 @@ labels = figures.token_labels(v.display(all_ids))
 if steps and st.session_state.get("gen_view") not in range(1, steps + 1):
     st.session_state["gen_view"] = steps
 shown = st.session_state.get("gen_view", 0) if steps else 0
-pieces = v.display(all_ids) if tok is None else [tok.decode([i]) for i in all_ids]
-spans = []
-for i, piece in enumerate(pieces):
-    style = "color:#8a8a8a" if i < P else "color:inherit"
-    if steps and i == P + shown - 1:
-        style = "background:#e4572e;color:white;border-radius:3px"
-    spans.append(f'<span style="{style}">{html_text(piece if tok is not None else piece + " ")}</span>')
-st.markdown(
-    '<div style="white-space:pre-wrap;font-family:monospace;border:1px solid #ddd;border-radius:6px;'
-    f'padding:10px;line-height:1.5">{"".join(spans)}</div>',
-    unsafe_allow_html=True,
-)
+pieces = [p + " " for p in v.display(all_ids)] if tok is None else [tok.decode([i]) for i in all_ids]
+st.markdown(gfig.generated_text_html(pieces, P, P + shown - 1 if steps else None), unsafe_allow_html=True)
 st.caption(
     f"Grey: the prompt ({P} tokens). Black: {steps} generated token(s); orange: the step on view. "
     f"{min(len(all_ids), block)} of {block} tokens of context used"

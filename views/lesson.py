@@ -4,13 +4,13 @@ a clicker's keys) through its slides; followers see the same slide (?follow=CODE
 import streamlit as st
 
 from gptviz import lessons
-from gptviz.dashboard import slides, widgets
+from gptviz.dashboard import keys, pages, slides, widgets
 from gptviz.dashboard.state import link_params, view
 
 v = view()
 presentation = bool(v and v.presentation)
 lesson = st.session_state.get(slides.LESSON_KEY)
-error = st.session_state.pop("_lesson_error", None)
+error = st.session_state.pop(keys.LESSON_ERROR, None)
 
 if lesson is None:
     st.title("Lessons")
@@ -23,7 +23,7 @@ if lesson is None:
     for name in lessons.shipped_lessons():
         shipped = lessons.shipped_lesson(name)
         st.page_link(
-            "views/lesson.py",
+            pages.page_file("lesson"),
             label=f"{shipped.title} ({len(shipped.slides)} slides)",
             query_params=link_params(lesson=name, slide=1),
         )

@@ -6,7 +6,7 @@ import streamlit as st
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.heads import SCORES
-from gptviz.dashboard import caches, overtime, widgets
+from gptviz.dashboard import caches, keys, overtime, widgets
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import compare as cfig
@@ -45,8 +45,8 @@ if isinstance(first, str):
 tok, cfg = first.tokenizer, first.model.config
 probe = overtime.probe_prompt(tok, cfg.vocab_size)
 # a new run folder brings its own default prompt: the old one may hold symbols its tokenizer lacks
-if st.session_state.get("_tl_prompt_for") != str(folder):
-    st.session_state["_tl_prompt_for"] = str(folder)
+if st.session_state.get(keys.TIMELINE_PROMPT_FOR) != str(folder):
+    st.session_state[keys.TIMELINE_PROMPT_FOR] = str(folder)
     st.session_state["tl_prompt"] = probe
 text = st.text_input(
     "Prompt (fixed for every step)" + ("" if tok is not None else ": token ids"),

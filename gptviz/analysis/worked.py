@@ -273,10 +273,6 @@ LESSONS = [
 ]
 
 
-# The page file behind each url path a lesson link names (st.page_link opens it in the same tab).
-PAGE_FILES = {"attention": "views/attention.py", "forward-pass": "views/forward_pass.py"}
-
-
 def lesson_url(page: str, **params) -> str:
     """A link relative to the dashboard's root that opens `page` with these sidebar choices."""
     return f"{page}?{urlencode({k: str(v) for k, v in params.items()})}"

@@ -64,7 +64,7 @@ def peak_child(tiny: bool, n: int, T: int, batch: int) -> int:
         f"b.scan_seconds(m, b.windows({n}, {T}, m.config.vocab_size), {T}, {batch}); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return int(done.stdout.split()[-1])
 

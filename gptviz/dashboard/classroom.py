@@ -13,6 +13,8 @@ import re
 
 import streamlit as st
 
+from . import keys
+
 STEP_KEY = "fp_step"  # session key of the step index (0-based)
 BLOCK_KEY = "fp_block"  # session key of the block opened up
 _INT = re.compile(r"[0-9]{1,4}")
@@ -22,12 +24,12 @@ def read_step_url() -> None:
     """Copy ?step= (1-based) and ?block= from the URL into the session: on the session's first run,
     and when a link (same tab, same session) brings a step other than the one this session wrote."""
     step, block = st.query_params.get("step"), st.query_params.get("block")
-    if st.session_state.get("_step_url_read") and (step, block) in (
+    if st.session_state.get(keys.STEP_URL_READ) and (step, block) in (
         (None, None),
-        st.session_state.get("_step_written"),
+        st.session_state.get(keys.STEP_WRITTEN),
     ):
         return
-    st.session_state["_step_url_read"] = True
+    st.session_state[keys.STEP_URL_READ] = True
     step, block = step or "", block or ""
     if _INT.fullmatch(step) and int(step) >= 1:
         st.session_state[STEP_KEY] = int(step) - 1
@@ -41,4 +43,4 @@ def write_step_url(step: int, block: int) -> None:
         st.query_params["step"] = str(step + 1)
     if st.query_params.get("block") != str(block):
         st.query_params["block"] = str(block)
-    st.session_state["_step_written"] = (str(step + 1), str(block))
+    st.session_state[keys.STEP_WRITTEN] = (str(step + 1), str(block))

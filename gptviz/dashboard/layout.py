@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
+from . import keys
 from .state import view
 from .widgets import plain
 
@@ -62,7 +63,7 @@ def sidebar_for(presentation: bool) -> None:
     """Fold the sidebar away when presentation mode goes on, open it again when it goes off.
     Streamlit applies a new initial_sidebar_state when it changes during a session, unless the
     person has opened or closed the sidebar by hand in this browser (that choice wins)."""
-    if st.session_state.get("_sidebar_for_presentation") == presentation:
+    if st.session_state.get(keys.SIDEBAR_FOR_PRESENTATION) == presentation:
         return
-    st.session_state["_sidebar_for_presentation"] = presentation
+    st.session_state[keys.SIDEBAR_FOR_PRESENTATION] = presentation
     st.set_page_config(initial_sidebar_state="collapsed" if presentation else "auto")

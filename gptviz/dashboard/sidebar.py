@@ -10,7 +10,7 @@ from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
 from ..formats.safe import shown_name
 from ..tokenizers import encode_prompt, parse_ids
-from . import uploads
+from . import keys, uploads
 from .caches import ModelKey, RunKey, bundle_for, run_trace
 from .layout import sidebar_for
 from .sources import (
@@ -32,9 +32,9 @@ PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
 
 def _session_uploads() -> uploads.SessionUploads:
     """This session's upload owner, kept in its session state: its bytes go when the session does."""
-    owner = st.session_state.get("_uploads")
+    owner = st.session_state.get(keys.UPLOADS)
     if not isinstance(owner, uploads.SessionUploads):
-        owner = st.session_state["_uploads"] = uploads.SessionUploads()
+        owner = st.session_state[keys.UPLOADS] = uploads.SessionUploads()
     return owner
 
 
@@ -82,7 +82,7 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             help=CHECKPOINT_HELP,
         )
         if not files:
-            names = st.session_state.get("_upload_names")
+            names = st.session_state.get(keys.UPLOAD_NAMES)
             if names:
                 st.info(f"This link showed an upload of {plain(names)}: upload those files again to see it.")
             return None, ""
@@ -91,7 +91,7 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         except GptvizError as e:
             st.error(f"Upload not used: {plain(e)}")
             return None, ""
-        st.session_state["_upload_names"] = ", ".join(upload.names)
+        st.session_state[keys.UPLOAD_NAMES] = ", ".join(upload.names)
         return upload.source, upload.label
     source = DEMO if choice is Pick.DEMO else choice
     return source, source
@@ -166,11 +166,11 @@ def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
             st.session_state[key] = 0
         st.session_state.setdefault(key, 0)
     if (
-        st.session_state.get("_position_for") != (v.source, v.prompt)
+        st.session_state.get(keys.POSITION_FOR) != (v.source, v.prompt)
         or not 0 <= st.session_state.get("position", -1) < T
     ):
         st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
-        st.session_state["_position_for"] = (v.source, v.prompt)
+        st.session_state[keys.POSITION_FOR] = (v.source, v.prompt)
     shown = on_page if on_page is not None else VIEW_CONTROLS
     if on_page is not None:
         widths = {"layer": 3, "head": 4.5, "position": 3.5}

@@ -23,15 +23,16 @@ from .. import figures
 from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import caches, live, sources
+from . import caches, keys, live, sources
 from .caches import ModelKey, RunKey, cached
+from .pages import page_file
 from .state import PRESET_PROMPT, link_params
 from .widgets import CHART_CONFIG, plain
 
 log = logging.getLogger("gptviz.dashboard")
-LESSON_KEY = "_lesson"  # session key of the open Lesson (a small frozen record, no tensors)
+LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen record, no tensors)
 SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
-CODE_KEY = "_class_code"
+CODE_KEY = keys.CLASS_CODE
 _INT = re.compile(r"[0-9]{1,3}")
 
 # The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
@@ -119,14 +120,14 @@ def read_lesson_url() -> None:
     """Open ?lesson=NAME at ?slide=N (from 1) on the session's first run, or when a link brings
     another lesson or slide than the ones this session wrote."""
     name, slide = st.query_params.get("lesson"), st.query_params.get("slide")
-    if name is None or (name, slide) == st.session_state.get("_lesson_written"):
+    if name is None or (name, slide) == st.session_state.get(keys.LESSON_WRITTEN):
         return
     lesson = st.session_state.get(LESSON_KEY)
     if lesson is None or lesson.name != name or lesson.origin != "shipped":
         try:
             lesson = shipped_lesson(name)
         except LessonError as e:
-            st.session_state["_lesson_error"] = str(e)
+            st.session_state[keys.LESSON_ERROR] = str(e)
             return
     st.session_state[LESSON_KEY] = lesson
     n = len(lesson.slides)
@@ -140,7 +141,7 @@ def write_lesson_url(lesson: Lesson, i: int) -> None:
     wanted = (lesson.name, str(i + 1))
     if (st.query_params.get("lesson"), st.query_params.get("slide")) != wanted:
         st.query_params["lesson"], st.query_params["slide"] = wanted
-    st.session_state["_lesson_written"] = wanted
+    st.session_state[keys.LESSON_WRITTEN] = wanted
 
 
 def open_lesson(lesson: Lesson) -> None:
@@ -155,7 +156,7 @@ def close_lesson() -> None:
     st.session_state.pop(LESSON_KEY, None)
     for k in ("lesson", "slide"):
         st.query_params.pop(k, None)
-    st.session_state.pop("_lesson_written", None)
+    st.session_state.pop(keys.LESSON_WRITTEN, None)
 
 
 def _move(n: int, delta: int) -> None:
@@ -284,7 +285,7 @@ def full_page_link(slide: Slide) -> None:
         name = slide.checkpoint or sources.default_checkpoint()
         params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
         params["prompt"] = slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
-    st.page_link(PAGES[slide.page], label="Open this in its full page", query_params=link_params(**params))
+    st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))
 
 
 FOLLOW_POLL_S = 10.0  # the safety net behind the nudge: each poll is a rerun (30 at 4-5 s jammed 2 cores)
@@ -304,13 +305,13 @@ def follower(code: str, presentation: bool) -> None:
     @st.fragment(run_every=FOLLOW_POLL_S)
     def watch() -> None:
         cur = live.lookup(code) if code else None
-        if (cur.version if cur else None) != st.session_state.get("_follow_version"):
+        if (cur.version if cur else None) != st.session_state.get(keys.FOLLOW_VERSION):
             st.rerun()
 
     if now is None:
         shown = plain(code) if code else "that code"
         st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
-        st.session_state["_follow_version"] = shown_version
+        st.session_state[keys.FOLLOW_VERSION] = shown_version
         watch()
         return
     n = len(now.lesson.slides)
@@ -319,5 +320,5 @@ def follower(code: str, presentation: bool) -> None:
     draw(now.lesson.slides[now.slide], presentation, key="follow")
     # Only now, with the slide drawn: a run cut short (a poll arriving during it) must not leave the
     # version saying this page is up to date, or the next poll would see no change.
-    st.session_state["_follow_version"] = shown_version
+    st.session_state[keys.FOLLOW_VERSION] = shown_version
     watch()

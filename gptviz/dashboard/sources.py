@@ -13,6 +13,7 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..formats.safe import read_json, shown_name, user_path
 from ..listing import list_folder
+from ..shipped import shipped_dir
 from .uploads import UPLOAD_PREFIX, is_upload
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
@@ -42,12 +43,8 @@ __all__ = ["UPLOAD_PREFIX", "is_upload"]
 
 
 def checkpoints_dir() -> Path:
-    """The shipped checkpoints: $GPTVIZ_CHECKPOINTS_DIR, else checkpoints/ of the source checkout,
-    else ./checkpoints (an installed package carries none)."""
-    if os.environ.get(CHECKPOINTS_ENV):
-        return Path(os.environ[CHECKPOINTS_ENV])
-    checkout = Path(__file__).resolve().parents[2] / "checkpoints"
-    return checkout if checkout.is_dir() else Path.cwd() / "checkpoints"
+    """The shipped checkpoints: $GPTVIZ_CHECKPOINTS_DIR, else the checkout's or the installed package's."""
+    return shipped_dir("checkpoints")
 
 
 def readable(name: str) -> bool:

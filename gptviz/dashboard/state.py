@@ -20,6 +20,7 @@ from .. import figures
 from ..devices import DEVICES
 from ..formats import Bundle
 from ..record import Trace
+from . import keys
 from .caches import ModelKey, RunKey
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
@@ -102,12 +103,12 @@ def read_url() -> None:
     and again when a link gptviz made (same tab, so the same session) brought other choices. A URL
     the session wrote itself, or one with none of its keys (a page switch), changes nothing."""
     # st.switch_page drops every widget's state, the sidebar's too: a page that switches leaves here
-    # what they held and what it chose (views/heads.py opening a head in Attention)
-    st.session_state.update(st.session_state.pop("_switch_choices", {}))
+    # what they held and what it chose (the Heads page opening a head in Attention)
+    st.session_state.update(st.session_state.pop(keys.SWITCH_CHOICES, {}))
     here = _url_choices()
-    if st.session_state.get("_url_read") and (not here or here == st.session_state.get("_url_written")):
+    if st.session_state.get(keys.URL_READ) and (not here or here == st.session_state.get(keys.URL_WRITTEN)):
         return
-    st.session_state["_url_read"] = True
+    st.session_state[keys.URL_READ] = True
     q = st.query_params
     source = q.get("checkpoint") or default_checkpoint()
     if source in shipped():
@@ -126,12 +127,12 @@ def read_url() -> None:
     if q.get("drop_unknown") == "1":
         st.session_state["fix_unknown"] = st.session_state["prompt"]
     if source == "upload" and q.get("upload"):
-        st.session_state["_upload_names"] = q["upload"][:300]
+        st.session_state[keys.UPLOAD_NAMES] = q["upload"][:300]
     for key in ("layer", "head", "position"):
         if URL_INT.fullmatch(q.get(key, "")):
             st.session_state[key] = int(q[key])
     if "position" in st.session_state:
-        st.session_state["_position_for"] = (source, st.session_state["prompt"])
+        st.session_state[keys.POSITION_FOR] = (source, st.session_state["prompt"])
     st.session_state["presentation"] = q.get("present") == "1"
 
 
@@ -151,7 +152,7 @@ def write_url(v: View) -> None:
         wanted.update(layer=str(v.layer), head=str(v.head), position=str(v.position))
     if v.presentation:
         wanted["present"] = "1"
-    st.session_state["_url_written"] = dict(wanted)
+    st.session_state[keys.URL_WRITTEN] = dict(wanted)
     if _url_choices() != wanted:
         kept = {k: st.query_params[k] for k in KEPT_KEYS if k in st.query_params}
         st.query_params.from_dict({**wanted, **kept})

@@ -73,3 +73,8 @@ def context_html(labels: Sequence[str], at: int, value: float) -> str:
         else:
             parts.append(t)
     return '<span style="font-family:monospace;white-space:pre-wrap">' + "".join(parts) + "</span>"
+
+
+def ranked_context_html(rank: int, value: float, window: int, labels: Sequence[str], at: int) -> str:
+    """One of a neuron's strongest contexts: its rank, value and window, then the context (context_html)."""
+    return f"<b>#{int(rank)}</b> · {float(value):.3f} · window {int(window)} · " + context_html(labels, at, value)

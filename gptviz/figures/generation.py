@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import BLUE, ORANGE, category_axis, mean_loss, plotly_text, style
+from .style import BLUE, ORANGE, category_axis, html_text, mean_loss, plotly_text, style
 
 GREY = "#9aa5b1"  # prompt tokens, set apart from the generated ones
 
@@ -114,3 +114,19 @@ def mark_row(fig: go.Figure, row: int, prompt_len: int) -> go.Figure:
                 line = dict(x0=-0.5, x1=n - 0.5, y0=prompt_len - 0.5, y1=prompt_len - 0.5)
             fig.add_shape(type="line", xref="x", yref="y", line=dict(color="white", width=1, dash="dot"), **line)
     return fig
+
+
+def generated_text_html(pieces: Sequence[str], prompt_len: int, on_view: int | None = None) -> str:
+    """The prompt (grey) and the generated text in one monospace box, the token at index `on_view` in
+    orange; every piece escaped (html_text), so the text never becomes markup. For st.markdown with
+    unsafe_allow_html."""
+    spans = []
+    for i, piece in enumerate(pieces):
+        style = "color:#8a8a8a" if i < prompt_len else "color:inherit"
+        if i == on_view:
+            style = "background:#e4572e;color:white;border-radius:3px"
+        spans.append(f'<span style="{style}">{html_text(piece)}</span>')
+    return (
+        '<div style="white-space:pre-wrap;font-family:monospace;border:1px solid #ddd;border-radius:6px;'
+        f'padding:10px;line-height:1.5">{"".join(spans)}</div>'
+    )

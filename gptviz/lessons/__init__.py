@@ -36,14 +36,15 @@ MAX_SLIDES = 60
 SHIPPED_DIR = Path(__file__).resolve().parent
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # a shipped lesson's name in ?lesson=NAME
 
-# What a slide can show, and the dashboard page that shows it in full (the slide's "open" link).
+# What a slide can show, and the key of the dashboard page that shows it in full (the slide's "open"
+# link; the keys are gptviz.dashboard.pages' registry, which this library module does not import).
 PAGES = {
-    "tiny-head": "views/worked_examples.py",  # the worked tiny head: its input and its weights
-    "mask": "views/worked_examples.py",  # the same scores with and without the causal mask
-    "softmax": "views/worked_examples.py",  # why the scores are divided by √d_k before the softmax
-    "attention": "views/attention.py",  # one head of a real model on a prompt
-    "heads": "views/heads.py",  # every layer × head of a real model, and what each head does
-    "mask-leak": "views/mask_leak.py",  # a real model with its mask switched off
+    "tiny-head": "worked-examples",  # the worked tiny head: its input and its weights
+    "mask": "worked-examples",  # the same scores with and without the causal mask
+    "softmax": "worked-examples",  # why the scores are divided by √d_k before the softmax
+    "attention": "attention",  # one head of a real model on a prompt
+    "heads": "heads",  # every layer × head of a real model, and what each head does
+    "mask-leak": "mask-leak",  # a real model with its mask switched off
 }
 PRESETS = ("textbook", "sharp")  # the worked tiny head's inputs: the teaching text's, or sharper ones
 LESSON_KEYS = {"title", "description", "slides"}

@@ -7,8 +7,9 @@ still leaves one), and once more at the end with the final numbers in its model 
 steps, train/val loss, parameter count, training time and the command that made it. A loss curve
 goes beside it as loss_curve.csv.
 
---max-minutes bounds the wall time: the cosine schedule then follows whichever runs out first,
-steps or minutes, so a time-capped run still ends at a low learning rate.
+--max-minutes bounds the wall time of the whole run, the final evaluation included (its cost is
+measured by the periodic evaluations and kept back): the cosine schedule then follows whichever
+runs out first, steps or minutes, so a time-capped run still ends at a low learning rate.
 """
 
 from __future__ import annotations
@@ -184,26 +185,45 @@ def eval_loss(model: GPT, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> f
 
 
 @torch.no_grad()
-def full_loss(model: GPT, data: torch.Tensor, block: int, batch_size: int, device: torch.device) -> float:
-    """Mean loss over every token of data, read as consecutive windows of block tokens."""
+def full_loss(
+    model: GPT, data: torch.Tensor, block: int, batch_size: int, device: torch.device, max_windows: int | None = None
+) -> tuple[float, int, int]:
+    """Mean loss over every token of data, read as consecutive windows of block tokens; with
+    max_windows, over that many windows spread evenly across data (a time budget that cannot hold
+    them all). Returns (loss, windows used, windows in data)."""
     model.eval()
     n = (len(data) - 1) // block
     x_all = data[: n * block].view(n, block)
     y_all = data[1 : n * block + 1].view(n, block)
+    if max_windows is not None and max_windows < n:
+        keep = torch.linspace(0, n - 1, max(max_windows, 1)).round().long().unique()
+        x_all, y_all = x_all[keep], y_all[keep]
+    used = len(x_all)
     total = 0.0
-    for i in range(0, n, batch_size):
+    for i in range(0, used, batch_size):
         x, y = x_all[i : i + batch_size].long().to(device), y_all[i : i + batch_size].long().to(device)
         total += loss_of(model, x, y).item() * x.numel()
-    return total / (n * block)
+    return total / (used * block), used, n
 
 
 @torch.no_grad()
-def sample(model: GPT, tokenizer: Tokenizer, prompt: str, n: int = 300, temperature: float = 0.8, seed: int = 0) -> str:
-    """The prompt and n tokens sampled after it (seeded, so a card's sample can be made again)."""
+def sample(
+    model: GPT,
+    tokenizer: Tokenizer,
+    prompt: str,
+    n: int = 300,
+    temperature: float = 0.8,
+    seed: int = 0,
+    deadline: float = float("inf"),
+) -> str:
+    """The prompt and n tokens sampled after it (seeded, so a card's sample can be made again); fewer
+    once time.time() passes deadline (a run's time budget), the same tokens as far as it goes."""
     model.eval()
     gen = torch.Generator(device="cpu").manual_seed(seed)
     ids = tokenizer.encode(prompt, unknown="drop") or [0]
-    for _ in range(n):
+    for i in range(n):
+        if i and time.time() >= deadline:
+            break
         ctx = torch.tensor([ids[-model.config.block_size :]], device=model.device)
         probs = F.softmax(model(ctx)[0, -1].float().cpu() / temperature, dim=-1)
         ids.append(int(torch.multinomial(probs, 1, generator=gen)))
@@ -310,22 +330,31 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
         curve = [("step", "tokens_seen", "elapsed_s", "lr", "train_loss", "val_loss")]
         best = {"val": float("inf"), "step": 0, "state": None}
         t0 = time.time()
-        limit = args.max_minutes * 60 if args.max_minutes else float("inf")
+        # the budget covers the whole run from the start (corpus, evaluations, the final evaluation and
+        # the sample included): the final evaluation is kept back from it at the rate the periodic
+        # evaluations measure, and cut to the windows that fit when the whole split cannot
+        deadline = started + args.max_minutes * 60 if args.max_minutes else float("inf")
+        val_windows = (len(val_data) - 1) // config.block_size
+        final_batches = math.ceil(val_windows / args.batch_size) + args.eval_batches
+        reserve, per_batch, step_s = 0.0, 0.0, 0.0  # step_s: the last training step's seconds
         train_ema, step, lr = None, 0, lr_at(0, 0.0, args)
         from tqdm import tqdm
 
         bar = tqdm(total=args.max_steps, mininterval=5, file=sys.stdout, dynamic_ncols=False, ncols=100)
         while True:
-            elapsed = time.time() - t0
-            done = step >= args.max_steps or elapsed >= limit or stop["now"]
+            now = time.time()
+            elapsed = now - t0
+            done = step >= args.max_steps or now + reserve + step_s >= deadline or stop["now"]
             if step % args.eval_interval == 0 or done:
                 val = eval_loss(model, val_batches)
+                per_batch = (time.time() - now) / len(val_batches)
+                reserve = per_batch * final_batches
                 tokens = step * args.batch_size * config.block_size
                 ema = f"{train_ema:.4f}" if train_ema is not None else ""
                 curve.append((step, tokens, round(elapsed, 1), f"{lr:.3g}", ema, f"{val:.4f}"))
-                bar.write(
-                    f"step {step:6d}  {elapsed / 60:5.1f} min  train {train_ema or float('nan'):.4f}  val {val:.4f}"
-                )
+                # no train loss before the first step: a dash, not NaN
+                shown = f"{train_ema:.4f}" if train_ema is not None else "     -"
+                bar.write(f"step {step:6d}  {elapsed / 60:5.1f} min  train {shown}  val {val:.4f}")
                 write_curve(out, curve)
                 if val < best["val"]:
                     best.update(
@@ -337,11 +366,14 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
                 save_snapshot(model, out, tokenizer, base_card, step, snap_batches, val_batches, write)
             if done:
                 break
-            progress = max(step / args.max_steps, elapsed / limit if limit != float("inf") else 0.0)
+            budget = max(deadline - reserve - t0, 1e-9)
+            progress = max(step / args.max_steps, elapsed / budget if deadline != float("inf") else 0.0)
             lr = lr_at(step, progress, args)
             for g in opt.param_groups:
                 g["lr"] = lr
+            before_step = time.time()
             loss = train_step(model, opt, batch(train_data, config.block_size, args.batch_size, gen, device), args)
+            step_s = time.time() - before_step
             train_ema = loss if train_ema is None else 0.95 * train_ema + 0.05 * loss
             step += 1
             bar.update(1)
@@ -350,8 +382,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
         train_time = time.time() - t0
 
         model.load_state_dict(best["state"])
-        print("final evaluation on the whole validation split ...", flush=True)
-        val_loss = full_loss(model, val_data, config.block_size, args.batch_size, device)
+        fits = None  # the whole split, unless the time left holds fewer windows
+        if deadline != float("inf") and per_batch > 0:
+            left_batches = int((deadline - time.time()) / per_batch) - args.eval_batches
+            fits = max(left_batches, args.eval_batches) * args.batch_size
+        if fits is not None and fits < val_windows:
+            print(f"final evaluation on {fits:,} of {val_windows:,} validation windows (the time left) ...", flush=True)
+        else:
+            print("final evaluation on the whole validation split ...", flush=True)
+        val_loss, used, val_windows = full_loss(model, val_data, config.block_size, args.batch_size, device, fits)
         gen_train = torch.Generator().manual_seed(args.seed + 1)
         train_loss = eval_loss(
             model,
@@ -369,12 +408,17 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
             "train_loss": round(train_loss, 4),
             "val_loss": round(val_loss, 4),
             "val_loss_per_char": round(val_loss / chars_per_token, 4),
-            "val_loss_note": "nats per token, mean over every token of the held-out 10% (windows of block_size)",
+            "val_loss_note": "nats per token, mean over every token of the held-out 10% (windows of block_size)"
+            if used == val_windows
+            else f"nats per token, mean over {used:,} of the {val_windows:,} held-out windows, spread evenly "
+            "(all did not fit --max-minutes)",
             "n_params": model.num_params(),
             "training_time_s": round(train_time, 1),
             "total_time_s": round(time.time() - started, 1),
             "sample_prompt": args.sample_prompt,
-            "sample": sample(model, tokenizer, args.sample_prompt, n=300 if tokenizer.kind == "char" else 100),
+            "sample": sample(
+                model, tokenizer, args.sample_prompt, n=300 if tokenizer.kind == "char" else 100, deadline=deadline
+            ),
         }
         write(model, out, tokenizer, card)
         print(

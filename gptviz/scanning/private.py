@@ -1,4 +1,4 @@
-"""Folders and files of the dashboard's own in a temp folder that other local users share.
+"""Folders and files of gptviz's own in a temp folder that other local users share (the dashboard's scans).
 
 Uploads never touch the disk (uploads.py), but a corpus scan runs as its own process and needs its
 corpus and its output on disk. Where they go is made private to this user (0700 folders, 0600

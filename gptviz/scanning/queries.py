@@ -1,0 +1,116 @@
+"""Pure queries over a Scan, as the Corpus page and a notebook ask them: the shipped samples and scans,
+worst windows, a window's tokens and losses, a neuron's contexts, the neurons a token drives. No Streamlit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..formats.safe import user_path
+from ..shipped import shipped_dir
+from . import Scan
+
+SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # another samples/ folder (read by shipped_dir): samples/<name>/, samples/scans/
+CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
+CONTEXT_AFTER = 8
+
+
+def samples_dir() -> Path:
+    return shipped_dir("samples")
+
+
+def sample_corpora() -> list[str]:
+    root = samples_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "scans" and any(p.glob("*.txt")))
+
+
+def shipped_scan(source: str) -> Path | None:
+    """The scan shipped for a shipped checkpoint (samples/scans/<name>), if there is one."""
+    folder = samples_dir() / "scans" / source
+    return folder if (folder / "summary.json").is_file() else None
+
+
+def scan_version(folder: str | Path) -> tuple[str, float]:
+    """(folder, the time of its summary.json): names one version of a scan (the dashboard caches by it)."""
+    folder = user_path(folder)  # CheckpointError for a NUL byte
+    try:
+        stamp = (folder / "summary.json").stat().st_mtime
+    except OSError:
+        stamp = 0.0
+    return str(folder), stamp
+
+
+def token_texts(tok, ids) -> list[str]:
+    """Token strings to print in one line: newline as ↵, tab as ⇥ (ids without a tokenizer)."""
+    ids = [int(i) for i in ids]
+    if tok is None:
+        return [f"{i} " for i in ids]
+    return [s.replace("\n", "↵").replace("\t", "⇥").replace("\r", "") for s in tok.token_strings(ids)]
+
+
+def window_ids(scan: Scan, window: int) -> np.ndarray:
+    row = scan.windows.loc[scan.windows["window"] == window]
+    return np.asarray(row.iloc[0]["token_ids"], dtype=np.int64) if len(row) else np.zeros(0, np.int64)
+
+
+def window_losses(scan: Scan, window: int, n: int) -> np.ndarray:
+    """Loss of each token of the window (NaN at position 0, which nothing predicts)."""
+    out = np.full(n, np.nan)
+    rows = scan.tokens.loc[scan.tokens["window"] == window]
+    pos = rows["position"].to_numpy()
+    ok = (pos >= 0) & (pos < n)
+    out[pos[ok]] = rows["loss"].to_numpy()[ok]
+    return out
+
+
+def windows_by_loss(scan: Scan, display) -> pd.DataFrame:
+    """Every window, the worst first, with the start of its text."""
+    df = scan.windows.sort_values("loss", ascending=False)[["window", "doc", "start", "n_tokens", "loss"]]
+    ids = scan.windows.set_index("window")["token_ids"]
+    df["text"] = ["".join(display(list(ids[w])[:48])) for w in df["window"]]
+    return df.reset_index(drop=True)
+
+
+def neuron_contexts(scan: Scan, layer: int, neuron: int) -> pd.DataFrame:
+    """A neuron's top-k rows (rank, value, window, position), rank 0 first."""
+    n = scan.neurons
+    return n.loc[(n["layer"] == layer) & (n["neuron"] == neuron)].sort_values("rank").reset_index(drop=True)
+
+
+def context(scan: Scan, window: int, position: int) -> tuple[list[int], int]:
+    """The tokens around a position of a window (ids) and where that position falls in them."""
+    ids = window_ids(scan, window)
+    a = max(0, position - CONTEXT_BEFORE)
+    return ids[a : position + CONTEXT_AFTER + 1].tolist(), position - a
+
+
+def neurons_for_token(scan: Scan, token_id: int, top: int = 50) -> pd.DataFrame:
+    """The neurons whose strongest contexts peak on this token: how many of their top-k do, and the
+    largest such value; strongest first."""
+    w, n = scan.windows, scan.neurons
+    lengths = w["n_tokens"].to_numpy()
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    flat = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in w["token_ids"]]) if len(w) else np.zeros(0)
+    row = pd.Series(np.arange(len(w)), index=w["window"].to_numpy()).reindex(n["window"].to_numpy()).to_numpy()
+    pos = n["position"].to_numpy()
+    known = ~np.isnan(row)
+    r = np.where(known, row, 0).astype(np.int64)
+    ok = known & (pos >= 0) & (pos < lengths[r])
+    hit = np.zeros(len(n), dtype=bool)
+    hit[ok] = flat[offsets[r[ok]] + pos[ok]] == token_id
+    on = n.loc[hit]
+    if on.empty:
+        return pd.DataFrame(columns=["layer", "neuron", "contexts_on_token", "max_value"])
+    g = on.groupby(["layer", "neuron"]).agg(contexts_on_token=("rank", "size"), max_value=("value", "max"))
+    return g.reset_index().sort_values(["contexts_on_token", "max_value"], ascending=False).head(top)
+
+
+def head_distribution(scan: Scan, score: str) -> pd.DataFrame:
+    """Per-window values of one head score, columns layer, head, value (for the distribution figure)."""
+    hw = scan.head_windows
+    return hw[["layer", "head", score]].rename(columns={score: "value"})
