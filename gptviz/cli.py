@@ -339,7 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
-    p.add_argument("--parts", help="with --scan: any of speed,memory,ray (default: all three)")
+    p.add_argument(
+        "--parts",
+        help="with --scan: any of speed,memory,ray (default: all three); with --load: any of load,numbers,speed",
+    )
     p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
     p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
     p.add_argument(

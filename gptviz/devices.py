@@ -41,6 +41,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+COMPUTE_DTYPES = ("auto", *DTYPES)  # what gptviz.load(dtype=...) takes
 HALF_DTYPES = ("bfloat16", "float16")
 # what a model needs beyond its weights to run a page at all (activations, the tokenizer, Python): an
 # "auto" load keeps float32 only when the weights leave this much of the free memory
