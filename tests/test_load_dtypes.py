@@ -248,3 +248,14 @@ def test_a_load_peaks_at_the_model_plus_one_tensor(tmp_path, dtype):
     assert p.returncode == 0, p.stderr
     grew = json.loads(p.stdout)["grew_mb"]
     assert grew < 1.25 * model_mb + 20, f"grew {grew:.0f} MB for a {model_mb:.0f} MB model"
+
+
+def test_a_float16_weight_whose_sum_overflows_is_not_called_infinite(tmp_path):
+    """The one-pass check sums each weight; a float16 sum of large finite values overflows to inf, and
+    then every value is looked at: no warning for a weight that is all finite."""
+    model = tiny_model()
+    with torch.no_grad():
+        model.transformer.h[0].mlp.c_fc.weight.fill_(60000.0)
+    bundle = gptviz.load(gptviz.save(model.to(torch.float16), tmp_path), dtype="float16")
+    assert not torch.isfinite(bundle.model.transformer.h[0].mlp.c_fc.weight.sum())  # the sum did overflow
+    assert not bundle.report.warnings

@@ -160,8 +160,9 @@ def fill_model(
             )
         t = torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
         del value
-        # a sum is cheap and not finite exactly when a value is not (or the sum overflowed: then look closely)
-        if not torch.isfinite(t.sum(dtype=torch.float32)) and not torch.isfinite(t).all():
+        # a sum (accumulated in float32 by torch, in t's dtype: no converted copy) is cheap and not finite
+        # exactly when a value is not, or when it overflowed (float16): then every value is looked at
+        if not torch.isfinite(t.sum()) and not torch.isfinite(t).all():
             bad.append(key)
         module_name, _, attr = name.rpartition(".")
         module = model.get_submodule(module_name)
