@@ -40,6 +40,7 @@ PAGE_CONTROLS = {
     "patching": (),
     "lesson": (),
     "corpus": (),
+    "features": ("position",),
     "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
 }
 
@@ -57,7 +58,8 @@ def main() -> None:
     if "follow" in st.query_params:
         return follow(st.query_params["follow"])
     page = st.navigation(PAGES, position="top")
-    if "lesson" in st.query_params and page.url_path != "lesson" and not st.session_state.get(keys.URL_READ):
+    opens_lesson = "lesson" in st.query_params or "teach" in st.query_params  # a lesson link, or a teacher's
+    if opens_lesson and page.url_path != "lesson" and not st.session_state.get(keys.URL_READ):
         st.switch_page(pages.page_file("lesson"), query_params=dict(st.query_params))  # ?lesson= opens it on any page
     try:
         read_step_url()  # before the sidebar rewrites the URL

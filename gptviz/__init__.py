@@ -8,6 +8,7 @@ The package reads in the order data flows: tokenizers -> model (with probes) -> 
 Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not import Streamlit.
 """
 
+from . import threads as _threads  # noqa: F401, I001 (first: sets OpenMP's wait before torch loads)
 from .analysis import Finding, head_scores, health, logit_attribution, logit_lens, patching_sweep
 from .capture import trace
 from .config import GPTConfig
@@ -20,6 +21,10 @@ from .errors import (
     PromptError,
     UnknownCharacterError,
 )
+from .features import SAE, load_sae
+from .features.activations import feature_activations
+from .features.edits import edit_features
+from .features.train import train_sae
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
@@ -28,6 +33,7 @@ from .names import contract_names, point
 from .progress import Cancelled, Progress
 from .record import Trace
 from .scanning import Scan, load_scan, scan
+from .steering import neuron_direction, steer, steering_sweep, steering_vector
 from .tokenizers import BPETokenizer, CharTokenizer, Tokenizer, display_token, encode_prompt, parse_ids
 
 __all__ = [
@@ -44,6 +50,15 @@ __all__ = [
     "patch",
     "intervene",
     "patching_sweep",
+    "SAE",
+    "load_sae",
+    "train_sae",
+    "feature_activations",
+    "edit_features",
+    "steer",
+    "steering_vector",
+    "steering_sweep",
+    "neuron_direction",
     "health",
     "head_scores",
     "logit_lens",

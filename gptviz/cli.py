@@ -21,6 +21,7 @@ from .analysis import shape_table
 from .capture import trace
 from .errors import GptvizError, OutputError, PromptError
 from .formats import load
+from .threads import use_threads
 from .tokenizers import encode_prompt, parse_ids
 
 
@@ -198,6 +199,8 @@ def cmd_dashboard(args) -> int:
         from .dashboard.sources import DEFAULT_ENV
 
         os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
+    if args.class_mode:  # the server inherits it: paths closed, uploads and scans off (dashboard/classmode.py)
+        os.environ["GPTVIZ_CLASS"] = "1"
     flags = {**STREAMLIT_FLAGS, "server.address": args.address, "server.port": str(args.port)}
     cmd = [sys.executable, "-m", "streamlit", "run", str(app_file())]
     cmd += [part for k, v in flags.items() for part in (f"--{k}", v)]
@@ -216,10 +219,17 @@ def cmd_scan(args) -> None:
     run(args)
 
 
+def cmd_sae(args) -> None:
+    from .features.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     from . import bench
 
-    chosen = [name for name in ("why", "scan", "families", "patching", "generate", "load") if getattr(args, name)]
+    names = ("why", "scan", "families", "patching", "generate", "lessons", "features", "load")
+    chosen = [name for name in names if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
     module = importlib.import_module(f"{bench.__name__}.{chosen[0] if chosen else 'forward'}")
@@ -247,6 +257,9 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+THREADS_HELP = "torch CPU threads (default: one per core; OpenMP waits passively, so a busy core costs little)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -260,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
             choices=("auto", "float32", "bfloat16", "float16"),
             help="what the model computes in (default: auto, float32 unless it does not fit the free memory)",
         )
+        p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
         return p
 
     p = with_checkpoint(sub.add_parser("trace", help="run one prompt and write its Trace to .npz"))
@@ -312,6 +326,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=cli_args.PORT, default=8501, help="TCP port, 1-65535 (default: 8501)")
     p.add_argument("--address", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument(
+        "--class",
+        dest="class_mode",
+        action="store_true",
+        help="a class server: no path typed in a page reaches this machine's disk beyond the shipped items and "
+        "$GPTVIZ_DATA_ROOTS; uploads and scans off (on by default for any --address but loopback)",
+    )
+    p.add_argument(
         "--checkpoint",
         type=cli_args.path,
         help="the checkpoint the dashboard opens on: a path, or a shipped name (default: "
@@ -325,6 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     scan_arguments(p)
     p.set_defaults(func=cmd_scan)
 
+    p = sub.add_parser("sae", help="sparse autoencoders: train one on a checkpoint's activations")
+    from .features.command import add_arguments as sae_arguments
+
+    sae_arguments(p)
+    p.set_defaults(func=cmd_sae)
+
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
     p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
@@ -334,14 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--repeats", type=cli_args.whole(1), default=5, help="timed runs per contender and T (median is reported)"
     )
-    p.add_argument("--threads", type=cli_args.whole(1), help="torch threads (default: torch's choice)")
+    p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.add_argument(
         "--parts",
-        help="with --scan: any of speed,memory,ray (default: all three); with --load: any of load,numbers,speed",
+        help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray); "
+        "with --load: any of load,numbers,speed",
+    )
+    p.add_argument("--checkpoint", type=cli_args.path, help="with --scan --parts threads: time this model's scan")
+    p.add_argument(
+        "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
     )
     p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
     p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
@@ -356,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
     )
     p.add_argument("--shape", choices=("1b", "8b"), default="1b", help="with --load: Llama-3.2-1B or Llama-3.1-8B")
+    p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
+    p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
@@ -382,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv  # the train command records the command line in its model card
     try:
+        use_threads(getattr(args, "threads", None))
         status = args.func(args)
     except (GptvizError, OSError) as e:  # OSError: e.g. a file the training corpus names is missing
         print(f"error: {one_line(e)}", file=sys.stderr)

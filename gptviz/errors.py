@@ -32,6 +32,11 @@ class UnknownCharacterError(PromptError):
         )
 
 
+class TokenizerError(PromptError):
+    """The `tokenizers` library failed on this text or this tokenizer (a panic in its Rust code,
+    caught as one line), or the text is more than the tokenizer may read at once."""
+
+
 class ArgumentError(PromptError):
     """An argument of a library call is out of its range: a count below 1, NaN, a float where an
     index goes (gptviz/checks.py). A PromptError too, which the checks before it raised."""

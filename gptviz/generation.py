@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,9 +29,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .capture import as_ids
+from .capture import as_ids, edited
 from .errors import PromptError
+from .interventions import HEAD_SITES, Intervention, InterventionError, check
 from .model import GPT, KVCache
+from .names import parse
 
 TOP = 10  # alternatives kept per step
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): spreads (seed, position) over seeds
@@ -146,6 +149,49 @@ def _attention_rows(model: GPT) -> Iterator[list[Tensor]]:
         _rows.reset(token)
 
 
+class _Edits:
+    """Interventions applied in every forward pass of a generation. A pass covers the positions
+    [first, first + T) of `ids`; an intervention's positions are positions of `ids`, so each pass
+    applies the ones that fall inside it (none named: all of its tokens)."""
+
+    def __init__(self, interventions: tuple[Intervention, ...]):
+        for iv in interventions:
+            if iv.positions is not None and min(iv.positions) < 0:
+                raise InterventionError(
+                    f"{iv.describe()}: in generate, positions are positions of ids (0 = the first token); "
+                    "a negative one would move as the text grows"
+                )
+        self.by_name: dict[str, list[Intervention]] = {}
+        for iv in interventions:
+            self.by_name.setdefault(iv.name, []).append(iv)
+        self.first = 0
+        # every edit acts on each token alone: a step may run the new token only, on the cached keys
+        self.cached = all(iv.pointwise for iv in interventions)
+        self.explicit = any(iv.explicit for iv in interventions)
+
+    def _local(self, iv: Intervention, T: int) -> Intervention | None:
+        if iv.positions is None:
+            return iv
+        inside = [p - self.first for p in iv.positions if self.first <= p < self.first + T]
+        return dataclasses.replace(iv, positions=inside) if inside else None
+
+    def hooks(self) -> dict:
+        def for_name(name: str, ivs: list[Intervention]):
+            batched = parse(name)[1] != "attn.mask"
+            tok_axis = (1 if parse(name)[1] in HEAD_SITES else 0) + (1 if batched else 0)
+
+            def fn(value: Tensor) -> Tensor:
+                for iv in ivs:
+                    local = self._local(iv, value.size(tok_axis))
+                    if local is not None:
+                        value = local.apply(value, batched)
+                return value
+
+            return fn
+
+        return {name: for_name(name, ivs) for name, ivs in self.by_name.items()}
+
+
 @torch.no_grad()
 def generate(
     model: GPT,
@@ -157,6 +203,7 @@ def generate(
     seed: int | None = None,
     crop_context: bool = False,
     step_lock: contextlib.AbstractContextManager | None = None,
+    interventions: Sequence[Intervention] = (),
 ) -> Generation:
     """Continue `ids` by up to max_new_tokens tokens, one at a time, with a KV cache.
 
@@ -176,8 +223,16 @@ def generate(
 
     step_lock: held around each forward pass (the prompt's, then each step's) and released between
     them: a server that runs one pass at a time for many sessions passes its lock, so a long
-    generation makes other sessions wait one step, not all of it. Re-entered once per step."""
+    generation makes other sessions wait one step, not all of it. Re-entered once per step.
+
+    interventions: any of the contract's (gptviz.steer, edit_features, ablate, ...), applied in every
+    forward pass: the prompt's and each step's, with the KV cache and with a cropped context alike.
+    Their positions are positions of `ids` (all by default). Edits that act on each token alone
+    (steer, edit_features, a zero or a number) keep the cache: the cached keys were computed from
+    edited values, as a re-run would compute them. Others (a mean over the prompt, a patch, a
+    function of the whole value) re-run the whole context at every step."""
     _check(max_new_tokens, temperature, top_k, top_p, seed)
+    edits = _Edits(check(interventions, model.config.n_layer))
     idx = as_ids(ids, model.device)  # (1, P)
     block = model.config.block_size
     P = idx.size(1)
@@ -195,9 +250,10 @@ def generate(
         return out
     cache = KVCache(model.config.n_layer, capacity=min(P + n, block))
     guard = step_lock if step_lock is not None else contextlib.nullcontext()
-    with _attention_rows(model) as rows:
-        with guard:
-            logits = model(idx[:, -block:], cache=cache)[0, -1]  # (V,): the prompt (its last block) runs once
+    with edited(model, edits.hooks()), _attention_rows(model) as rows:  # edits first: the rows see edited maps
+        edits.first = max(0, P - block)
+        with guard:  # the prompt (its last block) runs once
+            logits = model(idx[:, -block:], explicit=edits.explicit, cache=cache)[0, -1]  # (V,)
         rows.clear()
         for _ in range(n):
             probs = torch.softmax(logits.float(), dim=-1)  # (V,), before temperature
@@ -209,10 +265,11 @@ def generate(
             top_p_, top_i = torch.topk(probs, min(TOP, probs.numel()))
             position = len(out.ids)
             start = max(0, position + 1 - block)  # the first token the context keeps, the new one included
+            edits.first = position if start == 0 and edits.cached else start
             with guard:
-                if start == 0:  # within block_size: only the new token runs, on the cached keys and values
+                if start == 0 and edits.cached:  # within block_size: only the new token runs, on the cache
                     logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
-                else:  # cropped: every kept token moves one position back, so the window runs afresh
+                else:  # cropped (every kept token moves one position back) or an edit of the whole context
                     window = torch.tensor([out.ids[start:] + [new]], device=idx.device)  # (1, block)
                     logits = model(window, explicit=True)[0, -1]
             attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)

@@ -94,6 +94,13 @@ class Intervention:
         """Whether the run needs the explicit attention path for this edit to exist."""
         return self.site in EXPLICIT_SITES
 
+    @property
+    def pointwise(self) -> bool:
+        """Whether each token's new value depends on that token's value alone (a zero, a number, an
+        added vector), so a step of generation with a KV cache can apply it to the new token only.
+        A mean over the prompt, a patch or a function of the whole value is not."""
+        return False
+
     def describe(self) -> str:
         parts = [self.name]
         if self.heads is not None:
@@ -150,6 +157,10 @@ class Ablation(Intervention):
             raise InterventionError(f"how must be a finite number, got {how}")
         if self.site == "attn.mask" and how == "mean":
             raise InterventionError("the mask is True/False: ablate it with 'zero' (False) or 1 (True)")
+
+    @property
+    def pointwise(self) -> bool:
+        return self.how != "mean"
 
     def replacement(self, value: Tensor, batched: bool) -> Tensor:
         if self.how == "zero":
@@ -253,7 +264,8 @@ def check(interventions: Sequence[Intervention], n_layer: int) -> tuple[Interven
     for iv in out:
         if not isinstance(iv, Intervention):
             raise InterventionError(
-                f"interventions are made with gptviz.ablate, patch or intervene, got {type(iv).__name__}"
+                "interventions are made with gptviz.ablate, patch, intervene, steer or edit_features, "
+                f"got {type(iv).__name__}"
             )
         if iv.layer is not None and iv.layer >= n_layer:
             raise InterventionError(f"{iv.name}: the model has {n_layer} layers (0 … {n_layer - 1})")

@@ -31,7 +31,8 @@ MAX_DERIVED = {
 MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
 
 # --- files, sized with stat before they are read --------------------------------------------------
-MAX_JSON_BYTES = 16 * MiB  # config.json: a few KB in practice
+MAX_JSON_BYTES = 1 * MiB  # config.json: a few KB in practice (a 256-layer layer_types list is 6 KB); parsed 4 times
+MAX_LISTING_JSON_BYTES = 16 * MiB  # a weights index, a trainer's state: one entry per tensor or logged step
 MAX_META_BYTES = 64 * MiB  # nanoGPT's meta.pkl: a character vocabulary
 MAX_TOKENIZER_BYTES = 128 * MiB  # tokenizer.json, vocab.json, merges.txt: a few MB for 50k tokens
 MAX_CORPUS_FILE_BYTES = 1 * GiB  # one file of a corpus scan (read whole, then tokenized): split a larger one
@@ -49,3 +50,20 @@ MAX_UNPACKED_BYTES = 32 * GiB  # and never more than this, whatever the file's s
 MAX_LISTING_ENTRIES = 200_000
 MAX_LISTING_SECONDS = 2.0
 MAX_TIMELINE_STEPS = 100  # checkpoints a timeline scores; a longer run is thinned evenly, first and last kept
+
+# --- tokenizers (gptviz/tokenizers/vet.py): a tokenizer.json is read as data and held to these ---
+# A file's bytes against the model's vocabulary: real ones take 27 (GPT-2) to 126 (Gemma 3) bytes a
+# token, so a 3M-entry file beside a 50k-token model is refused by its size, before it is parsed.
+TOKENIZER_BYTES_PER_TOKEN = 256
+TOKENIZER_BYTES_ALLOWANCE = 1 * MiB
+MAX_MERGES_PER_TOKEN = 4  # Llama 3 lists 2.2 merges a token; GPT-2 one
+MAX_TOKEN_CHARS = 512  # GPT-2's longest token is 128 characters
+MAX_PATTERN_CHARS = 1_000  # a normalizer's or pre-tokenizer's regex: Llama 3's is 150
+MAX_CONTENT_CHARS = 64  # what a Replace or Prepend step writes: a "▁" in practice
+MAX_EXPANSION = 64  # bytes a step sequence may write per byte read (NFKC: 11; Llama's Replace: 3)
+MAX_SPEC_ITEMS = 64  # steps in a Sequence, items in a post-processor template
+# One call into `tokenizers` reads at most this many bytes times the tokenizer's expansion: about
+# 150 bytes of memory go to each token the Rust side holds, so a call stays under ~40 MB.
+MAX_ENCODE_UNITS = 250_000
+MAX_PROMPT_CHARS = 100_000  # a prompt longer than this is refused before it is encoded ...
+MAX_PROMPT_UNITS = 1_000_000  # ... and one whose bytes times the tokenizer's expansion pass this (~1 s)

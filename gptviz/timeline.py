@@ -119,7 +119,9 @@ def _card(path: Path) -> dict:
 
 def _trainer_step(path: Path) -> int | None:
     try:
-        return _count(read_json(path / TRAINER_STATE, "trainer state").get("global_step"))
+        return _count(
+            read_json(path / TRAINER_STATE, "trainer state", limits.MAX_LISTING_JSON_BYTES).get("global_step")
+        )
     except CheckpointError:
         return None
 

@@ -96,6 +96,18 @@ FAMILIES: dict[str, dict] = {
     ),
     "olmo": dict(_LLAMA, clip_qkv=0.5, pad_token_id=0),
     "olmo2": dict(_LLAMA, pad_token_id=0),
+    # four layers: three sliding-window layers then a global one (HF's rule), two rotary bases, linear on the global
+    "olmo3": dict(
+        _LLAMA,
+        num_hidden_layers=4,
+        sliding_window=4,
+        pad_token_id=0,
+        eos_token_id=0,
+        rope_parameters={
+            "sliding_attention": dict(rope_type="default", rope_theta=10000.0),
+            "full_attention": dict(rope_type="linear", factor=2.0, rope_theta=500000.0),
+        },
+    ),
 }
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from apptest_helpers import app_session, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
@@ -26,6 +27,7 @@ def roots(tmp_path_factory) -> tuple[Path, Path]:
     samples = tmp_path_factory.mktemp("samples")
     (samples / "hamlet").mkdir()
     (samples / "hamlet" / "a.txt").write_text(TEXT)
+    (samples / "hamlet" / "b.txt").write_text("To be.")  # one short window: a document's tail
     gptviz.scan(str(ckpts / NAME), samples / "hamlet", window=32, k=5, out=samples / "scans" / NAME)
     return ckpts, samples
 
@@ -48,10 +50,11 @@ def test_the_shipped_scan_opens_at_once_with_the_librarys_numbers(at, roots):
     assert (
         metrics["Windows"] == f"{len(scan.windows):,}" and metrics["Mean loss (nats)"] == f"{scan.summary['loss']:.3f}"
     )
-    worst = int(scan.windows.sort_values("loss", ascending=False)["window"].iloc[0])
-    assert at.number_input(key="corpus_window").value == worst  # the worst window first
-    heads = figure(at, "corpus_heads_fig")
-    assert len(heads["data"]) == len(scan.heads) + 1  # one box per head and the means
+    full = scan.windows[scan.windows.n_tokens >= queries.short_length(scan)]  # short windows hidden by default
+    worst = int(full.sort_values("loss", ascending=False)["window"].iloc[0])
+    assert at.number_input(key="corpus_window").value == worst  # the worst full window first
+    assert (scan.windows.n_tokens < queries.short_length(scan)).any()  # there was a short one to hide
+    check_heads_figure(at, scan, SCORES[0])
     # the neuron browser: layer 0, neuron 0's contexts, rank 0 first, with its value
     top = scan.neurons[(scan.neurons.layer == 0) & (scan.neurons.neuron == 0)].sort_values("rank")
     shown = [h.proto.body for h in at.get("html") if "window " in h.proto.body and "activation" in h.proto.body]
@@ -61,9 +64,20 @@ def test_the_shipped_scan_opens_at_once_with_the_librarys_numbers(at, roots):
     for key in ("corpus_dl_windows", "corpus_dl_tokens", "corpus_dl_heads", "corpus_dl_neurons"):
         assert at.get_by_key(key) is not None
     ok(at.selectbox(key="corpus_score").set_value("induction").run())
-    ys = figure(at, "corpus_heads_fig")["data"][-1]
-    assert ys["name"] == "mean over windows"
-    assert list(SCORES).index("induction") >= 0
+    check_heads_figure(at, scan, "induction")
+    table = [d.value for d in at.dataframe if "name" in d.value.columns and "induction" in d.value.columns][0]
+    assert table["induction"].tolist() == sorted(table["induction"], reverse=True)  # sorted by the chosen score
+
+
+def check_heads_figure(at, scan, score: str) -> None:
+    """One box per head, labelled, highest mean first; the box spans the quartiles, no whiskers."""
+    box = figure(at, "corpus_heads_fig")["data"][0]
+    means = scan.heads.sort_values(score, ascending=False, kind="stable")
+    assert list(box["x"]) == [f"L{l} H{h}" for l, h in zip(means["layer"], means["head"])]
+    np.testing.assert_allclose(array(box["mean"]), means[score], rtol=1e-6)
+    q = scan.head_windows.groupby(["layer", "head"])[score].quantile(0.75).loc[list(zip(means.layer, means["head"]))]
+    np.testing.assert_allclose(array(box["q3"]), q.to_numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(array(box["upperfence"]), array(box["q3"]))
 
 
 def test_the_neurons_that_fire_on_a_token(at, roots):
@@ -316,3 +330,55 @@ def test_an_uploaded_corpus_is_there_when_its_scan_starts_whatever_others_upload
         for t in crowd:
             t.join(30)
     assert len(jobs) == 30 and not missing, missing[:3]
+
+
+def test_the_windows_tab_reads_without_hovering(at, roots):
+    _, samples = roots
+    scan = gptviz.load_scan(samples / "scans" / NAME)
+    chips = [h.proto.body for h in at.get("html") if "nats" in h.proto.body and "position 0" in h.proto.body][0]
+    assert "NaN" not in chips  # position 0 is not predicted, not a NaN the model computed
+    w = at.number_input(key="corpus_window").value
+    first = scan.tokens[(scan.tokens.window == w) & (scan.tokens.position == 1)]["loss"].iloc[0]
+    assert f">{first:.2f}<" in chips and ">—<" in chips  # each loss printed on its chip
+    table = [d.value for d in at.dataframe if "document" in d.value.columns][0]
+    assert set(table["document"]) == {"a.txt"} and not table["short"].any()
+    ok(at.checkbox(key="corpus_hide_short").uncheck().run())
+    table = [d.value for d in at.dataframe if "document" in d.value.columns][0]
+    assert table["short"].any() and len(table) == len(scan.windows) and "b.txt" in set(table["document"])
+
+
+def test_a_heads_view_across_the_corpus(at, roots):
+    _, samples = roots
+    scan = gptviz.load_scan(samples / "scans" / NAME)
+    from gptviz.scanning.heads import head_metrics, head_samples
+
+    scatter = figure(at, "corpus_heads_scatter")["data"][0]
+    metrics = head_metrics(scan)
+    assert len(scatter["text"]) == len(metrics)  # every head, labelled
+    np.testing.assert_allclose(array(scatter["x"]), metrics["prev_token_score"], rtol=1e-6)
+    ok(at.selectbox(key="corpus_head_pick").set_value("L1 H0").run())
+    shown = [d.value for d in at.dataframe if "interval" in d.value.columns][0]
+    want = head_samples(scan, 1, 0, "max_attention", n_intervals=10, per_interval=2, top=5)
+    assert shown["window"].tolist() == want["window"].tolist()
+    assert shown["interval"].iloc[0] == 10
+    best = int(want["window"].iloc[0])
+    heat = figure(at, f"corpus_head_map_{best}")
+    assert f"window {best}" in heat["layout"]["title"]["text"]
+    qk = figure(at, "corpus_head_qk")["data"][0]
+    assert array(qk["y"]).sum() > 0
+    assert figure(at, "corpus_head_keys")["data"][0]["orientation"] == "h"
+
+
+def test_a_click_in_the_token_neurons_table_opens_that_neuron(roots):
+    from gptviz.dashboard.corpus import take_neuron_pick
+
+    _, samples = roots
+    scan = gptviz.load_scan(samples / "scans" / NAME)
+    tok = gptviz.load(roots[0] / NAME).tokenizer
+    found = queries.neurons_for_token(scan, tok.encode("e")[0])
+    state = {"corpus_token": "e", "corpus_token_neurons": {"selection": {"rows": [1]}}}
+    take_neuron_pick(state, scan, tok)
+    assert (state["corpus_layer"], state["corpus_neuron"]) == tuple(found.iloc[1][["layer", "neuron"]].astype(int))
+    state["corpus_layer"] = 0
+    take_neuron_pick(state, scan, tok)  # the same selection again: taken once, the box is the user's
+    assert state["corpus_layer"] == 0

@@ -79,6 +79,7 @@ def test_a_follower_sees_the_teachers_slide_computed_once(env, monkeypatch):
     real = content.build
     monkeypatch.setattr(content, "build", lambda *a, **k: calls.append(a[0].title) or real(*a, **k))
     teacher = opened(lesson=LESSON, slide="2")
+    ok(teacher.button(key="start_teaching").click().run())
     code = teacher.session_state[slides.CODE_KEY]
     assert f"Class code **{code}**" in [m.value for m in teacher.markdown]
     followers = [opened(follow=code.lower()) for _ in range(3)]  # the code as a student types it

@@ -57,8 +57,10 @@ def drop(*keys: str):
         ("gemma2", ("query_pre_attn_scalar",)),
         # Phi-3 without its norm epsilon: 1e-5
         ("phi3", ("rms_norm_eps",)),
+        # OLMo 3 without layer_types: three sliding-window layers, then a global one
+        ("olmo3", ("layer_types",)),
     ],
-    ids=["gemma3-bases", "neox-fraction", "gemma2-scalar", "phi3-eps"],
+    ids=["gemma3-bases", "neox-fraction", "gemma2-scalar", "phi3-eps", "olmo3-layer-types"],
 )
 def test_a_key_left_out_takes_hugging_faces_default(tmp_path, kind, keys):
     path = edited(tmp_path, kind, drop(*keys))

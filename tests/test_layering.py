@@ -13,6 +13,7 @@ PKG = ROOT / "gptviz"
 
 # Each unit (a top-level module or subpackage of gptviz) may import from the units before it only.
 LAYERS = (
+    "threads",  # OpenMP's wait policy, set before torch loads: imports nothing of gptviz
     "errors",
     "shipped",  # where the shipped checkpoints and samples are (a checkout's folders or package data)
     "cli_args",  # argparse types and checks, shared by the commands

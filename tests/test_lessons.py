@@ -134,11 +134,42 @@ def test_slide_content_is_the_worked_examples_numbers():
     assert z[2, 1] > 0.99 and c.table.to_numpy()[0, 0] == "1.0000"  # the sharp preset chooses
     assert [s.type for s in c.figure.layout.shapes] == ["rect"]  # the highlighted cell
     masked = content.build(lessons.Slide(page="mask", title="m", mask=True))
-    assert masked.table.iloc[0, 1] == "−∞" and dict(masked.facts)["future attention mass"] == "0.0000"
+    assert masked.table.iloc[0, 1] == "−∞" and dict(masked.facts)[content.mass_label(4)] == "0.0000"
     leak = content.build(lessons.Slide(page="mask", title="m", mask=False))
     assert (
-        dict(leak.facts)["future attention mass"]
+        dict(leak.facts)[content.mass_label(4)]
         == f"{worked.masked_softmax(worked.MASK_SCORES, False)['future_mass']:.4f}"
     )
     with pytest.raises(ValueError):
         content.build(lesson.slides[1])  # a real model's slide needs its run
+
+
+def test_a_slide_states_what_a_mass_is_and_shows_no_nan_for_a_masked_key():
+    """Issue 27: "future attention mass" (1.07, 23.9) was read as a probability; the top-5 keys of an
+    early query listed masked keys as nan."""
+    import gptviz
+    from gptviz.formats.demo import demo_bundle
+
+    bundle = demo_bundle("cpu")
+    trace = gptviz.trace(bundle.model, bundle.tokenizer.encode("hello there"))
+    T = trace.n_tokens
+    early = lessons.Slide(page="attention", title="a", checkpoint="demo", highlight=lessons.Highlight("row", (1,)))
+    table = content.build(early, bundle, trace).table
+    assert len(table) == 2 and "nan" not in table.to_string().lower()  # query 1 reads keys 0 and 1 only
+    leak = content.build(lessons.Slide(page="mask-leak", title="m", checkpoint="demo"), bundle, trace)
+    assert leak.table.iloc[0, 0] == f"future attention mass (weight on later keys, summed over {T} rows: 0 to {T - 1})"
+    tiny = content.build(lessons.Slide(page="tiny-head", title="t"))
+    assert "summed over 3 rows: 0 to 2" in tiny.facts[0][0]
+
+
+def test_a_token_with_a_tag_character_reads_as_itself_in_a_slides_table():
+    """Issue 27: `&gt;` appeared literally (the Plotly escape reached a table and a title)."""
+    import gptviz
+    from gptviz.formats.demo import demo_bundle
+
+    bundle = demo_bundle("cpu")
+    trace = gptviz.trace(bundle.model, bundle.tokenizer.encode("a<b>c"))
+    c = content.build(lessons.Slide(page="attention", title="a", checkpoint="demo"), bundle, trace)
+    assert c.table_title == "where query 4 c looks (top 5 keys)"
+    assert "1 <" in set(c.table["key"]) and not any("&" in k for k in c.table["key"])
+    assert list(c.figure.data[0].x)[1] == "1 &lt;", "the figure's labels stay escaped for Plotly"

@@ -24,6 +24,7 @@ BOOKMARKED = {
     "logit-lens": "Logit lens",
     "attribution": "Logit attribution",
     "health": "Health",
+    "features": "Features",
     "corpus": "Corpus",
     "interventions": "Interventions",
     "patching": "Patching",

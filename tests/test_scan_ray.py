@@ -137,7 +137,9 @@ def ray_head(tmp_path_factory):
 
 def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
     """The CLI with --engine ray on a real head reached through RAY_ADDRESS; the workers load the
-    checkpoint from its path. Its folder equals the local engine's."""
+    checkpoint from its path, given relative to where the command runs (the workers run in Ray's
+    session folder: it is made absolute first). Its folder equals the local engine's. Without the
+    cluster's token, one line that names it."""
     ckpt = gptviz.save(tiny_model(seed=4, vocab_size=TOK.vocab_size), tmp_path / "ck", TOK)
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -147,13 +149,29 @@ def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
     run = [sys.executable, "-m", "gptviz", "scan", *args]
     local = subprocess.run([*run, "--out", str(tmp_path / "local")], env=ray_head, capture_output=True, text=True)
     assert local.returncode == 0, local.stderr
+    relative = [a if a != str(ckpt) else ckpt.name for a in run]
     on_ray = subprocess.run(
-        [*run, "--out", str(tmp_path / "ray"), "--engine", "ray"], env=ray_head, capture_output=True, text=True
+        [*relative, "--out", str(tmp_path / "ray"), "--engine", "ray"],
+        env=ray_head,
+        capture_output=True,
+        text=True,
+        cwd=ckpt.parent,
     )
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     assert "(ray)" in on_ray.stdout
     same_tables(gptviz.load_scan(tmp_path / "local"), gptviz.load_scan(tmp_path / "ray"))
     assert gptviz.load_scan(tmp_path / "ray").summary["engine"] == "ray"
+    tokenless = {k: v for k, v in ray_head.items() if k != "RAY_AUTH_TOKEN"} | {"HOME": str(tmp_path / "nohome")}
+    denied = subprocess.run(
+        [*run, "--out", str(tmp_path / "denied"), "--engine", "ray", "--ray-timeout", "20"],
+        env=tokenless,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = denied.stderr.strip().splitlines()
+    assert denied.returncode == 2 and len(lines) == 1, denied.stderr[-3000:]
+    assert "RAY_AUTH_TOKEN" in lines[0] and ray_head["RAY_ADDRESS"] in lines[0], lines
 
 
 def test_bench_scan_runs_on_a_tiny_model(tmp_path):

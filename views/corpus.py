@@ -5,16 +5,17 @@ from pathlib import Path
 
 import streamlit as st
 
-from gptviz.analysis.heads import SCORES
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import keys, pages, scan_form, widgets
+from gptviz.dashboard.classmode import class_mode, client_address, scans_allowed, uploads_allowed
+from gptviz.dashboard.corpus_heads import heads_tab
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
-from gptviz.figures import token_chips_html
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
+from gptviz.scanning.validate import against_model
 
 SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
 PAGES = {"attention": "attention", "next": "next-token"}  # what an "open as prompt" click opens, by page key
@@ -44,7 +45,9 @@ runnable = v.source != DEMO and not is_upload(v.source)
 
 # --- choose or run a scan --------------------------------------------------------------------------
 ship = queries.shipped_scan(v.source) if v.source in shipped() else None
-modes = (["the shipped scan"] if ship else []) + ["run a new scan", "open a scan folder"]
+# a class server starts no scan from a page unless its teacher says so (classmode.py)
+modes = ["the shipped scan"] if ship else []
+modes += [*(["run a new scan"] if scans_allowed() else []), "open a scan folder"]
 mode = st.radio("Scan", modes, key="corpus_mode", horizontal=True)
 if mode == "the shipped scan":
     st.session_state["corpus_scan"] = str(ship)
@@ -54,7 +57,7 @@ elif mode == "run a new scan":
     samples = queries.sample_corpora()
     c1, c2, c3 = st.columns([2, 1, 1])
     kinds = [f"{scan_form.SAMPLE}{s}" for s in samples] + ["a path on this server"]
-    kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() else []  # 0: uploads are off on this server
+    kinds += ["upload a .txt or .jsonl"] if upload_limit_mb() and uploads_allowed() else []  # 0: uploads off
     kind = c1.selectbox("Corpus", kinds, key="corpus_source")
     block = v.bundle.model.config.block_size
     window = c2.number_input("Window (tokens)", 2, block, min(128, block), key="corpus_window_size")
@@ -65,7 +68,8 @@ elif mode == "run a new scan":
     busy = scan_jobs.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
-            job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device)
+            client = client_address() if class_mode() else ""  # a class server: one scan per computer
+            job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device, client)
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")
@@ -108,7 +112,7 @@ folder = st.session_state.get("corpus_scan")
 if not folder or st.session_state.get("corpus_job"):
     st.stop()
 try:
-    version = queries.scan_version(folder)
+    version = queries.scan_version(scan_form.scan_folder(folder))  # a class server: its roots only
     scan = cp.scan_at(*version)
 except GptvizError as e:
     st.error(f"Scan not opened: {widgets.plain(e)}")
@@ -116,10 +120,9 @@ except GptvizError as e:
 
 # --- what the scan found ---------------------------------------------------------------------------
 sm = scan.summary
-vocab = v.bundle.model.config.vocab_size
-max_id = cp.max_token_id(*version)
-if max_id >= vocab:
-    st.error(f"This scan holds token id {max_id}, outside this checkpoint's vocabulary: open it with its own model.")
+mismatch = against_model(scan, v.bundle.model.config, cp.max_token_id(*version))
+if mismatch:
+    st.error(mismatch)
     st.stop()
 m = st.columns(5)
 m[0].metric("Documents", f"{sm['docs']:,}")
@@ -137,26 +140,25 @@ tab_w, tab_h, tab_n = st.tabs(["Windows by loss", "Heads over windows", "Neurons
 
 with tab_w:
     ranked = cp.ranked_windows(*version, v.model_key)
+    short = queries.short_length(scan)
+    if st.checkbox(f"Hide short windows (under {short} tokens: a document's tail)", True, key="corpus_hide_short"):
+        ranked = ranked[~ranked["short"]].reset_index(drop=True) if (~ranked["short"]).any() else ranked
     chosen = st.number_input(
         "Window", 0, int(scan.windows["window"].max()), int(ranked["window"].iloc[0]), key="corpus_window"
     )
     ids = queries.window_ids(scan, chosen)
     losses = queries.window_losses(scan, chosen, len(ids))
     widgets.chart(cp.loss_histogram(*version, chosen), key="corpus_loss_hist")
-    st.markdown(f"**Window {chosen}**: each token coloured by its loss (nats; position 0 has none).")
-    st.html(token_chips_html(v.display(ids), ids, losses, unit="nats"))
+    st.markdown(
+        f"**Window {chosen}**: each token's loss in nats (position 0 is not predicted: nothing comes before it)."
+    )
+    st.html(cfig.window_chips_html(v.display(ids), ids, losses))
     st.dataframe(ranked, key="corpus_windows_table", hide_index=True, height=260)
     widgets.download("windows (CSV)", lambda: scan.windows, "windows.csv", key="corpus_dl_windows")
     widgets.download("tokens (CSV)", lambda: scan.tokens, "tokens.csv", key="corpus_dl_tokens")
 
 with tab_h:
-    score = st.selectbox("Score", SCORES, key="corpus_score", format_func=lambda s: s.replace("_", " "))
-    if scan.head_windows.empty:
-        st.info("This scan folder has no per-window head scores (head_windows.parquet): only the means.")
-    else:
-        widgets.chart(cp.head_scores_figure(*version, score), key="corpus_heads_fig")
-    st.dataframe(scan.heads, key="corpus_heads_table", hide_index=True)
-    widgets.download("heads (CSV)", lambda: scan.heads, "heads.csv", key="corpus_dl_heads")
+    heads_tab(version, v.model_key)
 
 
 def open_as_prompt(page: str, ids: list[int]) -> None:
@@ -167,6 +169,7 @@ def open_as_prompt(page: str, ids: list[int]) -> None:
 with tab_n:
     L = int(scan.neurons["layer"].max()) + 1
     F = int(scan.neurons["neuron"].max()) + 1
+    cp.take_neuron_pick(st.session_state, scan, tok)  # a row clicked in the table below, last run
     c1, c2, c3 = st.columns([1, 1, 2])
     layer = c1.number_input("Layer", 0, L - 1, 0, key="corpus_layer")
     neuron = c2.number_input(f"Neuron (0–{F - 1})", 0, F - 1, 0, key="corpus_neuron")
@@ -177,8 +180,9 @@ with tab_n:
             st.warning("Type exactly one token of this model's vocabulary (one character for a character model).")
         else:
             found = queries.neurons_for_token(scan, tid[0])
-            st.caption("Neurons whose strongest contexts peak on this token (how many of their top k do).")
-            st.dataframe(found, key="corpus_token_neurons", hide_index=True, height=220)
+            st.caption("Neurons whose strongest contexts peak on this token (how many of their top k do); click one.")
+            st.dataframe(found, key="corpus_token_neurons", hide_index=True, height=220, on_select="rerun",
+                         selection_mode="single-row")  # fmt: skip
     top = queries.neuron_contexts(scan, layer, neuron)
     st.markdown(f"**Layer {layer}, neuron {neuron}**: its {len(top)} strongest contexts, the peak token highlighted.")
     for r in top.itertuples():

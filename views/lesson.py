@@ -5,7 +5,10 @@ import streamlit as st
 
 from gptviz import lessons
 from gptviz.dashboard import keys, pages, slides, widgets
+from gptviz.dashboard.classmode import allowed_path, uploads_allowed
+from gptviz.dashboard.sources import upload_limit_mb
 from gptviz.dashboard.state import link_params, view
+from gptviz.errors import GptvizError
 
 v = view()
 presentation = bool(v and v.presentation)
@@ -16,6 +19,8 @@ if lesson is None:
     st.title("Lessons")
     if error:
         st.error(f"Lesson not opened: {widgets.plain(error)}")
+    if slides.teaching():
+        slides.class_bar(lesson_open=False)
     st.caption(
         "A lesson is a short list of slides, each a page of gptviz with its parameters, a title and a note "
         "for the class. Back / Next, PageDown / PageUp, the arrow keys and Space move between slides."
@@ -33,16 +38,20 @@ if lesson is None:
         f"A TOML file of at most {lessons.MAX_BYTES // 1024} KB (README, “Lessons”). It is read, never run: "
         "an unknown key is refused with the line that names it."
     )
-    upload = st.file_uploader("Lesson file (.toml)", type=["toml"], key="lesson_upload", max_upload_size=1)
+    upload = None
+    if upload_limit_mb() and uploads_allowed():
+        upload = st.file_uploader("Lesson file (.toml)", type=["toml"], key="lesson_upload", max_upload_size=1)
+    else:
+        st.caption("Uploads are off on this server: put the file in a folder the server opens and give its path.")
     path = st.text_input("…or its path on the server", key="lesson_path")
     try:
         if upload is not None:
             slides.open_lesson(lessons.parse_lesson(upload.getvalue(), upload.name[:64], origin="upload"))
             st.rerun()
         elif path.strip() and st.button("Open this file", key="lesson_path_open"):
-            slides.open_lesson(lessons.read_lesson(path.strip()))
+            slides.open_lesson(lessons.read_lesson(allowed_path(path.strip())))  # a class server: its roots only
             st.rerun()
-    except lessons.LessonError as e:
+    except GptvizError as e:
         st.error(f"Lesson not opened: {widgets.plain(e)}")
     st.stop()
 

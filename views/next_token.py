@@ -74,3 +74,7 @@ else:
     )
     widgets.chart(figures.loss_bars(loss, v.labels), key="loss_bars")
     widgets.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")
+
+from gptviz.dashboard import steering_panel  # noqa: E402
+
+steering_panel.render(v)

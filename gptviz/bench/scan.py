@@ -3,6 +3,9 @@
 - the local scan of 64 windows x 256 tokens against a plain batched forward pass of the same
   windows in the same batches (goal: at most 1.2x; must be at most 1.5x);
 - the peak memory of scanning 3x the windows against 1x, each in a fresh process (goal: +150 MB);
+- threads (--parts threads): the local scan with torch's default threads (one per core, OpenMP
+  waiting passively as every gptviz command sets it) against every other count, optionally beside
+  --burners busy-looping processes (a laptop whose other core is busy); goal: the default >= 0.9x the best;
 - the Ray engine (a Ray started here) against the local engine on 512 windows, tokens/s of both,
   with Ray's own start-up (ray.init) timed apart.
 
@@ -69,6 +72,39 @@ def peak_child(tiny: bool, n: int, T: int, batch: int) -> int:
     return int(done.stdout.split()[-1])
 
 
+BURN = "while True: pass"
+
+
+def thread_speeds(model, T: int, batch: int, n: int, burners: int, rounds: int = 3) -> dict:
+    """Tokens/s of the local scan of n windows at each thread count (the default first), the best of
+    `rounds` interleaved runs each, with `burners` busy-looping processes running meanwhile."""
+    default = torch.get_num_threads()
+    counts = [default] + [c for c in range(1, (os.cpu_count() or 1) + 1) if c != default]
+    docs = windows(n, T, model.config.vocab_size, seed=2)
+    procs = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(burners)]
+    best: dict[int, float] = {}
+    try:
+        scan_seconds(model, docs[:batch], T, batch)  # warm-up
+        for _ in range(rounds):  # interleaved: a change in the machine's load hits every setting alike
+            for c in counts:
+                torch.set_num_threads(c)
+                seconds, _ = scan_seconds(model, docs, T, batch)
+                best[c] = max(best.get(c, 0.0), n * T / seconds)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        torch.set_num_threads(default)
+    top = max(best.values())
+    return {
+        "threads_default": default,
+        "burners": burners,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        **{f"tokens_per_s_{c}_threads": round(v) for c, v in sorted(best.items())},
+        "default_over_best": round(best[default] / top, 3),
+    }
+
+
 def report(out: dict, **values) -> None:
     """Record figures and print them at once: a long run on a busy machine keeps what it measured."""
     out.update(values)
@@ -76,7 +112,15 @@ def report(out: dict, **values) -> None:
         print(f"{key:<28}  {value}", flush=True)
 
 
-def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int, mem_windows: int = 64) -> dict:
+def run(
+    tiny: bool,
+    threads: int | None,
+    parts: set[str],
+    ray_windows: int,
+    mem_windows: int = 64,
+    burners: int = 0,
+    checkpoint: str | None = None,
+) -> dict:
     config = TINY if tiny else GPT2_SMALL
     T = 32 if tiny else 256
     batch = 8
@@ -103,6 +147,15 @@ def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int, mem_
         one, three = peak_child(tiny, mem_windows, T, batch), peak_child(tiny, 3 * mem_windows, T, batch)
         report(out, mem_windows=mem_windows, peak_rss_1x_mb=round(one / 2**20), peak_rss_3x_mb=round(three / 2**20))
         report(out, peak_growth_3x_mb=round((three - one) / 2**20))
+    if "threads" in parts:
+        if checkpoint:  # a real model (the shipped one: what a laptop scans), at its own block size
+            from ..formats import load
+
+            real = load(checkpoint).model.eval()
+            Tr = min(128, real.config.block_size)
+            report(out, threads_model=checkpoint, **thread_speeds(real, Tr, 2048 // Tr, 64, burners))
+        else:
+            report(out, **thread_speeds(model, T, batch, 16, burners))
     if "ray" in parts:
         many = windows(ray_windows, T, config["vocab_size"], seed=1)
         tokens = len(many) * T
@@ -138,6 +191,6 @@ def run(tiny: bool, threads: int | None, parts: set[str], ray_windows: int, mem_
 
 def main(args) -> None:
     parts = set((args.parts or "speed,memory,ray").split(","))
-    result = run(args.tiny, args.threads, parts, args.ray_windows, args.mem_windows)
+    result = run(args.tiny, args.threads, parts, args.ray_windows, args.mem_windows, args.burners, args.checkpoint)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

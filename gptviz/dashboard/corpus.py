@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 
 from ..figures import corpus as cfig
 from ..scanning import Scan, load_scan
-from ..scanning.queries import head_distribution, token_texts, windows_by_loss
+from ..scanning.queries import head_distribution, neurons_for_token, token_texts, windows_by_loss
+from . import keys
 from .caches import ModelKey, bundle_for, cached
 
 
@@ -45,4 +46,21 @@ def loss_histogram(folder: str, stamp: float, window: int) -> go.Figure:
 @cached(max_entries=16, show_spinner=False)
 def head_scores_figure(folder: str, stamp: float, score: str) -> go.Figure:
     scan = scan_at(folder, stamp)
-    return cfig.head_score_distribution(head_distribution(scan, score), scan.heads, score)
+    return cfig.head_score_distribution(head_distribution(scan, score), score)
+
+
+def take_neuron_pick(state, scan: Scan, tok) -> None:
+    """Open the neuron of the row clicked in the token's neuron table (its selection, from the last
+    run): set the layer and neuron boxes before they are drawn. A selection is taken once."""
+    sel = state.get("corpus_token_neurons")
+    selection = getattr(sel, "selection", None) or (sel or {}).get("selection", {})
+    rows = list(getattr(selection, "rows", None) or selection.get("rows", []))
+    token = state.get("corpus_token") or ""
+    if not rows or (token, rows[0]) == state.get(keys.CORPUS_PICK_TAKEN):
+        return
+    tid = tok.encode(token, unknown="drop") if tok is not None else []
+    found = neurons_for_token(scan, tid[0]) if len(tid) == 1 else pd.DataFrame()
+    if rows[0] < len(found):
+        row = found.iloc[rows[0]]
+        state["corpus_layer"], state["corpus_neuron"] = int(row["layer"]), int(row["neuron"])
+    state[keys.CORPUS_PICK_TAKEN] = (token, rows[0])

@@ -24,6 +24,8 @@ LESSON_WRITTEN = "_lesson_written"  # the (lesson, slide) this session last wrot
 LESSON_ERROR = "_lesson_error"  # a ?lesson= that could not be opened: one line, shown once by the Lesson page
 CLASS_CODE = "_class_code"  # the code a teacher's live lesson is shared under
 FOLLOW_VERSION = "_follow_version"  # the live lesson's version a follower's page shows (a newer one reruns)
+TEACH_KEY = "_teach_key"  # the teacher key of this session's class, also in its URL (?teach=KEY)
+TEACH_ERROR = "_teach_error"  # why Start teaching made no code (the server or this computer is full)
 
 # Pages (views/)
 HEADS_OPEN_ATTENTION = "_heads_open_attention"  # Heads: a click asked to open its head in Attention
@@ -31,3 +33,4 @@ CORPUS_OPEN = "_corpus_open"  # Corpus: the page key an "open as prompt" click a
 CORPUS_PROMPT = "_corpus_prompt"  # Corpus: the prompt that click opens
 CORPUS_DONE = "_corpus_done"  # Corpus: the folder of a scan this page started that has ended (opened next run)
 TIMELINE_PROMPT_FOR = "_tl_prompt_for"  # Timeline: the run folder whose default prompt the box was set to
+CORPUS_PICK_TAKEN = "_corpus_pick_taken"  # the (token, row) of the token-neuron table last opened

@@ -1,7 +1,14 @@
 """Follow the teacher: the lessons being taught right now, in this server process.
 
-A teacher's session publishes (lesson, slide) under a short code; a student's page opened with
-?follow=CODE reads it. When the teacher moves, the server asks every follower's session to rerun
+A code belongs to a teacher, not to a browser session: "Start teaching" makes one (start) with a
+secret teacher key that the teacher's URL keeps (?teach=KEY), so a reload or a reopened tab takes the
+same class back (resume). The teacher's page then publishes (lesson, slide) under the code; a
+student's page opened with ?follow=CODE reads it. A code ends when its teacher ends it, or when no
+page of the teacher's has been seen for TEACHER_GONE_S (the followers are told which); closing a
+lesson keeps the code, and the teacher's next lesson comes up under it. Codes per client (its
+address) are bounded, and so are the unknown codes one client may try.
+
+When the teacher moves, the server asks every follower's session to rerun
 (slides.nudge); each follower also polls from a tiny fragment every few seconds, a safety net for a
 nudge that did not arrive. Polling alone (every follower rerunning a fragment twice a second) was
 measured to swamp two cores with 30 followers. The registry is process-wide (one Streamlit server
@@ -22,15 +29,28 @@ ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud or off
 CODE_LENGTH = 4
 MAX_LIVE = 64  # lessons taught at once on one server
 IDLE_S = 6 * 3600  # a lesson unchanged this long is forgotten
+TEACHER_GONE_S = 600  # no page of the teacher's seen this long: the class has ended (the teacher left)
+ENDED_KEEP_S = 3600  # how long followers of an ended code are told why
+MAX_CODES_PER_CLIENT = 3  # codes one address may hold: a neighbour cannot take every code
+GUESSES_PER_MINUTE = 12  # unknown codes one address may try a minute
+ENDED = "ended"  # the teacher ended the class
+LEFT = "left"  # the teacher's pages were gone for TEACHER_GONE_S
 
 
 @dataclass(frozen=True)
 class Live:
     code: str
-    lesson: Lesson
+    lesson: Lesson | None  # None: the teacher closed a lesson and has not opened the next
     slide: int  # 0-based
     version: int  # grows with every change: what a follower compares
     updated: float
+
+
+@dataclass
+class _Owner:
+    key: str  # the teacher key (secret: in the teacher's URL only)
+    client: str
+    seen: float  # when a page of the teacher's last ran
 
 
 MAX_FOLLOWERS = 500  # sessions nudged per code
@@ -38,15 +58,106 @@ _lock = threading.Lock()
 _live: dict[str, Live] = {}
 _followers: dict[str, dict[str, None]] = {}  # code -> follower session ids, in the order they came
 _counter = 0
+_owners: dict[str, _Owner] = {}  # code -> its teacher
+_ended: dict[str, tuple[str, float]] = {}  # code -> (ENDED or LEFT, when): what its followers are told
+_guesses: dict[str, dict[str, float]] = {}  # client -> unknown codes it tried, and when
 
 
 def new_code() -> str:
-    """A fresh code not in use."""
+    """A fresh code not in use (nor recently ended: its followers are still being told so)."""
     with _lock:
-        while True:
-            code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
-            if code not in _live:
-                return code
+        return _fresh_code()
+
+
+def _fresh_code() -> str:
+    while True:
+        code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
+        if code not in _live and code not in _owners and code not in _ended:
+            return code
+
+
+def _sweep(now: float) -> None:
+    """Under _lock: end the codes whose teacher is gone, forget old endings and idle lessons."""
+    for c in [c for c, o in _owners.items() if now - o.seen > TEACHER_GONE_S]:
+        _end(c, LEFT, now)
+    for c in [c for c, v in _live.items() if c not in _owners and now - v.updated > IDLE_S]:
+        del _live[c]
+        _followers.pop(c, None)
+    for c in [c for c, (_, t) in _ended.items() if now - t > ENDED_KEEP_S]:
+        del _ended[c]
+
+
+def start(client: str = "") -> tuple[str, str] | str:
+    """A new code for a teacher who pressed "Start teaching": (code, teacher key), or the one-line
+    reason there is none (the server teaches MAX_LIVE classes, or this client holds its
+    MAX_CODES_PER_CLIENT)."""
+    now = time.monotonic()
+    with _lock:
+        _sweep(now)
+        if len(_owners) + len([c for c in _live if c not in _owners]) >= MAX_LIVE:
+            return f"{MAX_LIVE} classes are being taught on this server: start when one ends"
+        if client and sum(o.client == client for o in _owners.values()) >= MAX_CODES_PER_CLIENT:
+            return f"this computer teaches {MAX_CODES_PER_CLIENT} classes already: end one first"
+        code, key = _fresh_code(), secrets.token_urlsafe(16)
+        _owners[code] = _Owner(key, client, now)
+        return code, key
+
+
+def resume(key: str) -> Live | str | None:
+    """The class a teacher key holds (its Live, or its code while no lesson is open), marking the
+    teacher seen; None for a key that holds no class (never handed out, or the class ended)."""
+    now = time.monotonic()
+    with _lock:
+        _sweep(now)
+        for code, o in _owners.items():
+            if key and secrets.compare_digest(o.key, key):
+                o.seen = now
+                return _live.get(code) or code
+    return None
+
+
+def seen(code: str) -> None:
+    """A page of the teacher's ran: the class is not left."""
+    with _lock:
+        if code in _owners:
+            _owners[code].seen = time.monotonic()
+
+
+def pause(code: str) -> None:
+    """The teacher closed the lesson: followers wait for the next one under the same code."""
+    global _counter
+    now = time.monotonic()
+    with _lock:
+        if code in _owners:
+            _counter += 1
+            _live[code] = Live(code, None, 0, _counter, now)
+
+
+def ended(code: str) -> str | None:
+    """Why a code's class is over (ENDED or LEFT), for its followers; None if it is not."""
+    with _lock:
+        _sweep(time.monotonic())
+        found = _ended.get(code)
+        return found[0] if found else None
+
+
+def may_guess(client: str, code: str) -> bool:
+    """Whether this client may look up a code nobody teaches: GUESSES_PER_MINUTE different codes a
+    minute (asking again for one it tried is free: a student waiting for the teacher polls)."""
+    now = time.monotonic()
+    with _lock:
+        tried = _guesses.setdefault(client, {})
+        for c in [c for c, t in tried.items() if now - t > 60]:
+            del tried[c]
+        if code in tried:
+            return True
+        if len(tried) >= GUESSES_PER_MINUTE:
+            return False
+        tried[code] = now
+        if len(_guesses) > 10_000:  # many addresses: forget the idle ones
+            for c in [c for c, d in _guesses.items() if not d]:
+                del _guesses[c]
+        return True
 
 
 def normal(code: str) -> str:
@@ -62,15 +173,15 @@ def publish(code: str, lesson: Lesson, slide: int) -> Live | None:
     global _counter
     now = time.monotonic()
     with _lock:
-        for c in [c for c, v in _live.items() if now - v.updated > IDLE_S]:
-            del _live[c]
-            _followers.pop(c, None)
+        _sweep(now)
+        if code in _owners:
+            _owners[code].seen = now
         old = _live.get(code)
         if old is not None and old.lesson == lesson and old.slide == slide:
             if now - old.updated > 60:  # keep a lesson in use from looking idle
                 _live[code] = Live(code, lesson, slide, old.version, now)
             return _live[code]
-        if old is None and len(_live) >= MAX_LIVE:
+        if old is None and code not in _owners and len(_live) + len(_owners) >= MAX_LIVE:
             return None
         _counter += 1
         _live[code] = Live(code, lesson, slide, _counter, now)
@@ -78,15 +189,27 @@ def publish(code: str, lesson: Lesson, slide: int) -> Live | None:
 
 
 def lookup(code: str) -> Live | None:
-    """What the followers of code see now, or None if no lesson is live under it."""
+    """What the followers of code see now, or None if no lesson is live under it (its teacher gone
+    for TEACHER_GONE_S ends it here)."""
     with _lock:
+        _sweep(time.monotonic())
         return _live.get(code)
 
 
-def end(code: str) -> None:
+def end(code: str, why: str = ENDED) -> list[str]:
+    """End a class: its code is freed, its followers told why (ENDED or LEFT). Returns the
+    followers' session ids, to nudge."""
     with _lock:
-        _live.pop(code, None)
-        _followers.pop(code, None)
+        ids = list(_followers.get(code, ()))
+        _end(code, why, time.monotonic())
+        return ids
+
+
+def _end(code: str, why: str, now: float) -> None:
+    _live.pop(code, None)
+    _followers.pop(code, None)
+    if _owners.pop(code, None) is not None:
+        _ended[code] = (why, now)
 
 
 def follow(code: str, session_id: str) -> None:

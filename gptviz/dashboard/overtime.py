@@ -18,10 +18,11 @@ import streamlit as st
 from ..errors import GptvizError
 from ..formats import Bundle
 from ..formats.native import is_native
-from ..formats.safe import read_json, user_path
+from ..formats.safe import read_json
 from ..timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
 from ..tokenizers import Tokenizer
 from .caches import ModelKey, RunKey, cached
+from .classmode import allowed_path
 from .sources import checkpoint_path, checkpoints_dir, path_version, shipped, version
 
 TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
@@ -49,8 +50,8 @@ def run_folders() -> list[str]:
 
 def folder_path(choice: str) -> Path:
     """A shipped run's name -> its folder; anything else is a path as typed, or CheckpointError in
-    one line for one no folder can have (a NUL byte)."""
-    return checkpoints_dir() / choice if choice in shipped() else user_path(choice)
+    one line for one no folder can have (a NUL byte) or one a class server does not open."""
+    return checkpoints_dir() / choice if choice in shipped() else allowed_path(choice)
 
 
 def folder_stamp(folder: Path) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 import streamlit as st
 
 from ..errors import GptvizError
-from ..formats.safe import user_path
 from ..scanning import jobs as scan_jobs
 from ..scanning import queries
+from .classmode import CORPUS_MB, allowed_path, class_mode
 from .widgets import plain
 
 SAMPLE = "shipped sample: "  # the prefix of a sample's entry in the form's Corpus select
@@ -24,14 +24,27 @@ def corpus_data(kind: str) -> Path | tuple[str, bytes] | None:
     if kind == "a path on this server":
         typed = st.text_input("Corpus path (.txt, folder of .txt, .jsonl or .parquet)", key="corpus_path")
         try:
-            return user_path(typed) if typed else None
-        except GptvizError as e:  # a NUL byte: no file has that name
+            return allowed_path(typed) if typed else None
+        except GptvizError as e:  # a NUL byte, or a class server's closed disk
             st.error(plain(e))
             return None
-    up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload")
+    limit = upload_bytes()
+    up = st.file_uploader("Corpus file", type=["txt", "jsonl"], key="corpus_upload", max_upload_size=limit // 2**20)
     if up is None:
         return None
-    if up.size > scan_jobs.MAX_UPLOAD_BYTES:
-        st.error(f"That file is larger than {scan_jobs.MAX_UPLOAD_BYTES // 2**20} MB; give its path instead.")
+    if up.size > limit:
+        st.error(f"That file is larger than {limit // 2**20} MB; give its path instead.")
         return None
     return up.name, up.getvalue()  # saved by start_scan, once it knows the scan can run
+
+
+def upload_bytes() -> int:
+    """The largest corpus the page takes as an upload: smaller on a class server, whose scans the
+    whole room shares (classmode.CORPUS_MB)."""
+    return CORPUS_MB * 2**20 if class_mode() else scan_jobs.MAX_UPLOAD_BYTES
+
+
+def scan_folder(folder: str) -> Path:
+    """A scan folder typed or opened on the page: on a class server only one inside its data roots or
+    the page's own scans (classmode.allowed_path), else CheckpointError in one line."""
+    return allowed_path(folder, extra=(scan_jobs.scans_path(),))

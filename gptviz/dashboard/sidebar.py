@@ -12,6 +12,7 @@ from ..formats.safe import shown_name
 from ..tokenizers import encode_prompt, parse_ids
 from . import keys, uploads
 from .caches import ModelKey, RunKey, bundle_for, run_trace
+from .classmode import UPLOADS_ENV, class_mode, upload_total_bytes, uploads_allowed
 from .layout import sidebar_for
 from .sources import (
     CHECKPOINT_HELP,
@@ -71,9 +72,11 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         return path or None, path
     if choice is Pick.UPLOAD:
         limit = upload_limit_mb()
-        if limit == 0:  # a server shared with a class: no session's upload takes its memory
-            st.sidebar.info(f"Uploads are off on this server ({UPLOAD_LIMIT_ENV}=0): pick a checkpoint or a path.")
+        if limit == 0 or not uploads_allowed():  # a server shared with a class: no session's upload takes its memory
+            why = f"{UPLOAD_LIMIT_ENV}=0" if limit == 0 else f"a class server; its teacher can set {UPLOADS_ENV}=1"
+            st.sidebar.info(f"Uploads are off on this server ({why}): pick a checkpoint.")
             return None, ""
+        total = upload_total_bytes() if class_mode() else None
         files = st.sidebar.file_uploader(
             f"Checkpoint files (up to {limit} MB)",
             accept_multiple_files=True,
@@ -87,7 +90,7 @@ def _pick_checkpoint() -> tuple[str | None, str]:
                 st.info(f"This link showed an upload of {plain(names)}: upload those files again to see it.")
             return None, ""
         try:
-            upload = _session_uploads().save(files, limit, UPLOAD_LIMIT_ENV)
+            upload = _session_uploads().save(files, limit, UPLOAD_LIMIT_ENV, total)
         except GptvizError as e:
             st.error(f"Upload not used: {plain(e)}")
             return None, ""

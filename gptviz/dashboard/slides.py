@@ -25,14 +25,18 @@ from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipp
 from ..tokenizers import encode_prompt
 from . import caches, keys, live, sources
 from .caches import ModelKey, RunKey, cached
+from .classmode import client_address
+from .lesson_check import check_lesson, slide_checkpoint, slide_prompt
 from .pages import page_file
-from .state import PRESET_PROMPT, link_params
+from .state import link_params
 from .widgets import CHART_CONFIG, plain
 
 log = logging.getLogger("gptviz.dashboard")
 LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen record, no tensors)
 SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
 CODE_KEY = keys.CLASS_CODE
+TEACH_KEY = keys.TEACH_KEY
+HEARTBEAT_S = 60.0  # how often an idle teacher's page tells the registry it is still there
 _INT = re.compile(r"[0-9]{1,3}")
 
 # The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
@@ -82,7 +86,7 @@ class Shown:
 def model_key(slide: Slide) -> ModelKey | None:
     if not content.real_model(slide):
         return None
-    name = slide.checkpoint or sources.default_checkpoint()
+    name = slide_checkpoint(slide)
     return ModelKey(name, "cpu", sources.version(name))
 
 
@@ -97,7 +101,7 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
             return f"checkpoint {key.source[:80]!r} is not shipped with this server; shipped: {names}"
         try:
             bundle = caches.bundle_for(key)
-            prompt = slide.prompt or sources.preset_prompt(key.source) or PRESET_PROMPT
+            prompt = slide_prompt(slide, key.source)
             if bundle.tokenizer is None:
                 return f"checkpoint {key.source!r} has no tokenizer: a lesson cannot give it a prompt"
             ids = encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size, keep_last=True)
@@ -119,6 +123,7 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
 def read_lesson_url() -> None:
     """Open ?lesson=NAME at ?slide=N (from 1) on the session's first run, or when a link brings
     another lesson or slide than the ones this session wrote."""
+    _read_teacher_key()
     name, slide = st.query_params.get("lesson"), st.query_params.get("slide")
     if name is None or (name, slide) == st.session_state.get(keys.LESSON_WRITTEN):
         return
@@ -126,12 +131,35 @@ def read_lesson_url() -> None:
     if lesson is None or lesson.name != name or lesson.origin != "shipped":
         try:
             lesson = shipped_lesson(name)
+            check_lesson(lesson)
         except LessonError as e:
             st.session_state[keys.LESSON_ERROR] = str(e)
             return
     st.session_state[LESSON_KEY] = lesson
     n = len(lesson.slides)
     st.session_state[SLIDE_KEY] = min(int(slide), n) - 1 if slide and _INT.fullmatch(slide) and int(slide) else 0
+
+
+def _read_teacher_key() -> None:
+    """A reloaded or reopened teacher's tab (?teach=KEY in its URL): take the class back, its code,
+    and its lesson and slide as the class sees them (an uploaded lesson too: no file to open again).
+    A key whose class has ended is dropped from the URL, with a word on the lesson page."""
+    key = st.query_params.get("teach")
+    if not key or key == st.session_state.get(TEACH_KEY):
+        return
+    found = live.resume(key[:64])
+    if found is None:
+        st.query_params.pop("teach", None)
+        st.session_state[keys.LESSON_ERROR] = "the class of that teacher link has ended; start teaching again"
+        return
+    st.session_state[TEACH_KEY] = key
+    if isinstance(found, str):  # the class is between lessons
+        st.session_state[CODE_KEY] = found
+        return
+    st.session_state[CODE_KEY] = found.code
+    if found.lesson is not None:
+        st.session_state[LESSON_KEY], st.session_state[SLIDE_KEY] = found.lesson, found.slide
+        st.session_state[keys.LESSON_WRITTEN] = (st.query_params.get("lesson"), st.query_params.get("slide"))
 
 
 def write_lesson_url(lesson: Lesson, i: int) -> None:
@@ -145,14 +173,18 @@ def write_lesson_url(lesson: Lesson, i: int) -> None:
 
 
 def open_lesson(lesson: Lesson) -> None:
+    """Open a lesson in this session; LessonError (its line) if a slide asks for what its model lacks."""
+    check_lesson(lesson)
     st.session_state[LESSON_KEY] = lesson
     st.session_state[SLIDE_KEY] = 0
 
 
 def close_lesson() -> None:
-    code = st.session_state.pop(CODE_KEY, None)
+    """Close the lesson; a class being taught keeps its code, and its followers wait for the next."""
+    code = st.session_state.get(CODE_KEY)
     if code:
-        live.end(code)
+        live.pause(code)
+        nudge(code)
     st.session_state.pop(LESSON_KEY, None)
     for k in ("lesson", "slide"):
         st.query_params.pop(k, None)
@@ -180,16 +212,16 @@ def _rerun_full(session, code: str) -> None:
     session.request_rerun(state)
 
 
-def nudge(code: str) -> None:
-    """Ask every follower's session to rerun now (it then draws the new slide). This reaches into
-    Streamlit's runtime (Runtime._session_mgr, the event loop), which has no public call for it: if
-    that ever fails, the followers' own poll (FOLLOW_POLL_S) still brings the change, later."""
+def nudge(code: str, ids: list[str] | None = None) -> None:
+    """Ask every follower's session (or those ids) to rerun now (it then draws the new slide). This
+    reaches into Streamlit's runtime (Runtime._session_mgr, the event loop), which has no public call
+    for it: if that ever fails, the followers' own poll (FOLLOW_POLL_S) still brings the change, later."""
     if not Runtime.exists():  # AppTest: no server, no other sessions
         return
     try:
         rt = Runtime.instance()
         loop = rt._get_async_objs().eventloop
-        for sid in live.followers(code):
+        for sid in live.followers(code) if ids is None else ids:
             info = rt._session_mgr.get_active_session_info(sid)
             if info is None:  # the student closed the tab
                 live.unfollow(code, sid)
@@ -199,10 +231,59 @@ def nudge(code: str) -> None:
         log.warning("could not nudge the followers of %s; they will poll", code, exc_info=True)
 
 
-def class_code() -> str:
-    if CODE_KEY not in st.session_state:
-        st.session_state[CODE_KEY] = live.new_code()
+def start_teaching() -> None:
+    """The "Start teaching" button: a code (and teacher key) for this teacher, kept in the URL."""
+    made = live.start(client_address())
+    if isinstance(made, str):
+        st.session_state[keys.TEACH_ERROR] = made
+        return
+    st.session_state[CODE_KEY], st.session_state[TEACH_KEY] = made
+    st.query_params["teach"] = made[1]
+
+
+def end_class() -> None:
+    """The "End the class" button: the code is freed and its followers are told."""
+    code = st.session_state.pop(CODE_KEY, None)
+    st.session_state.pop(TEACH_KEY, None)
+    st.query_params.pop("teach", None)
+    if code:
+        nudge(code, live.end(code))
+
+
+def teaching() -> str | None:
+    """This session's class code while its class lives (the teacher key still holds it), else None."""
+    key = st.session_state.get(TEACH_KEY)
+    found = live.resume(key) if key else None
+    if found is None:
+        for k in (CODE_KEY, TEACH_KEY):
+            st.session_state.pop(k, None)
+        return None
+    if st.query_params.get("teach") != key:  # the sidebar rewrote the URL, or a link dropped it
+        st.query_params["teach"] = key
     return st.session_state[CODE_KEY]
+
+
+@st.fragment(run_every=HEARTBEAT_S)
+def _heartbeat(code: str) -> None:
+    """An idle teacher's page still says it is there: the class is not left (live.TEACHER_GONE_S)."""
+    live.seen(code)
+
+
+def class_bar(lesson_open: bool = True) -> None:
+    """The class code and End the class, or Start teaching (no code exists before it is pressed)."""
+    code = teaching()
+    if code is None:
+        st.button("Start teaching", key="start_teaching", on_click=start_teaching, help="Students follow a code")
+        err = st.session_state.pop(keys.TEACH_ERROR, None)
+        if err:
+            st.caption(plain(err))
+        return
+    with st.container(horizontal=True, vertical_alignment="center", key="class_bar"):
+        st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
+        st.button("End the class", key="end_class", on_click=end_class)
+    if not lesson_open:
+        st.caption("Your class waits for the next lesson you open: it comes up under the same code.")
+    _heartbeat(code)
 
 
 def teacher(lesson: Lesson, presentation: bool) -> None:
@@ -210,11 +291,12 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     n = len(lesson.slides)
     i = min(max(st.session_state.get(SLIDE_KEY, 0), 0), n - 1)
     st.session_state[SLIDE_KEY] = i
-    code = class_code()
-    shared = live.lookup(code)
-    if shared is None or shared.slide != i or shared.lesson != lesson:
-        shared = live.publish(code, lesson, i)
-        nudge(code)
+    code = teaching()
+    if code is not None:
+        shared = live.lookup(code)
+        if shared is None or shared.slide != i or shared.lesson != lesson:
+            live.publish(code, lesson, i)
+            nudge(code)
     write_lesson_url(lesson, i)
     back, where, forward, share = st.columns([1.3, 3, 1.3, 2.6], vertical_alignment="center")
     back.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0, width="stretch")
@@ -223,10 +305,7 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     )
     where.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
     with share:
-        if shared is None:
-            st.caption(f"{live.MAX_LIVE} lessons are live on this server: no class code until one ends.")
-        else:
-            st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
+        class_bar()
         st.html(CLICKER_JS, unsafe_allow_javascript=True)
     draw(lesson.slides[i], presentation)
 
@@ -282,9 +361,9 @@ def full_page_link(slide: Slide) -> None:
     """A link to the page this slide comes from, with its choices (same tab)."""
     params = {}
     if content.real_model(slide):
-        name = slide.checkpoint or sources.default_checkpoint()
+        name = slide_checkpoint(slide)
         params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
-        params["prompt"] = slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
+        params["prompt"] = slide_prompt(slide, name)
     st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))
 
 
@@ -301,6 +380,7 @@ def follower(code: str, presentation: bool) -> None:
         live.follow(code, ctx.session_id)
     now = live.lookup(code) if code else None
     shown_version = now.version if now else None
+    why = live.ended(code) if code and now is None else None
 
     @st.fragment(run_every=FOLLOW_POLL_S)
     def watch() -> None:
@@ -308,9 +388,21 @@ def follower(code: str, presentation: bool) -> None:
         if (cur.version if cur else None) != st.session_state.get(keys.FOLLOW_VERSION):
             st.rerun()
 
-    if now is None:
+    if now is None or now.lesson is None:
         shown = plain(code) if code else "that code"
-        st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
+        if why == live.ENDED:
+            st.info(f"The teacher has ended the class {shown}. Thank you for following!")
+            return
+        if why == live.LEFT:
+            st.warning(f"The teacher of {shown} has left: their page has been closed for a while. Ask for a new code.")
+            return
+        if now is not None:
+            st.info(f"The teacher closed the lesson. The next one they open under {shown} comes up here.")
+        elif code and not live.may_guess(client_address(), code):
+            st.error("Too many class codes tried from this computer: wait a minute, then check the code.")
+            return
+        else:
+            st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
         st.session_state[keys.FOLLOW_VERSION] = shown_version
         watch()
         return

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import CheckpointError
-from ..formats.safe import read_json, shown_name, user_path
+from ..formats.safe import read_json, shown_name
 from ..listing import list_folder
 from ..shipped import shipped_dir
 from .uploads import UPLOAD_PREFIX, is_upload
@@ -119,10 +119,12 @@ def default_checkpoint() -> str:
 
 def checkpoint_path(source: str) -> Path:
     """A shipped name -> its folder; anything else is a path as given, or CheckpointError in one
-    line for one no file can have (a NUL byte)."""
+    line for one no file can have (a NUL byte) or one a class server does not open (classmode.py)."""
     if source in shipped():
         return checkpoints_dir() / source
-    return user_path(source)
+    from .classmode import allowed_path  # it reads this module's folders
+
+    return allowed_path(source)
 
 
 def version(source: str) -> str:

@@ -38,7 +38,7 @@ URL_KEYS = (
     "position",
     "present",
 )
-KEPT_KEYS = ("lesson", "slide", "step", "block")  # the classroom's own keys: write_url leaves them as they are
+KEPT_KEYS = ("lesson", "slide", "step", "block", "teach")  # the classroom's own keys: write_url leaves them as they are
 URL_INT = re.compile(r"[0-9]{1,6}")  # ASCII digits only: "²" passes str.isdigit but not int()
 
 

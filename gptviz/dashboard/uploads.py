@@ -97,11 +97,18 @@ class SessionUploads:
         self._last: tuple[tuple, Upload] | None = None  # (the files' identity, the upload)
         _OWNERS[self.token] = self
 
-    def save(self, files: Sequence[UploadedFile], limit_mb: int, limit_env: str) -> Upload:
+    def save(self, files: Sequence[UploadedFile], limit_mb: int, limit_env: str, total: int | None = None) -> Upload:
         """Keep the files' bytes as this session's upload and return it. The same files (same
         upload ids) are not hashed again; a new upload replaces the last one, so at most one upload
-        per session is held."""
+        per session is held. total: what all sessions' uploads may hold together (a class server);
+        over it the upload is refused and this session's last one dropped."""
         check_names(files, limit_mb, limit_env)
+        if total is not None and held_bytes(but=self) + sum(f.size for f in files) > total:
+            self.close()
+            raise CheckpointError(
+                f"this server holds {held_bytes() / 2**20:.0f} MB of uploads already, its limit for the whole "
+                f"class is {total / 2**20:.0f} MB; pick a shipped checkpoint"
+            )
         ident = tuple(sorted((getattr(f, "file_id", None) or id(f), f.name, f.size) for f in files))
         if self._last and self._last[0] == ident:
             return self._last[1]
@@ -123,6 +130,11 @@ class SessionUploads:
     def close(self) -> None:
         """Drop the upload now (its bytes go once no cached model load is reading them)."""
         self._last = None
+
+
+def held_bytes(but: SessionUploads | None = None) -> int:
+    """The bytes every live session's upload holds (but one's own, when it replaces it)."""
+    return sum(o._last[1].nbytes for o in list(_OWNERS.values()) if o is not but and o._last)
 
 
 def owned(token: str, source: str) -> Upload | None:

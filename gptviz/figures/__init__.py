@@ -16,6 +16,7 @@ from .attention import (
     token_labels,
 )
 from .attribution import attribution_bars, attribution_heads
+from .features import activation_histogram, dose_response, feature_heatmap, logit_effect_bars
 from .heads import clicked_head, head_score_grid
 from .lens import lens_grid, site_label, target_depth
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
@@ -25,6 +26,10 @@ from .style import LOSS_AXIS, LOSS_UNIT, mean_loss, number, presentation, style
 from .tokens import loss_bars, token_chips_html, topk_bars
 
 __all__ = [
+    "activation_histogram",
+    "dose_response",
+    "feature_heatmap",
+    "logit_effect_bars",
     "LOSS_AXIS",
     "LOSS_UNIT",
     "attention_heatmap",

@@ -20,6 +20,8 @@ NAN = "#d62728"  # red, everywhere: NaN the model computed (NaN or Inf weights u
 BLUE = "#1f6fb4"  # the main series: bars, lines, boxes
 ORANGE = "#e4572e"  # the second series, or the one chosen
 INK = "#333333"  # reference lines
+TEXT = "#262730"  # every figure's text: dark on the white paper, whatever the page's theme
+TEXT_SOFT = "#4d5060"  # tick labels
 FONT_FAMILY = "Inter, 'Source Sans Pro', Arial, sans-serif"
 MASKED_NOTE = "grey = masked (a key after its query: not read)"
 NAN_NOTE = "red = NaN computed by the model"
@@ -377,7 +379,37 @@ def presentation(fig: go.Figure, on: bool = True) -> go.Figure:
         _present(spec)
     else:
         _colorbar_compact(spec, FONT - 1)
+    _ink(spec)
     return from_spec(spec)
+
+
+def _ink(spec: dict) -> None:
+    """Dark text wherever a figure leaves its colour unset. The paper is white, and Streamlit's
+    theme in dark mode (many students' laptops) colours unset text near-white: titles, axes and
+    ticks became white on white. Colours a builder set (red NaN notes) stay. In place."""
+
+    def default(d: dict, path: str, colour: str) -> None:
+        *parents, last = path.split(".")
+        node = _node(d, ".".join(parents)) if parents else d
+        node.setdefault(last, colour)
+
+    layout = spec.setdefault("layout", {})
+    for path in ("font.color", "title.font.color", "title.subtitle.font.color", "legend.font.color"):
+        default(layout, path, TEXT)
+    for axis in _axes(layout):
+        default(layout, f"{axis}.tickfont.color", TEXT_SOFT)
+        default(layout, f"{axis}.title.font.color", TEXT)
+    for a in layout.get("annotations", []):
+        default(a, "font.color", TEXT)
+    bars = [_node(layout, "coloraxis.colorbar")] if "coloraxis" in layout else []
+    for tr in spec.get("data", ()):
+        if tr.get("type", "scatter") in _colorbar_traces() and tr.get("showscale") is not False:
+            bars.append(_node(tr, "colorbar"))
+        if isinstance(tr.get("marker"), dict) and ("colorscale" in tr["marker"] or "colorbar" in tr["marker"]):
+            bars.append(_node(tr, "marker.colorbar"))
+    for bar in bars:
+        default(bar, "tickfont.color", TEXT_SOFT)
+        default(bar, "title.font.color", TEXT)
 
 
 def _present(spec: dict) -> None:

@@ -28,7 +28,7 @@ from .style import (
 _CHIP = (
     '<span title="{tip}" style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
     'border:1px solid #bbb;background:{bg};font-family:monospace;line-height:1.2;text-align:center">'
-    '<span style="font-size:0.7em;color:#555">{i}·{id}</span><br><b>{tok}</b></span>'
+    '<span style="font-size:0.7em;color:#555">{head}</span><br><b>{tok}</b></span>'
 )
 
 
@@ -45,11 +45,13 @@ def token_chips_html(
     values: Sequence[float | None] | None = None,
     vmax: float | None = None,
     unit: str = "",
+    show_values: bool = False,
 ) -> str:
     """Tokens as HTML chips 'index·id / token'. With values (one per token), each chip is coloured
     from white (0) to orange-red (vmax) and its tooltip shows the value; None = no value (pale grey,
     e.g. the first token, which nothing predicts); NaN = the model computed NaN (NAN red, the colour
-    NaN has on every chart, so it is never taken for a white "certain"). Text is HTML-escaped."""
+    NaN has on every chart, so it is never taken for a white "certain"). Text is HTML-escaped.
+    show_values: each chip's small line shows its value (readable without hovering), "—" where none."""
     chips = []
     if values is not None and vmax is None:
         finite = [v for v in values if v is not None and np.isfinite(v)]
@@ -63,7 +65,10 @@ def token_chips_html(
             bg, tip = _heat(v / vmax) if vmax else _heat(0), f"{tip}, {v:.3f} {unit}"
         else:
             bg, tip = NAN, f"{tip}, NaN (the model computed NaN here)"
-        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, i=i, id=int(tid), tok=html_text(tok)))
+        head = f"{i}·{int(tid)}"
+        if show_values:
+            head = "—" if v is None else (f"{v:.2f}" if np.isfinite(v) else "NaN")
+        chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, head=html.escape(head), tok=html_text(tok)))
     return '<div style="line-height:2.6">' + "".join(chips) + "</div>"
 
 

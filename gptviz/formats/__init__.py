@@ -14,8 +14,8 @@ import torch
 from ..devices import check_dtype, resolve_device
 from ..errors import CheckpointError, GptvizError
 from .bundle import Bundle, LoadReport
-from .hf_decoders import DECODERS, load_hf_decoder, refuse_model_type
-from .hf_gpt2 import is_hf, load_hf_gpt2
+from .hf_decoders import KNOWN, load_hf_decoder, refuse_model_type
+from .hf_gpt2 import is_hf
 from .inmemory import MemoryPath
 from .nanogpt import is_nanogpt, load_nanogpt
 from .native import is_native, load_native, save
@@ -61,11 +61,9 @@ def load(
 
 
 def load_hf(path: Path, device: torch.device, dtype: str = "auto") -> Bundle:
-    """A Hugging Face directory, by its config.json's model_type: GPT-2, or one of the decoder families."""
+    """A Hugging Face directory, by its config.json's model_type: one of the families in families.py."""
     kind = read_json(path / "config.json").get("model_type")
-    if kind == "gpt2":
-        return load_hf_gpt2(path, device, dtype)
-    if kind in DECODERS:
+    if kind in KNOWN:
         return load_hf_decoder(path, device, dtype)
     raise refuse_model_type(kind, path / "config.json")
 

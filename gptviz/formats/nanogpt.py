@@ -20,6 +20,7 @@ import torch
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError, summarise
 from ..tokenizers import CharTokenizer, Tokenizer, gpt2
+from ..tokenizers.vet import VocabularyTooLarge
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_from_state, finish
 from .hf_gpt2 import hf_tokenizer
 from .safe import safe_unpickle, shapes_of, state_dict, torch_load, torch_load_mapped
@@ -128,13 +129,16 @@ def nanogpt_tokenizer(file: Path, vocab_size: int, meta: Path | None = None) -> 
         return vocab_from_meta(meta_path, vocab_size), ""
     if meta is not None:
         raise CheckpointError(f"{meta}: no such file")
-    beside, _ = hf_tokenizer(file.parent)
+    try:
+        beside, _ = hf_tokenizer(file.parent, vocab_size)
+        count = beside.vocab_size if beside is not None else 0
+    except VocabularyTooLarge as e:  # counted before the library built it
+        beside, count = None, e.count
+    if count > vocab_size:
+        raise CheckpointError(
+            f"{file.parent}: the tokenizer beside {file.name} has {count} tokens but the model only {vocab_size} ids"
+        )
     if beside is not None:
-        if beside.vocab_size > vocab_size:
-            raise CheckpointError(
-                f"{file.parent}: the tokenizer beside {file.name} has {beside.vocab_size} tokens "
-                f"but the model only {vocab_size} ids"
-            )
         return beside, ""
     if vocab_size in gpt2.VOCAB_SIZES and gpt2.available():
         return gpt2.gpt2_tokenizer(), (

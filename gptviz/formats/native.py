@@ -69,7 +69,9 @@ def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | N
         if not file.exists():
             raise CheckpointError(f"{file}: file not found; config.json names it as the BPE tokenizer")
         check_file(file, MAX_TOKENIZER_BYTES, "tokenizer file")
-        tokenizer = BPETokenizer.from_file(file, special_tokens=spec.get("special_tokens") is True)
+        tokenizer = BPETokenizer.from_file(
+            file, special_tokens=spec.get("special_tokens") is True, vocab_size=vocab_size
+        )
     else:
         shown = repr(kind) if len(repr(kind)) < 40 else repr(kind)[:37] + "..."
         raise CheckpointError(f"{source}: tokenizer kind {shown} is not supported; use 'char' or 'bpe'")

@@ -14,22 +14,22 @@ and a short note for the class:
     head = 1
     highlight = { row = 30 }            # or { cell = [30, 10] }, or { token = 5 }
 
-A lesson file is untrusted input (a teacher's upload or a path): it is size-bounded, every key is
-checked against the ones below and an unknown one is refused with one line naming it and where.
+A lesson file is untrusted input (a teacher's upload or a path): it is size-bounded and bounded in
+what tomllib would pay for before tomllib reads it (bounded_toml.py), parsed once per content, every
+key is checked against the ones below and an unknown one is refused with one line naming it and where.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GptvizError
-
-try:  # Python 3.11+; tomli is the same parser for 3.10 (requirements.txt)
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
+from .bounded_toml import TomlBoundError, load, tomllib
 
 MAX_BYTES = 64 * 1024  # a lesson of 30 slides with long notes is ~10 KB
 MAX_SLIDES = 60
@@ -104,6 +104,11 @@ class Lesson:
     slides: tuple[Slide, ...]
     description: str = ""
     origin: str = field(default="shipped", compare=False)  # "shipped", "upload" or "file"
+    lines: tuple[int, ...] = field(default=(), compare=False)  # each slide's [[slides]] line in the file
+
+    def where(self, i: int) -> str:
+        """How a message names slide i (0-based): with its line in the file when known."""
+        return f"line {self.lines[i]}, slide {i + 1}" if i < len(self.lines) else f"slide {i + 1}"
 
 
 def _text(where: str, key: str, value) -> str:
@@ -140,8 +145,8 @@ def _highlight(where: str, value) -> Highlight:
     return Highlight(kind, (_index(where, kind, at),))
 
 
-def _slide(i: int, raw) -> Slide:
-    where = f"slide {i + 1}"
+def _slide(i: int, raw, lines: tuple[int, ...] = ()) -> Slide:
+    where = f"line {lines[i]}, slide {i + 1}" if i < len(lines) else f"slide {i + 1}"
     if not isinstance(raw, dict):
         raise LessonError(f"{where}: a slide is a table ([[slides]]), not {type(raw).__name__}")
     _unknown(where, raw, SLIDE_KEYS, "a slide")
@@ -171,16 +176,44 @@ def _slide(i: int, raw) -> Slide:
     return Slide(**kw)
 
 
+MAX_PARSED = 64  # lessons kept parsed (by content): every rerun and every session asks again
+_PARSED: OrderedDict[tuple[str, str, str], Lesson | LessonError] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+
+
 def parse_lesson(data: bytes | str, name: str = "lesson", origin: str = "file") -> Lesson:
     """A lesson from the text of its TOML file. Raises LessonError (one line) on anything wrong:
-    too large, not TOML, an unknown or mistyped key, no slides."""
+    too large, not TOML, over bounded_toml's bounds, an unknown or mistyped key, no slides. Each
+    content is parsed once per process (its answer, a lesson or the error, kept by its hash)."""
     raw = data.encode() if isinstance(data, str) else bytes(data)
     if len(raw) > MAX_BYTES:
         raise LessonError(f"{name}: {len(raw):,} bytes; a lesson file may have at most {MAX_BYTES:,}")
+    key = (hashlib.sha256(raw).hexdigest(), name, origin)
+    with _PARSED_LOCK:
+        found = _PARSED.get(key)
+        if found is not None:
+            _PARSED.move_to_end(key)
+    if found is None:
+        try:
+            found = _parse(raw, name, origin)
+        except LessonError as e:
+            found = e
+        with _PARSED_LOCK:
+            _PARSED[key] = found
+            while len(_PARSED) > MAX_PARSED:
+                _PARSED.popitem(last=False)
+    if isinstance(found, LessonError):
+        raise LessonError(str(found))
+    return found
+
+
+def _parse(raw: bytes, name: str, origin: str) -> Lesson:
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
+        doc, lines = load(raw)
     except UnicodeDecodeError:
         raise LessonError(f"{name}: not UTF-8 text") from None
+    except TomlBoundError as e:
+        raise LessonError(f"{name}: refused, {e} (a lesson needs far fewer)") from None
     except tomllib.TOMLDecodeError as e:
         raise LessonError(f"{name}: not valid TOML ({str(e).splitlines()[0][:200]})") from None
     _unknown(name, doc, LESSON_KEYS, "a lesson")
@@ -189,12 +222,14 @@ def parse_lesson(data: bytes | str, name: str = "lesson", origin: str = "file") 
         raise LessonError(f"{name}: no slides (add [[slides]] tables)")
     if len(slides) > MAX_SLIDES:
         raise LessonError(f"{name}: {len(slides)} slides; a lesson may have at most {MAX_SLIDES}")
+    lines = lines if len(lines) == len(slides) else ()  # slides = [...] inline: no header lines
     return Lesson(
         name=name,
         title=_text("lesson", "title", doc.get("title", name)),
         description=_text("lesson", "description", doc.get("description", "")),
-        slides=tuple(_slide(i, s) for i, s in enumerate(slides)),
+        slides=tuple(_slide(i, s, lines) for i, s in enumerate(slides)),
         origin=origin,
+        lines=lines,
     )
 
 

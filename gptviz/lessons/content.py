@@ -53,6 +53,12 @@ def num(x: float) -> str:
     return "0.0000" if s == "-0.0000" else s.replace("-", "−")
 
 
+def mass_label(T: int) -> str:
+    """What a future attention mass is, said where it is shown: a sum over the rows (each row's
+    weights add up to 1), so it runs from 0 to T - 1; a class otherwise reads it as a probability."""
+    return f"future attention mass (weight on later keys, summed over {T} rows: 0 to {T - 1})"
+
+
 def shown(a: np.ndarray, rows, columns) -> pd.DataFrame:
     """A small matrix as text cells (num), with query/key labels: what a slide's table shows."""
     a = np.atleast_2d(np.asarray(a, dtype=np.float64))
@@ -103,7 +109,7 @@ def _tiny_head(slide: Slide) -> Content:
     mask = np.tril(np.ones((3, 3), bool)) if slide.mask else np.ones((3, 3), bool)
     title = "weights = softmax(Q·Kᵀ ÷ √d_k)" + ("" if slide.mask else " · mask OFF")
     fig = mark(small_heatmap(r["weights"], TOY_TOKENS, title, mask), slide.highlight, 3)
-    facts = (("future attention mass", num(r["future_mass"])), ("d_k", str(r["Q"].shape[1])))
+    facts = ((mass_label(3), num(r["future_mass"])), ("d_k", str(r["Q"].shape[1])))
     return Content(
         fig,
         f"input X ({slide.preset} numbers), one row per token",
@@ -124,7 +130,7 @@ def _mask(slide: Slide) -> Content:
         fig,
         "scores after the mask (query rows, key columns)" if slide.mask else "scores (nothing hidden)",
         shown(masked, four, four),
-        (("future attention mass", num(m["future_mass"])), ("causal mask", "on" if slide.mask else "off")),
+        ((mass_label(4), num(m["future_mass"])), ("causal mask", "on" if slide.mask else "off")),
         "A key after its query gets −∞ before the softmax, so its weight is exactly 0.",
     )
 
@@ -157,10 +163,13 @@ def _softmax(slide: Slide) -> Content:
     )
 
 
-def _labels(bundle: Bundle, trace: Trace) -> list[str]:
+def _labels(bundle: Bundle, trace: Trace, for_plotly: bool = True) -> list[str]:
+    """'position token' labels: escaped for Plotly (which reads tags in ticks), or as plain text for
+    a table or a title, where an escape would show as itself (`&gt;`)."""
     ids = [int(i) for i in trace.token_ids]
     tok = bundle.tokenizer
-    return figures.token_labels(tok.display(ids) if tok is not None else [str(i) for i in ids])
+    tokens = tok.display(ids) if tok is not None else [str(i) for i in ids]
+    return figures.token_labels(tokens) if for_plotly else [f"{i} {t}" for i, t in enumerate(tokens)]
 
 
 def _row(slide: Slide, T: int) -> int:
@@ -170,7 +179,9 @@ def _row(slide: Slide, T: int) -> int:
 
 
 def _where_it_looks(w: np.ndarray, labels: list[str], row: int, k: int = 5) -> pd.DataFrame:
-    order = np.argsort(-np.nan_to_num(w[row], nan=-1.0), kind="stable")[:k]
+    """The k keys the row weighs most; a masked key (no weight at all, NaN in the matrix) is never one."""
+    readable = np.flatnonzero(np.isfinite(w[row]))
+    order = readable[np.argsort(-w[row, readable], kind="stable")][:k]
     return pd.DataFrame({"key": [labels[j] for j in order], "weight": [num(float(w[row, j])) for j in order]})
 
 
@@ -183,6 +194,7 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=attention_mask(trace, layer))
     mark(fig, slide.highlight, T)
     row = _row(slide, T)
+    words = _labels(bundle, trace, for_plotly=False)
     scores = analysis.head_scores(trace)
     mine = scores[(scores["layer"] == layer) & (scores["head"] == head)].iloc[0]
     facts = (
@@ -192,8 +204,8 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     )
     return Content(
         fig,
-        f"where query {labels[row]} looks (top 5 keys)",
-        _where_it_looks(w, labels, row),
+        f"where query {words[row]} looks (top 5 keys)",
+        _where_it_looks(w, words, row),
         facts,
         "Rows are queries (who reads), columns keys (what is read); grey cells are masked (not read).",
     )
@@ -240,7 +252,7 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     mark(fig, slide.highlight, T)
     table = pd.DataFrame(
         {
-            "": ["future attention mass", "mean loss (nats)"],
+            "": [mass_label(T), "mean loss (nats per token)"],
             "with the mask": [num(lk.masked.future_mass[layer, head]), num(lk.masked.mean_loss)],
             "without": [num(lk.unmasked.future_mass[layer, head]), num(lk.unmasked.mean_loss)],
         }

@@ -12,7 +12,7 @@ ray_engine.py are the two engines (same Partials, same merge), store.py reads an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +22,13 @@ import pandas as pd
 from ..analysis.heads import SCORES
 from ..checks import whole
 from ..errors import GptvizError
+from ..features.sites import check_fits
 from .corpus import Corpus, ScanDataError, read_corpus
+from .features import FeatureScan
 from .local import default_batch_size, run_local
-from .reduce import Partial
-from .store import COLUMNS, ScanFolderError, check_space, estimate_bytes, read, write
+from .reduce import EXTRAS, Partial
+from .store import COLUMNS, OPTIONAL, ScanFolderError, check_space, estimate_bytes, read, write
+from .validate import check
 
 ENGINES = ("local", "ray")
 DEFAULT_WINDOW = 128
@@ -43,6 +46,13 @@ class Scan:
     heads: pd.DataFrame
     summary: dict
     head_windows: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_windows"])))
+    # per window and head, what HeadVis's metrics and samples need (reduce.EXTRAS; gptviz.scanning.heads)
+    head_attention: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["head_attention"])))
+    # with saes=[...]: each feature's strongest contexts, and how often it fires (scanning/features.py)
+    features: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["features"])))
+    feature_density: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["feature_density"]))
+    )
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {
@@ -51,6 +61,8 @@ class Scan:
             "neurons": self.neurons,
             "heads": self.heads,
             "head_windows": self.head_windows,
+            "head_attention": self.head_attention,
+            **({"features": self.features, "feature_density": self.feature_density} if len(self.features) else {}),
         }
 
 
@@ -114,7 +126,23 @@ def tables(corpus: Corpus, part: Partial, L: int, H: int) -> dict[str, pd.DataFr
         }
     )
     heads = head_windows.drop(columns="window").groupby(["layer", "head"], as_index=False).mean()
-    return {"windows": windows, "tokens": tokens, "neurons": neurons, "heads": heads, "head_windows": head_windows}
+    head_attention = pd.DataFrame(
+        {
+            "window": head_windows["window"],
+            "layer": head_windows["layer"],
+            "head": head_windows["head"],
+            **{e: part.head_extra[..., i].reshape(-1) for i, e in enumerate(EXTRAS)},
+            "induction_queries": np.repeat(part.induction_queries, L * H),
+        }
+    )
+    return {
+        "windows": windows,
+        "tokens": tokens,
+        "neurons": neurons,
+        "heads": heads,
+        "head_windows": head_windows,
+        "head_attention": head_attention,
+    }
 
 
 def scan(
@@ -129,7 +157,9 @@ def scan(
     device: str | None = None,
     batch_size: int | None = None,
     ray_address: str | None = None,
+    ray_timeout: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    saes: Sequence = (),
 ) -> Scan:
     """Scan a corpus (see DESIGN.md, "the corpus scan").
 
@@ -137,9 +167,12 @@ def scan(
     data: a .txt file, a folder of .txt files, a .jsonl or .parquet file with a `text` column, a
     list of strings, or a list of token-id lists. engine: "local" (this process) or "ray" (Ray
     Data: the cluster RAY_ADDRESS or ray_address names, else a Ray started here and stopped after).
+    ray_timeout: seconds to wait for that cluster (default $GPTVIZ_RAY_TIMEOUT, else 30).
     progress(done, total): called with the windows done so far. device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
     on purpose is an error). k: contexts kept per neuron.
+    saes: SAEs (gptviz.load_sae) read in the same pass: `scan.features` (feature, rank, value, window,
+    position, and `sae`, its index in saes) and `scan.feature_density` (how often each fires).
     """
     if engine not in ENGINES:
         raise GptvizError(f"unknown engine {engine!r}; choose local or ray")
@@ -155,6 +188,11 @@ def scan(
         raise GptvizError(f"window {window} is longer than the model reads (block_size={cfg.block_size})")
     if not isinstance(k, int) or k < 1:
         raise GptvizError(f"k must be a positive integer, got {k!r}")
+    saes = list(saes)
+    if saes and engine != "local":
+        raise GptvizError("a scan with saes= runs on the local engine for now")
+    for sae in saes:
+        check_fits(sae, model)
     corpus = read_corpus(data, tokenizer, window, cfg.vocab_size)
     n_neurons = model.transformer.h[0].mlp.c_proj.in_features
     if out is not None:  # before the model runs: a corpus too large for the disk costs nothing
@@ -172,8 +210,9 @@ def scan(
 
     if progress is not None:
         progress(0, total)
+    features = FeatureScan(saes, k) if saes else None
     if engine == "local":
-        acc = run_local(model, corpus.windows, k, batch_size, step)
+        acc = run_local(model, corpus.windows, k, batch_size, step, features)
     else:
         from .ray_engine import run_ray
 
@@ -184,6 +223,7 @@ def scan(
             batch_size,
             step,
             ray_address=ray_address,
+            ray_timeout=ray_timeout,
             device=device,
         )
     part = acc.result()
@@ -202,9 +242,17 @@ def scan(
         "data": str(data) if isinstance(data, (str, Path)) else f"a list of {corpus.docs} documents",
         "doc_names": corpus.names[:1000],  # where each document came from (the first 1,000)
     }
-    s = Scan(**{k_: v for k_, v in result.items() if k_ != "head_windows"}, summary=summary)
-    s.head_windows = result["head_windows"]
+    s = Scan(**result, summary=summary)
+    if features is not None:
+        found = features.tables()
+        s.features, s.feature_density = found["features"], found["feature_density"]
+        summary["saes"] = [getattr(sae, "path", None) or repr(sae) for sae in saes]
     if out is not None:
+        if (
+            features is None and Path(out).is_dir()
+        ):  # a previous scan's feature tables in this folder would be read as this one's
+            for name in ("features", "feature_density"):
+                (Path(out) / f"{name}.parquet").unlink(missing_ok=True)
         write(Path(out), s.tables(), summary)
     return s
 
@@ -212,11 +260,12 @@ def scan(
 def load_scan(folder: str | Path) -> Scan:
     """A scan written with out= (or `python -m gptviz scan --out`), read back and checked."""
     found, summary = read(Path(folder))
+    check(Path(folder).expanduser(), found, summary)  # what the tables hold, against the contract
     return Scan(
         found["windows"],
         found["tokens"],
         found["neurons"],
         found["heads"],
         summary,
-        found.get("head_windows", pd.DataFrame(columns=list(COLUMNS["head_windows"]))),
+        *(found.get(name, pd.DataFrame(columns=list(COLUMNS[name]))) for name in OPTIONAL),
     )

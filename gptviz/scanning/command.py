@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from .. import cli_args
@@ -27,8 +28,21 @@ def add_arguments(p) -> None:
     p.add_argument("--k", type=cli_args.whole(1), default=20, help="strongest contexts kept per neuron (default: 20)")
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default) or ray")
     p.add_argument("--ray-address", help="a Ray cluster to use (default: $RAY_ADDRESS, else a Ray started here)")
+    p.add_argument(
+        "--ray-timeout",
+        type=cli_args.number(0, above=True),
+        help="seconds to wait for the Ray cluster (default: $GPTVIZ_RAY_TIMEOUT, else 30)",
+    )
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+    p.add_argument(
+        "--threads", type=cli_args.whole(1), help="torch CPU threads (default: one per core, OpenMP waiting passively)"
+    )
     p.add_argument("--batch-size", type=cli_args.whole(1), help="windows per batch (default: 2,048 tokens' worth)")
+    p.add_argument(
+        "--headvis",
+        type=path,
+        help="also write the heads as HeadVis data (Neuronpedia's load-head-metrics / load-head-sequences read it)",
+    )
     p.add_argument("--progress-file", type=path, help="also write progress as JSON to this file (for the dashboard)")
 
 
@@ -65,6 +79,7 @@ def run(args) -> None:
             device=args.device,
             batch_size=args.batch_size,
             ray_address=args.ray_address,
+            ray_timeout=args.ray_timeout,
             progress=progress,
         )
     except BaseException as e:
@@ -72,6 +87,18 @@ def run(args) -> None:
         write_progress(args.progress_file, state="error", message=" ".join(str(e).split()) or type(e).__name__)
         raise
     bar.close()
+    if args.headvis:
+        from ..formats import load
+        from .headvis import write_headvis
+
+        started = time.perf_counter()
+        bundle = load(args.checkpoint, device=args.device)
+        write_headvis(bundle.model, s, Path(args.headvis), bundle.tokenizer, model_name=str(args.checkpoint))
+        cfg, took = bundle.model.config, time.perf_counter() - started
+        print(
+            f"wrote HeadVis data for {cfg.n_layer * cfg.n_head} heads to {args.headvis} in {took:.1f} s "
+            f"({1 + took / max(s.summary['seconds'], 1e-9):.2f}x the scan's time)"
+        )
     sm = s.summary
     write_progress(args.progress_file, done=sm["windows"], total=sm["windows"], state="done", out=str(args.out))
     print(

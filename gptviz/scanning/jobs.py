@@ -34,13 +34,19 @@ MAX_KEPT = 20
 OWN_FOLDER = re.compile(r"(upload-)?[0-9a-f]{12}")  # the names private_folder is given below
 
 
+def scans_path() -> Path:
+    """Where the page's scans go (scans_root makes and checks it)."""
+    return Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans")
+
+
 def scans_root() -> Path:
     """Where the page's scans go: private to this user (0700), never through a symlink (scanning/private.py)."""
-    return private_root(Path(os.environ.get(SCANS_ENV) or Path(tempfile.gettempdir()) / "gptviz-scans"))
+    return private_root(scans_path())
 
 
 _JOBS: dict[str, subprocess.Popen] = {}  # job id -> the scan process this server started
 _FOLDERS = threading.Lock()  # the scans folder's pruning, and a new folder with its scan process
+_CLIENTS: dict[str, str] = {}  # job id -> the client (its address) that started it
 
 
 @dataclass
@@ -62,25 +68,34 @@ def _live() -> list[subprocess.Popen]:
     return [proc for proc in list(_JOBS.values()) if proc.poll() is None]
 
 
-def check_room() -> None:
-    """GptvizError when MAX_RUNNING_SCANS already run (a finished one no longer counts): start_scan asks
-    before it saves an uploaded corpus, so a refused scan leaves nothing behind."""
+def check_room(client: str = "") -> None:
+    """GptvizError when MAX_RUNNING_SCANS already run (a finished one no longer counts), or when this
+    client (an address; "" for none) already runs one: start_scan asks before it saves an uploaded
+    corpus, so a refused scan leaves nothing behind."""
     busy = len(_live())
     if busy >= MAX_RUNNING_SCANS:
         raise GptvizError(f"{busy} scans are running on this server already; start this one when one ends")
+    if client and any(c == client and running(i) for i, c in list(_CLIENTS.items())):
+        raise GptvizError("a scan from this computer is still running on this class server; wait for it to end")
 
 
-def start_scan(checkpoint: Path, data: Path | tuple[str, bytes], window: int, k: int, device: str = "cpu") -> Job:
+def start_scan(
+    checkpoint: Path, data: Path | tuple[str, bytes], window: int, k: int, device: str = "cpu", client: str = ""
+) -> Job:
     """Start `python -m gptviz scan` for this checkpoint and corpus (a path, or an upload's (name,
-    bytes), saved first); return at once. GptvizError when MAX_RUNNING_SCANS already run (check_room),
-    and then nothing is saved."""
+    bytes), saved first); return at once. GptvizError when MAX_RUNNING_SCANS already run, or this
+    client runs one (check_room; a class server passes the address), and then nothing is saved."""
     # room checked, upload saved, folders pruned, made and the scan registered at once: another
     # session's prune or upload cannot come in between and remove this scan's corpus
     with _FOLDERS:
-        check_room()
+        check_room(client)
         if isinstance(data, tuple):
             data = _save_upload(*data)
-        return _start(checkpoint, data, window, k, device)
+        job = _start(checkpoint, data, window, k, device)
+        for old in [i for i in list(_CLIENTS) if not running(i)]:  # ended scans: their clients may start anew
+            _CLIENTS.pop(old, None)
+        _CLIENTS[job.id] = client
+        return job
 
 
 def _start(checkpoint: Path, data: Path, window: int, k: int, device: str) -> Job:

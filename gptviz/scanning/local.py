@@ -24,11 +24,18 @@ def default_batch_size(window: int) -> int:
 
 
 def run_local(
-    model, windows: Sequence[Window], k: int, batch_size: int, progress: Callable[[int], None] | None = None
+    model,
+    windows: Sequence[Window],
+    k: int,
+    batch_size: int,
+    progress: Callable[[int], None] | None = None,
+    features=None,
 ) -> Accumulator:
     acc = Accumulator(k)
     for group in batches(windows, batch_size):
-        acc.add(run_batch(model, [w.window for w in group], [w.ids for w in group], k))
+        acc.add(run_batch(model, [w.window for w in group], [w.ids for w in group], k, features))
+        if features is not None:
+            features.add([w.window for w in group])
         if progress is not None:
             progress(len(group))
     return acc

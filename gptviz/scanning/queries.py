@@ -14,8 +14,6 @@ from ..shipped import shipped_dir
 from . import Scan
 
 SAMPLES_ENV = "GPTVIZ_SAMPLES_DIR"  # another samples/ folder (read by shipped_dir): samples/<name>/, samples/scans/
-CONTEXT_BEFORE = 24  # tokens shown before a neuron's strongest token
-CONTEXT_AFTER = 8
 
 
 def samples_dir() -> Path:
@@ -68,9 +66,19 @@ def window_losses(scan: Scan, window: int, n: int) -> np.ndarray:
     return out
 
 
+def short_length(scan: Scan) -> int:
+    """Windows of fewer tokens than this are "short" (a document's tail): a quarter of the scan's window."""
+    full = int(scan.summary.get("window") or scan.windows["n_tokens"].max() or 2)
+    return max(2, full // 4)
+
+
 def windows_by_loss(scan: Scan, display) -> pd.DataFrame:
-    """Every window, the worst first, with the start of its text."""
+    """Every window, the worst first, with its document's name, whether it is short (a document's
+    tail, whose loss is a mean of few tokens) and the start of its text."""
     df = scan.windows.sort_values("loss", ascending=False)[["window", "doc", "start", "n_tokens", "loss"]]
+    names = scan.summary.get("doc_names") or []
+    df.insert(2, "document", [str(names[d]) if 0 <= d < len(names) else f"document {d}" for d in df["doc"]])
+    df.insert(5, "short", df["n_tokens"] < short_length(scan))
     ids = scan.windows.set_index("window")["token_ids"]
     df["text"] = ["".join(display(list(ids[w])[:48])) for w in df["window"]]
     return df.reset_index(drop=True)
@@ -83,10 +91,9 @@ def neuron_contexts(scan: Scan, layer: int, neuron: int) -> pd.DataFrame:
 
 
 def context(scan: Scan, window: int, position: int) -> tuple[list[int], int]:
-    """The tokens around a position of a window (ids) and where that position falls in them."""
-    ids = window_ids(scan, window)
-    a = max(0, position - CONTEXT_BEFORE)
-    return ids[a : position + CONTEXT_AFTER + 1].tolist(), position - a
+    """The context of a position: its whole window (ids; what the model read, and what followed) and
+    where the position falls in it."""
+    return window_ids(scan, window).tolist(), position
 
 
 def neurons_for_token(scan: Scan, token_id: int, top: int = 50) -> pd.DataFrame:

@@ -3,9 +3,10 @@
 A dataset holds one row per batch (the same groups local.batches() makes, so both engines pad and
 reduce identically); `map_batches` runs a callable class over an actor pool, so each worker loads
 the model once (from the checkpoint path, or from weights put in the object store) and returns
-each batch's Partial as a plain .npz. The driver merges them as they stream in (the top-k merge is
-exact in any order). The cluster is the one `ray_address=` or $RAY_ADDRESS names; else a Ray is
-started on this machine with bounded CPUs and object-store memory, and shut down after.
+the Partial of the batches it was given, merged there, as a plain .npz. The driver merges those as
+they stream in (the top-k merge is exact in any order): a few per worker, not one per batch. The
+cluster is the one `ray_address=` or $RAY_ADDRESS names; else a Ray is started on this machine with
+bounded CPUs and object-store memory, and shut down after.
 
 Only this module imports ray, and only when the Ray engine is asked for.
 """
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,9 +28,14 @@ from .corpus import Window
 from .local import batches
 from .reduce import Accumulator, Partial
 
+CALLS_PER_ACTOR = 4  # a worker merges its batches into this many partials (more: finer progress)
 LOCAL_MAX_CPUS = 8  # a Ray started here takes at most this many cores ...
 LOCAL_OBJECT_STORE = 256 * 2**20  # ... and this much shared memory for batches and partials (more for
 # a model handed over in memory, whose weights go through the object store)
+
+
+DEFAULT_TIMEOUT = 30.0  # seconds to wait for a cluster that does not answer
+TIMEOUT_ENV = "GPTVIZ_RAY_TIMEOUT"
 
 
 class RayEngineError(GptvizError, RuntimeError):
@@ -57,13 +66,16 @@ class ScanWorker:
             self.model = self.model.to(device).eval()
 
     def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Several batches, merged here into one Partial: the driver merges one per call, not one per
+        batch (its top-k merge of a GPT-2-sized model's neurons costs about as much as a batch)."""
         from .reduce import run_batch
 
-        parts = []
-        for windows, ids, lengths, k in zip(rows["windows"], rows["ids"], rows["lengths"], rows["k"]):
+        acc = Accumulator(int(rows["k"][0]))
+        for windows, ids, lengths in zip(rows["windows"], rows["ids"], rows["lengths"]):
             batch = np.split(np.asarray(ids, dtype=np.int64), np.cumsum(lengths)[:-1])
-            parts.append(run_batch(self.model, list(windows), batch, int(k)).to_bytes())
-        return {"part": np.array(parts, dtype=object), "n": np.array([len(w) for w in rows["windows"]])}
+            acc.add(run_batch(self.model, list(windows), batch, acc.k))
+        n = sum(len(w) for w in rows["windows"])
+        return {"part": np.array([acc.result().to_bytes()], dtype=object), "n": np.array([n])}
 
 
 def _weights(model) -> dict:
@@ -73,16 +85,96 @@ def _weights(model) -> dict:
     }
 
 
-def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE) -> bool:
+def connect_timeout(ray_timeout: float | None = None) -> float:
+    """Seconds to wait for a cluster: ray_timeout, else $GPTVIZ_RAY_TIMEOUT, else DEFAULT_TIMEOUT."""
+    value = ray_timeout if ray_timeout is not None else os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise RayEngineError(f"the Ray connect timeout must be a number of seconds, got {str(value)[:40]!r}") from None
+    if not 0 < seconds <= 3600:
+        raise RayEngineError(f"the Ray connect timeout must be between 0 and 3,600 seconds, got {seconds:g}")
+    return seconds
+
+
+# what an HTTP/2 client sends first (a gRPC server, as Ray's GCS is, answers with its own SETTINGS)
+HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Ask host:port in Python first, where a signal still ends the wait: where nothing listens, or
+    nothing answers a gRPC hello within timeout, say so in one line (Ray itself retries for minutes
+    inside its C++ client, logging each try). Addresses of other forms (ray://, auto) go to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as s:
+            s.sendall(HTTP2_HELLO)
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            s.recv(9)  # any answer will do (TLS, another protocol): Ray says what is wrong with it
+    except TimeoutError:
+        raise _silent(address, timeout) from None
+    except OSError as e:
+        refused = isinstance(e, ConnectionRefusedError)
+        why = "nothing listens there" if refused else (e.strerror or str(e) or "no answer")
+        raise RayEngineError(
+            f"cannot reach the Ray cluster at {address}: {why}; check --ray-address (or RAY_ADDRESS) and that "
+            "its head runs (`ray start --head`)"
+        ) from None
+
+
+def _silent(address: str, timeout: float) -> RayEngineError:
+    return RayEngineError(
+        f"the Ray cluster at {address} did not answer within {timeout:g} s (--ray-timeout, or "
+        f"{TIMEOUT_ENV}); check the address, and that it is a Ray head's"
+    )
+
+
+def _init_within(timeout: float, address: str, **kwargs) -> None:
+    """ray.init(address=...) that gives up after timeout seconds. Ray retries a silent address for
+    minutes inside its C++ client, where no Python signal handler runs, and its own SIGTERM handler
+    is installed first: so the call runs in a daemon thread (where Ray installs none, and SIGTERM
+    keeps its default: the process ends at once) and the caller waits for it at most timeout."""
+    import ray
+
+    box: dict[str, BaseException] = {}
+
+    def target() -> None:
+        try:
+            ray.init(address=address, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread as it is
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="gptviz-ray-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():  # the head answered _probe: Ray's client is the one left waiting
+        raise RayEngineError(f"Ray could not join the cluster at {address} within {timeout:g} s{AUTH_HINT}")
+    if "error" in box:
+        raise box["error"]
+
+
+AUTH_HINT = (
+    "; if the cluster uses token authentication (RAY_AUTH_MODE=token), give gptviz its token: "
+    "RAY_AUTH_TOKEN, or the file ~/.ray/auth_token (`ray get-auth-token` on the head prints it)"
+)
+
+
+def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE, ray_timeout: float | None = None) -> bool:
     """Join the named cluster or start a bounded Ray here; True when this call must shut it down."""
     import ray
+    from ray.exceptions import AuthenticationError
 
     if ray.is_initialized():
         return False
     address = ray_address or os.environ.get("RAY_ADDRESS")
+    timeout = connect_timeout(ray_timeout)
     try:
         if address:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+            _probe(address, timeout)
+            _init_within(timeout, address, log_to_driver=False, logging_level="ERROR")
         else:
             package_root = str(Path(__file__).resolve().parents[2])  # workers import this very gptviz
             path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
@@ -94,9 +186,18 @@ def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE) -> 
                 logging_level="ERROR",
                 runtime_env={"env_vars": {"PYTHONPATH": path}},
             )
+    except RayEngineError:
+        raise
+    except AuthenticationError as e:
+        first = " ".join(str(e.message).split())[:160]
+        raise RayEngineError(
+            f"the Ray cluster at {address} needs its authentication token ({first}){AUTH_HINT}"
+        ) from None
     except (ConnectionError, RuntimeError, ValueError) as e:
         where = f"the Ray cluster at {address}" if address else "a Ray on this machine"
-        raise RayEngineError(f"cannot start or reach {where}: {' '.join(str(e).split())[:200]}") from None
+        said = " ".join(str(e).split())[:200]
+        hint = AUTH_HINT if address and "auth" not in said.lower() else ""
+        raise RayEngineError(f"cannot start or reach {where}: {said}{hint}") from None
     return True
 
 
@@ -108,10 +209,12 @@ def run_ray(
     progress: Callable[[int], None] | None = None,
     *,
     ray_address: str | None = None,
+    ray_timeout: float | None = None,
     device: str | None = None,
     threads: int | None = None,
 ) -> Accumulator:
-    """source: a checkpoint path (each worker loads it) or a GPT (its weights go to the object store)."""
+    """source: a checkpoint path (each worker loads it) or a GPT (its weights go to the object store).
+    ray_timeout: seconds to wait for the cluster (connect_timeout)."""
     try:
         import ray
         import ray.data
@@ -120,7 +223,8 @@ def run_ray(
     device = device or ("cpu" if isinstance(source, (str, Path)) else str(source.device))
     # weights handed over in memory go through the object store: room for them and the batches
     weights = 0 if isinstance(source, (str, Path)) else sum(p.numel() * p.element_size() for p in source.parameters())
-    started_here = _connect(ray_address, max(LOCAL_OBJECT_STORE, 2 * weights + LOCAL_OBJECT_STORE // 2))
+    store = max(LOCAL_OBJECT_STORE, 2 * weights + LOCAL_OBJECT_STORE // 2)
+    started_here = _connect(ray_address, store, ray_timeout)
     try:
         logging.getLogger("ray.data").setLevel(logging.ERROR)  # our progress bar, not Ray Data's chatter
         ctx = ray.data.DataContext.get_current()
@@ -138,11 +242,14 @@ def run_ray(
             }
             for group in batches(windows, batch_size)
         ]
-        model_source = str(source) if isinstance(source, (str, Path)) else ray.put(_weights(source))
+        # a path as this machine names it: workers run in Ray's session folder, where a relative one is not
+        # batches per worker call: the driver merges at most CALLS_PER_ACTOR partials of each actor
+        group = -(-len(rows) // (actors * CALLS_PER_ACTOR))
+        model_source = str(Path(source).resolve()) if isinstance(source, (str, Path)) else ray.put(_weights(source))
         gpus = 1 if device.startswith("cuda") else 0
-        parts = ray.data.from_items(rows, override_num_blocks=min(len(rows), actors * 4)).map_batches(
+        parts = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // group)).map_batches(
             ScanWorker,
-            batch_size=1,
+            batch_size=group,
             compute=ray.data.ActorPoolStrategy(size=actors),
             fn_constructor_kwargs={"source": model_source, "device": device, "threads": threads},
             num_cpus=threads,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -31,6 +31,13 @@ from ..analysis.heads import SCORES
 from ..capture import edited
 from ..model import AttentionSpec, attention_weights
 from ..names import point
+
+# What each window adds per head besides SCORES, as Neuronpedia's HeadVis pipeline computes it
+# (utils/neuronpedia-utils/neuronpedia_utils/headvis/compute-head-metrics.py): the largest weight from a
+# query to a key, both past position 0 (HeadVis's "activation", which ranks and buckets windows); the
+# sums over the map of w·|q-k| and w·|q-k|²; the induction weights of at least INDUCTION_THRESHOLD, summed.
+EXTRAS = ("max_attention", "qk_distance_sum", "qk_distance_sq_sum", "induction_sum")
+INDUCTION_THRESHOLD = 0.01
 
 
 @dataclass
@@ -47,6 +54,9 @@ class Partial:
     top_value: np.ndarray  # [L, F, k] float32
     top_window: np.ndarray  # [L, F, k] int64
     top_position: np.ndarray  # [L, F, k] int32
+    # per window, for HeadVis's metrics and samples (EXTRAS order) and its induction denominator
+    head_extra: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0, len(EXTRAS))))  # [W, L, H, 4] float64
+    induction_queries: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # [W] int64
 
     def to_bytes(self) -> bytes:
         """A plain .npz (no pickles), how a Ray worker hands a partial to the driver."""
@@ -86,7 +96,18 @@ class Accumulator:
                 self.k,
             )
         # the per-window arrays stay; the partial's own top-k is dropped, already merged
-        self.parts.append(Partial(part.window, part.loss, part.n_tokens, part.token_loss, part.heads, *EMPTY))
+        self.parts.append(
+            Partial(
+                part.window,
+                part.loss,
+                part.n_tokens,
+                part.token_loss,
+                part.heads,
+                *EMPTY,
+                head_extra=part.head_extra,
+                induction_queries=part.induction_queries,
+            )
+        )
 
     @staticmethod
     def _top(part: Partial):
@@ -100,7 +121,18 @@ class Accumulator:
         order = np.argsort(np.concatenate([p.window for p in self.parts]), kind="stable")
         cat = lambda name: np.concatenate([getattr(p, name) for p in self.parts])[order]  # noqa: E731
         token_loss = np.concatenate([per_window[i] for i in order])
-        return Partial(cat("window"), cat("loss"), cat("n_tokens"), token_loss, cat("heads"), *self.top)
+        assert self.top is not None, "no partial was added"
+        top: tuple[np.ndarray, np.ndarray, np.ndarray] = self.top
+        return Partial(
+            cat("window"),
+            cat("loss"),
+            cat("n_tokens"),
+            token_loss,
+            cat("heads"),
+            *top,
+            head_extra=cat("head_extra"),
+            induction_queries=cat("induction_queries"),
+        )
 
 
 EMPTY = (np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.int32))
@@ -124,9 +156,33 @@ def head_scores_batch(q: Tensor, k: Tensor, patterns: Tensor, spec: AttentionSpe
     The same quantities as gptviz.analysis.heads.layer_head_scores_from_qk, for a batch, from the
     maps the model's own functions build with the layer's spec (its scale, soft-cap and window;
     1/√D and no window when None). Tests hold it to head_scores of a Trace per window."""
-    G, H, n, D = q.shape
+    return scores_from_maps(batch_maps(q, k, spec), patterns)
+
+
+def batch_maps(q: Tensor, k: Tensor, spec: AttentionSpec | None = None) -> Tensor:
+    """The attention maps of G windows of n tokens, as the model builds them: q, k [G, H, n, D] -> [G, H, n, n]."""
+    n, D = q.shape[-2:]
     spec = spec or AttentionSpec(scale=1.0 / math.sqrt(D))
-    w = attention_weights(spec.scores(q, k), spec.mask(n, q.device)).float()  # [G, H, n, n]
+    return attention_weights(spec.scores(q, k), spec.mask(n, q.device)).float()
+
+
+def extras_from_maps(w: Tensor, patterns: Tensor) -> Tensor:
+    """EXTRAS of every head of G windows: maps w [G, H, n, n], patterns [G, n, n, 3] -> [G, H, 4]."""
+    G, H, n, _ = w.shape
+    max_attention = w[..., 1:, 1:].amax(dim=(-2, -1))  # [G, H]; n >= 2
+    pos = torch.arange(n, device=w.device, dtype=torch.float32)
+    dist = (pos[:, None] - pos[None, :]).abs()  # [n, n]
+    qk = (w * dist).sum(dim=(-2, -1))
+    qk_sq = (w * dist.square()).sum(dim=(-2, -1))
+    induction = patterns[..., 2][:, None]  # [G, 1, n, n]
+    strong = torch.where(w >= INDUCTION_THRESHOLD, w, torch.zeros_like(w))
+    ind = (strong * induction).sum(dim=(-2, -1))
+    return torch.stack([max_attention, qk, qk_sq, ind], dim=-1)
+
+
+def scores_from_maps(w: Tensor, patterns: Tensor) -> Tensor:
+    """SCORES of every head of G windows: maps w [G, H, n, n], patterns [G, n, n, 3] -> [G, H, 6]."""
+    G, H, n, _ = w.shape
     total = w.sum(dim=(-2, -1))  # [G, H]
     hits = torch.bmm(w.reshape(G, H, n * n), patterns.reshape(G, n * n, 3)) / total[..., None]  # [G, H, 3]
     sink = w[..., 1:, 0].sum(-1) / (n - 1)  # n >= 2: a window of one token is never scanned
@@ -145,6 +201,11 @@ class _Layers:
         self.patterns = {n: batch_patterns(idx[rows, :n]) for n, rows in self.groups}
         self.q: Tensor | None = None
         self.heads: dict[int, Tensor] = {}  # layer -> [B, H, scores]
+        self.extra: dict[int, Tensor] = {}  # layer -> [B, H, EXTRAS]
+        # queries with an earlier copy of their token (HeadVis's induction denominator) [B]
+        self.induction_queries = torch.zeros(len(lengths), dtype=torch.long)
+        for n, rows in self.groups:
+            self.induction_queries[rows.cpu()] = self.patterns[n][..., 1].any(-1).sum(-1).cpu().long()
         self.neuron: dict[int, tuple[Tensor, Tensor]] = {}  # layer -> ([B, F] max, [B, F] argmax)
 
     def keep_q(self, out: Tensor) -> Tensor:
@@ -156,12 +217,17 @@ class _Layers:
 
         def hook(k: Tensor) -> Tensor:  # k arrives right after q of the same layer
             q = self.q  # [B, H, T, D]
+            assert q is not None, "attn.q runs before attn.k in every layer"
             if k.size(1) != q.size(1):  # grouped-query attention: query head h reads KV head h // group
                 k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
             out = torch.empty(q.size(0), q.size(1), len(SCORES), device=q.device)
+            extra = torch.empty(q.size(0), q.size(1), len(EXTRAS), device=q.device)
             for n, rows in self.groups:  # windows of one length together: a few large ops, not many small ones
-                out[rows] = head_scores_batch(q[rows, :, :n].float(), k[rows, :, :n].float(), self.patterns[n], spec)
+                w = batch_maps(q[rows, :, :n].float(), k[rows, :, :n].float(), spec)  # [G, H, n, n]
+                out[rows] = scores_from_maps(w, self.patterns[n])
+                extra[rows] = extras_from_maps(w, self.patterns[n])
             self.heads[layer] = out
+            self.extra[layer] = extra
             self.q = None
             return k
 
@@ -179,8 +245,9 @@ class _Layers:
 
 
 @torch.no_grad()
-def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int) -> Partial:
-    """The Partial of one batch of windows (ids of each, at most block_size long)."""
+def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int, features=None) -> Partial:
+    """The Partial of one batch of windows (ids of each, at most block_size long). features: a
+    FeatureScan (scanning/features.py) whose hooks read the SAEs' features in the same pass."""
     device = model.device
     lengths = torch.tensor([len(ids) for ids in batch], dtype=torch.long)
     B, T = len(batch), int(lengths.max())
@@ -195,6 +262,8 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
         hooks[point("attn.q", l)] = state.keep_q
         hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
         hooks[point("mlp.hidden", l)] = state.neurons(l)
+    for name, fn in (features.hooks(lengths) if features is not None else {}).items():
+        hooks[name] = (lambda a, b: lambda value: b(a(value)))(hooks[name], fn) if name in hooks else fn
     with edited(model, hooks):
         logits = model(idx)  # [B, T, V]
     # loss of predicting token t+1 from tokens <= t, for the real tokens only
@@ -211,4 +280,16 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
     cand_value = value.transpose(0, 2, 1)  # [L, F, B]
     cand_window = np.broadcast_to(win[None, None, :], cand_value.shape)
     top = top_k(cand_value, cand_window, position.transpose(0, 2, 1).astype(np.int32), k)
-    return Partial(win, loss, lengths.numpy().astype(np.int64), np.concatenate(token_loss), heads, *top)
+    extra = torch.stack([state.extra[l] for l in range(L)], dim=1).double().cpu().numpy()  # [B, L, H, EXTRAS]
+    return Partial(
+        win,
+        loss,
+        lengths.numpy().astype(np.int64),
+        np.concatenate(token_loss),
+        heads,
+        top[0],
+        top[1],
+        top[2],
+        head_extra=extra,
+        induction_queries=state.induction_queries.numpy().astype(np.int64),
+    )

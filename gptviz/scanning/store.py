@@ -19,6 +19,7 @@ from ..analysis.heads import SCORES
 from ..errors import GptvizError
 from ..formats.safe import size_text
 from ..limits import GiB, MiB
+from .reduce import EXTRAS
 
 # Each table's columns, in order (the contract's; head_windows is the per-window form of heads).
 COLUMNS = {
@@ -27,8 +28,12 @@ COLUMNS = {
     "neurons": ("layer", "neuron", "rank", "value", "window", "position"),
     "heads": ("layer", "head", *SCORES),
     "head_windows": ("window", "layer", "head", *SCORES),
+    "head_attention": ("window", "layer", "head", *EXTRAS, "induction_queries"),
+    "features": ("feature", "rank", "value", "window", "position", "sae"),  # with saes=: optional
+    "feature_density": ("sae", "feature", "fires", "density"),
 }
-REQUIRED = ("windows", "tokens", "neurons", "heads")  # head_windows is optional (the page's histograms)
+REQUIRED = ("windows", "tokens", "neurons", "heads")
+OPTIONAL = ("head_windows", "head_attention", "features", "feature_density")  # histograms; HeadVis; with saes=
 SUMMARY_KEYS = ("docs", "windows", "tokens", "loss", "seconds", "engine")
 MAX_TABLE_BYTES = 4 * GiB  # a table file larger than this is refused before it is read
 MAX_SUMMARY_BYTES = 1 * MiB
@@ -47,7 +52,7 @@ def estimate_bytes(tokens: int, windows: int, n_layer: int, n_neurons: int, n_he
         + tokens * 8  # windows.parquet: token_ids
         + windows * 48  # windows.parquet: the other columns
         + n_layer * n_neurons * k * 32  # neurons.parquet
-        + windows * n_layer * n_head * 64  # head_windows.parquet
+        + windows * n_layer * n_head * 112  # head_windows.parquet, head_attention.parquet
         + MiB  # summary, heads, Parquet's own metadata
     )
 
@@ -151,6 +156,7 @@ def read(folder: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     if bad or not isinstance(summary["engine"], str):
         raise ScanFolderError(f"{summary_path}: {(bad or ['engine'])[0]} has a value of the wrong type")
     tables = {name: read_table(folder / f"{name}.parquet", name) for name in REQUIRED}
-    if (folder / "head_windows.parquet").exists():
-        tables["head_windows"] = read_table(folder / "head_windows.parquet", "head_windows")
+    for name in OPTIONAL:
+        if (folder / f"{name}.parquet").exists():
+            tables[name] = read_table(folder / f"{name}.parquet", name)
     return tables, summary

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from ..errors import PromptError
+from ..limits import MAX_PROMPT_CHARS, MAX_PROMPT_UNITS
 
 # Visible stand-ins for characters that would otherwise draw as nothing.
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -66,7 +67,26 @@ def encode_prompt(
     """
     if not text:
         raise PromptError("the prompt is empty: type some text")
-    ids = tokenizer.encode(text, unknown=unknown)
+    # before the tokenizer sees it: a tokenizer whose steps grow text (vet.py) reads fewer characters
+    expansion = getattr(tokenizer, "expansion", 1.0)
+    if len(text) > MAX_PROMPT_CHARS or len(text.encode("utf-8", "surrogatepass")) * expansion > MAX_PROMPT_UNITS:
+        most = min(MAX_PROMPT_CHARS, int(MAX_PROMPT_UNITS / expansion / 4))
+        raise PromptError(
+            f"the prompt is {len(text):,} characters; gptviz reads at most {most:,} with this tokenizer "
+            "(or more of the ones that take fewer bytes)"
+        )
+    pieces = getattr(tokenizer, "encode_pieces", None)
+    if pieces is None:
+        ids = tokenizer.encode(text, unknown=unknown)
+    else:  # the token count is held to the block while encoding, piece by piece
+        ids = []
+        for piece in pieces(text, unknown):
+            ids = (ids + piece)[-block_size - 1 :] if keep_last else ids + piece
+            if len(ids) > 4 * block_size and not keep_last:
+                raise PromptError(
+                    f"the prompt is more than {len(ids):,} tokens but the model reads at most {block_size}; "
+                    f"shorten it or keep the last {block_size} tokens"
+                )
     if not ids:
         raise PromptError("no character of the prompt is in the vocabulary, so nothing is left to run")
     if len(ids) > block_size:

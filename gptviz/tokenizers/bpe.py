@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -22,6 +22,8 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from ..errors import CheckpointError, UnknownCharacterError
+from ..limits import MAX_CONFIG, MAX_ENCODE_UNITS, MAX_EXPANSION, MAX_MERGES_PER_TOKEN
+from . import vet
 from .base import display_token
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -57,17 +59,18 @@ def show_bytes(data: bytes) -> str:
     return "".join(out) or "∅"
 
 
-def _is_byte_level(tok: HFTokenizer) -> bool:
-    spec = json.loads(tok.to_str())
+def _has(part: object, kind: str) -> bool:
+    """Whether a step of that type is anywhere in a normalizer / pre-tokenizer / decoder spec."""
+    if not isinstance(part, dict):
+        return False
+    if part.get("type") == kind:
+        return True
+    steps = [p for key in ("decoders", "pretokenizers", "normalizers") for p in part.get(key) or []]
+    return any(_has(p, kind) for p in steps)
 
-    def has(part: dict | None) -> bool:
-        if not part:
-            return False
-        if part.get("type") == "ByteLevel":
-            return True
-        return any(has(p) for p in part.get("decoders", []) + part.get("pretokenizers", []))
 
-    return has(spec.get("decoder")) or has(spec.get("pre_tokenizer"))
+def _is_byte_level(spec: dict) -> bool:
+    return _has(spec.get("decoder"), "ByteLevel") or _has(spec.get("pre_tokenizer"), "ByteLevel")
 
 
 def _first(e: Exception) -> str:
@@ -91,11 +94,38 @@ def _merge_pairs(text: str) -> list[tuple[str, str]]:
 BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
-def _is_metaspace(tok: HFTokenizer) -> bool:
+def _is_metaspace(spec: dict) -> bool:
     """SentencePiece-converted (Llama, Gemma, Mistral): words start with `▁` instead of a space."""
-    spec = json.loads(tok.to_str())
     parts = (spec.get("pre_tokenizer"), spec.get("normalizer"), spec.get("decoder"))
     return any("▁" in json.dumps(p, ensure_ascii=False) or "Metaspace" in json.dumps(p) for p in parts if p)
+
+
+def _steps_of(spec: dict) -> dict:
+    """The parts of a spec the display and the bounds need (the vocabulary is left to the library)."""
+    return {k: spec.get(k) for k in ("normalizer", "pre_tokenizer", "decoder")}
+
+
+def _cuts(text: str, most: int) -> Iterator[str]:
+    """text in pieces of at most `most` characters, cut where a line starts with a non-space, else
+    before a space, so that a piece boundary is also one of the pre-tokenizer's word boundaries."""
+    start, n = 0, len(text)
+    while n - start > most:
+        end = start + most
+        cut = next((i + 1 for i in _rfind_all(text, "\n", start, end) if not text[i + 1 : i + 2].isspace()), None)
+        if cut is None or cut <= start:
+            cut = text.rfind(" ", start + 1, end)
+        if cut <= start:
+            cut = end
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def _rfind_all(text: str, sub: str, start: int, end: int) -> Iterator[int]:
+    i = text.rfind(sub, start, end)
+    while i >= start:
+        yield i
+        i = text.rfind(sub, start, i)
 
 
 class BPETokenizer:
@@ -103,46 +133,86 @@ class BPETokenizer:
 
     kind = "bpe"
 
-    def __init__(self, tok: HFTokenizer, source: str = "", special_tokens: bool = False) -> None:
+    def __init__(
+        self, tok: HFTokenizer, source: str = "", special_tokens: bool = False, steps: dict | None = None
+    ) -> None:
         """tok: the `tokenizers` object; source: where it came from, for messages and the load report.
         special_tokens: encode adds what the tokenizer's post-processor adds (a BOS), as
-        `Tokenizer.encode(text)` does for Llama-style checkpoints; GPT-2's adds nothing either way."""
+        `Tokenizer.encode(text)` does for Llama-style checkpoints; GPT-2's adds nothing either way.
+        steps: its normalizer, pre-tokenizer and decoder specs when a file was vetted (vet.py);
+        else they are read from tok, which gptviz built itself."""
         self.tok = tok
         self.source = source
         self.special_tokens = special_tokens
-        self.byte_level = _is_byte_level(tok)
-        self.metaspace = _is_metaspace(tok)
+        if steps is None:
+            with vet.guard(source or "tokenizer"):
+                steps = _steps_of(json.loads(tok.to_str()))
+        self.byte_level = _is_byte_level(steps)
+        self.metaspace = _is_metaspace(steps)
+        try:  # how many bytes a call's text may be: a tokenizer that grows text reads less at once
+            self.expansion = vet.normalizer_expansion(steps["normalizer"]) * vet.pre_tokenizer_expansion(
+                steps["pre_tokenizer"]
+            )
+        except vet.Refused:
+            self.expansion = float(MAX_EXPANSION)
         self._decoder = byte_decoder()
+        self._specials: tuple[list[int], list[int]] | None = None
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path, special_tokens: bool = False) -> BPETokenizer:
-        """Load a tokenizer.json (a path, or a file held in memory: anything with read_text);
-        CheckpointError naming the file if it is not one."""
+    def from_file(cls, path: str | Path, special_tokens: bool = False, vocab_size: int | None = None) -> BPETokenizer:
+        """Load a tokenizer.json (a path, or a file held in memory: anything with read_bytes) for a
+        model of vocab_size ids. The file is read and checked as data first (vet.py): sized against
+        the vocabulary, its tokens counted and its steps bounded before the library builds it.
+        CheckpointError naming the file if it is not one, or is out of bounds."""
+        most = MAX_CONFIG["vocab_size"] if vocab_size is None else vocab_size
+        file = Path(path) if isinstance(path, (str, os.PathLike)) else path
+        text = vet.read_text(file, most)
+        vet.count_items(text, most, file)
+        spec = vet.parse(text, file)
         try:
-            if isinstance(path, (str, os.PathLike)):
-                return cls(HFTokenizer.from_file(str(path)), str(path), special_tokens)
-            return cls(HFTokenizer.from_str(path.read_text()), str(path), special_tokens)
-        except Exception as e:  # the Rust side raises plain Exception subclasses
-            raise CheckpointError(f"{path}: not a readable tokenizer.json ({_first(e)})") from None
+            vet.vet(spec, most)
+        except vet.TooManyTokens as e:
+            raise vet.VocabularyTooLarge(file, e.count, most) from None
+        except vet.Refused as e:
+            raise CheckpointError(f"{file}: refused: {e}") from None
+        steps = _steps_of(spec)
+        del spec  # the vocabulary as Python objects goes before the library builds its own
+        with vet.guard(f"{file}: not a readable tokenizer.json", CheckpointError):
+            tok = HFTokenizer.from_str(text)
+        return cls(tok, str(file), special_tokens, steps)
 
     @classmethod
-    def from_vocab_merges(cls, vocab: str | Path, merges: str | Path) -> BPETokenizer:
+    def from_vocab_merges(cls, vocab: str | Path, merges: str | Path, vocab_size: int | None = None) -> BPETokenizer:
         """GPT-2's vocab.json + merges.txt pair, set up the way GPT-2 uses it (byte-level, no prefix space).
-        Paths, or files held in memory (anything with read_text)."""
+        Paths, or files held in memory (anything with read_bytes). Both are read and counted against
+        a model of vocab_size ids before the library builds anything."""
+        most = MAX_CONFIG["vocab_size"] if vocab_size is None else vocab_size
+        vocab = Path(vocab) if isinstance(vocab, (str, os.PathLike)) else vocab
+        merges = Path(merges) if isinstance(merges, (str, os.PathLike)) else merges
+        vocab_text = vet.read_text(vocab, most)
+        vet.count_items(vocab_text, most, vocab)
+        merges_text = vet.read_text(merges, most)
         try:
-            if isinstance(vocab, (str, os.PathLike)) and isinstance(merges, (str, os.PathLike)):
-                model = models.BPE.from_file(str(vocab), str(merges))
-            else:
-                model = models.BPE(json.loads(vocab.read_text()), _merge_pairs(merges.read_text()))
-            tok = HFTokenizer(model)
-        except Exception as e:
+            entries = json.loads(vocab_text)
+            if not isinstance(entries, dict):
+                raise ValueError("not an object of token -> id")
+            if merges_text.count("\n") > MAX_MERGES_PER_TOKEN * most + 1:
+                raise ValueError(f"more merges than a BPE of {most:,} tokens has")
+            vet.vocab_entries({"type": "BPE", "vocab": entries}, most)
+            pairs = _merge_pairs(merges_text)
+        except vet.TooManyTokens as e:
+            raise vet.VocabularyTooLarge(vocab, e.count, most) from None
+        except (ValueError, RecursionError) as e:
             raise CheckpointError(
                 f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({_first(e)})"
             ) from None
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        return cls(tok, f"{vocab} + {merges}")
+        with vet.guard(f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair", CheckpointError):
+            tok = HFTokenizer(models.BPE(entries, pairs))
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            tok.decoder = decoders.ByteLevel()
+        steps = {"normalizer": None, "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"}}
+        return cls(tok, f"{vocab} + {merges}", steps=steps)
 
     @classmethod
     def train(cls, text: str | Sequence[str], vocab_size: int, special_tokens: Sequence[str] = ()) -> BPETokenizer:
@@ -177,28 +247,64 @@ class BPETokenizer:
     @property
     def vocab_size(self) -> int:
         """V, added tokens included."""
-        return self.tok.get_vocab_size(with_added_tokens=True)
+        with vet.guard(self.source or "tokenizer"):
+            return self.tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
         """Token ids of text. Byte-level BPE knows every byte, so `unknown` only matters for
         tokenizers with an unknown token; their unknown pieces are dropped or reported."""
-        enc = self.tok.encode(text, add_special_tokens=self.special_tokens)
-        unk = self.tok.model.unk_token if isinstance(self.tok.model, models.BPE) else None
-        unk_id = self.tok.token_to_id(unk) if unk else None
-        if unk_id is None or unk_id not in enc.ids:
-            return list(enc.ids)
+        return [i for piece in self.encode_pieces(text, unknown) for i in piece]
+
+    def encode_pieces(self, text: str, unknown: Literal["error", "drop"] = "error") -> Iterator[list[int]]:
+        """encode's ids, in pieces: one call into the library reads at most MAX_ENCODE_UNITS bytes
+        divided by what the tokenizer's steps can grow them by (vet.py), so no text makes one call
+        hold more than a bounded number of tokens. A longer text is cut where a line starts (else
+        before a space); the post-processor's special tokens go around the whole, once."""
+        most = max(1, int(MAX_ENCODE_UNITS / self.expansion))
+        if len(text) <= most // 4 or len(text.encode("utf-8", "surrogatepass")) <= most:
+            yield self._encode_one(text, unknown, self.special_tokens)
+            return
+        prefix, suffix = self._special_ids() if self.special_tokens else ([], [])
+        yield prefix
+        for piece in _cuts(text, most // 4):  # a character is at most 4 bytes
+            yield self._encode_one(piece, unknown, False)
+        yield suffix
+
+    def _encode_one(self, text: str, unknown: str, special: bool) -> list[int]:
+        with vet.guard(f"{self.source or 'tokenizer'}: cannot encode this text"):
+            enc = self.tok.encode(text, add_special_tokens=special)
+            unk = self.tok.model.unk_token if isinstance(self.tok.model, models.BPE) else None
+            unk_id = self.tok.token_to_id(unk) if unk else None
+            if unk_id is None or unk_id not in enc.ids:
+                return list(enc.ids)
+            ids, offsets = enc.ids, enc.offsets
         if unknown == "drop":
-            return [i for i in enc.ids if i != unk_id]
-        chars = sorted({text[s:e] for i, (s, e) in zip(enc.ids, enc.offsets) if i == unk_id})
+            return [i for i in ids if i != unk_id]
+        chars = sorted({text[s:e] for i, (s, e) in zip(ids, offsets) if i == unk_id})
         raise UnknownCharacterError(chars)
+
+    def _special_ids(self) -> tuple[list[int], list[int]]:
+        """The ids the post-processor puts before and after a text (a BOS; an EOS for some)."""
+        if self._specials is None:
+            with vet.guard(self.source or "tokenizer"):
+                full = self.tok.encode("a", add_special_tokens=True).ids
+                plain = self.tok.encode("a", add_special_tokens=False).ids
+            at = next((i for i in range(len(full)) if full[i : i + len(plain)] == plain), len(full))
+            self._specials = (full[:at], full[at + len(plain) :])
+        return self._specials
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of the ids, special tokens kept."""
-        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+        with vet.guard(f"{self.source or 'tokenizer'}: cannot decode these ids"):
+            return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def _to_token(self, i: int) -> str | None:
+        with vet.guard(self.source or "tokenizer", quiet=False):  # per token: no file juggling
+            return self.tok.id_to_token(int(i))
 
     def token_bytes(self, i: int) -> bytes | None:
         """The bytes a byte-level token stands for; None for special or non-byte-level tokens."""
-        piece = self.tok.id_to_token(int(i))
+        piece = self._to_token(i)
         if piece is None or not self.byte_level or any(c not in self._decoder for c in piece):
             return None
         return bytes(self._decoder[c] for c in piece)
@@ -206,7 +312,7 @@ class BPETokenizer:
     def _piece(self, i: int) -> tuple[str | None, bytes | None]:
         """A token's text as a person reads it, or its bytes: SentencePiece's `▁` is a space and its
         byte-fallback pieces (`<0x0A>`) are the byte they name."""
-        piece = self.tok.id_to_token(int(i))
+        piece = self._to_token(i)
         if piece is None or not self.metaspace:
             return piece, None
         if BYTE_PIECE.fullmatch(piece):

@@ -154,6 +154,8 @@ async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = 
         # 4. followers
         teacher = Student(url)
         await teacher.open(lesson="how-attention-works", slide="1")
+        if "start_teaching" in teacher.widgets:  # a code exists once the teacher starts teaching
+            await teacher.click("start_teaching", STEP_S)
         code = next((t.split("**")[1] for t in teacher.last.texts if t.startswith("Class code")), None)
         if code is None:
             out["follow"] = None  # this dashboard has no lessons

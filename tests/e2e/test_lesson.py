@@ -93,6 +93,8 @@ def test_a_student_follows_the_teacher(browser, url, shot):
     teacher = browser.new_page(viewport={"width": 1280, "height": 720})
     teacher.goto(f"{url}/?lesson=how-attention-works&slide=2&present=1")
     on_slide(teacher, 2, timeout=120_000)
+    teacher.get_by_role("button", name="Start teaching").click()
+    expect(teacher.get_by_text("Class code")).to_be_visible(timeout=30_000)
     code = re.search(r"Class code ([A-Z0-9]{4})", teacher.inner_text("body"))
     student = browser.new_page(viewport={"width": 1280, "height": 720})
     student.goto(f"{url}/?follow={code.group(1)}")

@@ -142,6 +142,16 @@ class Student:
         self.last = run
         return run.finished - t0
 
+    async def click(self, key: str, timeout: float = 300) -> float:
+        """Press the button with this widget key; seconds until the full run it starts has finished."""
+        t0 = time.monotonic()
+        await self._send([WidgetState(id=self.widgets[key], trigger_value=True)])
+        while True:
+            run = await self._read_run(timeout)
+            if not run.fragment:
+                self.last = run
+                return run.finished - t0
+
     async def prompt(self, text: str, timeout: float = 300) -> float:
         """Type a prompt in the sidebar and press Run (the form submits both together)."""
         t0 = time.monotonic()

@@ -1,0 +1,78 @@
+"""Every slide of a lesson checked when the file is opened, against the models this server has: its
+checkpoint is shipped and loads, its prompt encodes, and its layer, head, position and highlight
+exist in that model and prompt (or in the worked example's few tokens). A slide asking for layer 9
+of a 4-layer model used to be drawn as layer 3 under a title saying 9; now the file is refused with
+the line of the slide that asks."""
+
+from __future__ import annotations
+
+from ..analysis import worked
+from ..errors import GptvizError
+from ..lessons import Lesson, LessonError, Slide, content
+from ..tokenizers import encode_prompt
+from . import caches, sources
+from .caches import ModelKey
+from .state import PRESET_PROMPT
+
+# the worked examples' sizes: tokens of the heatmap a highlight frames (None: no heatmap)
+TOY_TOKENS = {"tiny-head": len(content.TOY_TOKENS), "mask": len(worked.SUPPORT_TOKENS) + 1, "softmax": None}
+
+
+def slide_checkpoint(slide: Slide) -> str:
+    """The checkpoint a real-model slide runs: its own, else the dashboard's default."""
+    return slide.checkpoint or sources.default_checkpoint()
+
+
+def slide_prompt(slide: Slide, name: str) -> str:
+    """The prompt a real-model slide runs: its own, else its checkpoint's preset, else the default."""
+    return slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
+
+
+def _in(where: str, what: str, value: int, n: int, noun: str, of: str) -> None:
+    if not 0 <= value < n:
+        raise LessonError(f"{where}: {what} {value} does not exist: {of} has {n} {noun} (0 to {n - 1})"[:300])
+
+
+def _model(where: str, slide: Slide) -> tuple[int, int, int, str]:
+    """(layers, heads, tokens of the prompt, name) of a real-model slide, or LessonError."""
+    name = slide_checkpoint(slide)
+    if name not in (*sources.shipped(), sources.DEMO):
+        shipped = ", ".join(sources.shipped()) or "none"
+        raise LessonError(f"{where}: checkpoint {name[:80]!r} is not shipped with this server; shipped: {shipped}")
+    try:
+        bundle = caches.bundle_for(ModelKey(name, "cpu", sources.version(name)))
+        if bundle.tokenizer is None:
+            raise LessonError(f"{where}: checkpoint {name!r} has no tokenizer, so a slide cannot give it a prompt")
+        cfg = bundle.model.config
+        ids = encode_prompt(bundle.tokenizer, slide_prompt(slide, name), cfg.block_size, keep_last=True)
+    except LessonError:
+        raise
+    except GptvizError as e:
+        raise LessonError(f"{where}: {str(e).splitlines()[0][:240]}") from None
+    return cfg.n_layer, cfg.n_head, len(ids), f"checkpoint {name!r}"
+
+
+def check_slide(where: str, slide: Slide) -> None:
+    """LessonError (naming where) if the slide asks for what its model or worked example lacks."""
+    if content.real_model(slide):
+        layers, heads, tokens, of = _model(where, slide)
+    else:
+        layers = heads = 1  # a worked example is one head
+        tokens, of = TOY_TOKENS[slide.page], f"the worked {slide.page} example"
+    _in(where, "layer", slide.layer, layers, "layers", of)
+    _in(where, "head", slide.head, heads, "heads per layer", of)
+    if tokens is None:
+        if slide.highlight is not None or slide.position is not None:
+            raise LessonError(f"{where}: a {slide.page} slide draws no heatmap; remove 'highlight' and 'position'")
+        return
+    if slide.position is not None:
+        _in(where, "position", slide.position, tokens, "tokens", f"{of} on its prompt")
+    if slide.highlight is not None:
+        for at in slide.highlight.at:
+            _in(where, f"highlight {slide.highlight.kind}", at, tokens, "tokens", f"{of} on its prompt")
+
+
+def check_lesson(lesson: Lesson) -> None:
+    """Every slide checked (check_slide); the first problem as LessonError naming its line."""
+    for i, slide in enumerate(lesson.slides):
+        check_slide(f"{lesson.name}: {lesson.where(i)}", slide)

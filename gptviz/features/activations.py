@@ -1,0 +1,42 @@
+"""A site's value as an SAE reads it: one vector per token, [T, d_in] (attn.z's heads concatenated,
+as TransformerLens's hook_z SAEs read them), and the features of a Trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..names import parse
+from .sae import SAE
+from .sites import SAEError
+
+
+def as_rows(value: Tensor, site: str, batched: bool = False) -> Tensor:
+    """The site's value as [(B,) T, d_in] rows: attn.z [(B,) H, T, D] -> [(B,) T, H * D]."""
+    if parse(site)[1] == "attn.z":
+        z = value.transpose(-3, -2)  # (B,) T, H, D
+        return z.reshape(*z.shape[:-2], -1)
+    return value
+
+
+def from_rows(rows: Tensor, like: Tensor, site: str) -> Tensor:
+    """as_rows undone: rows shaped back to the site's own layout (that of `like`)."""
+    if parse(site)[1] == "attn.z":
+        H, D = like.shape[-3], like.shape[-1]
+        return rows.reshape(*rows.shape[:-1], H, D).transpose(-3, -2)
+    return rows
+
+
+@torch.no_grad()
+def feature_activations(trace, sae: SAE) -> np.ndarray:
+    """[T, d_sae]: the SAE's features at every token of a Trace, read at the SAE's site."""
+    if sae.site not in trace:
+        raise SAEError(f"the Trace has no {sae.site}, where the SAE reads")
+    x = as_rows(trace.tensor(sae.site), sae.site).float()  # [T, d_in]
+    if x.size(-1) != sae.d_in:
+        raise SAEError(
+            f"the SAE reads {sae.site} with d_in={sae.d_in}, but this Trace's is {x.size(-1)} wide: "
+            "it was trained on another model"
+        )
+    return sae.encode(x).cpu().numpy()

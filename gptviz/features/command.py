@@ -1,0 +1,67 @@
+"""`python -m gptviz sae train`: train an SAE on a checkpoint's activations, with a progress bar,
+and write it in SAELens's format."""
+
+from __future__ import annotations
+
+import sys
+
+from .. import cli_args
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="sae_command", required=True)
+    t = sub.add_parser("train", help="train a TopK SAE on one point of a checkpoint, over a corpus")
+    path = cli_args.path
+    t.add_argument("--checkpoint", required=True, type=path, help="checkpoint directory or file")
+    t.add_argument("--data", required=True, type=path, help=".txt file, folder of .txt files, .jsonl or .parquet")
+    t.add_argument("--site", required=True, help="the point it reads, e.g. blocks.2.resid_post")
+    t.add_argument("--out", required=True, type=path, help="folder for cfg.json + sae_weights.safetensors")
+    t.add_argument("--width", type=cli_args.whole(1, 256), default=8, help="features per input dimension (default 8)")
+    t.add_argument("--k", type=cli_args.whole(1), default=32, help="features firing per token (default 32)")
+    t.add_argument("--steps", type=cli_args.whole(1), help="SAE steps of 1,024 tokens (default: from the corpus)")
+    t.add_argument("--lr", type=cli_args.number(0, above=True), default=1e-3, help="Adam's learning rate")
+    t.add_argument("--seed", type=cli_args.whole(0), default=0)
+    t.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default); ray: not yet")
+    t.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+    t.add_argument("--threads", type=cli_args.whole(1), help="torch threads (default: torch's own choice)")
+
+
+def run(args) -> None:
+    import torch
+    from tqdm import tqdm
+
+    from .train import train_sae
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    bar = tqdm(total=0, unit="step", desc="sae", file=sys.stderr, disable=None)
+
+    def progress(p) -> None:
+        bar.total = p.total
+        bar.n = p.done
+        bar.refresh()
+
+    try:
+        sae = train_sae(
+            args.checkpoint,
+            args.data,
+            args.site,
+            width=args.width,
+            k=args.k,
+            steps=args.steps,
+            engine=args.engine,
+            out=args.out,
+            progress=progress,
+            lr=args.lr,
+            seed=args.seed,
+            device=args.device,
+        )
+    finally:
+        bar.close()
+    r = sae.report
+    print(
+        f"trained {sae} in {r.seconds:.1f} s: {r.steps:,} steps, {r.tokens:,} tokens ({r.tokens_per_s:,.0f} tokens/s)\n"
+        f"held-out: fraction of variance unexplained {r.fvu:.4f}, L0 {r.l0:.1f}, dead {100 * r.dead:.2f}% of features, "
+        f"loss {r.loss:.4f} -> {r.spliced_loss:.4f} nats with the SAE spliced in ({r.loss_increase:+.4f})\n"
+        f"wrote {args.out}"
+    )
