@@ -91,6 +91,7 @@ class ModelKey:
     device: str
     version: str = ""  # sources.version: the files' times, so a rewritten checkpoint loads again
     owner: str = ""  # an upload's session token (uploads.py): only that session's keys reach its model
+    dtype: str = "auto"  # what the model computes in: one model per dtype
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes}
 
 @cached(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
 def load_bundle(key: ModelKey) -> Bundle | str:
-    """One model per (checkpoint, device, version) per process, shared by every session: read-only
+    """One model per (checkpoint, device, dtype, version) per process, shared by every session: read-only
     (an upload's only by its own session). A checkpoint that cannot be loaded gives the one-line
     reason instead, remembered like a model, so a bad file is not read again on every rerun (a new
     version of it is tried afresh). Raises CheckpointError only for an upload that this session
@@ -123,7 +124,7 @@ def load_bundle(key: ModelKey) -> Bundle | str:
             return demo_bundle(key.device)
         if not label:
             path = checkpoint_path(key.source)
-        bundle = load(path, key.device)
+        bundle = load(path, key.device, key.dtype)
     except GptvizError as e:
         return str(e)
     except Exception as e:  # a loader bug or an out-of-memory must not become a page of traceback

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..devices import DEVICES, device_status, resolve_device
+from ..devices import COMPUTE_DTYPES, DEVICES, device_status, resolve_device
 from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
 from ..formats.safe import shown_name
@@ -105,6 +105,17 @@ def _pick_device() -> str:
     st.session_state.setdefault("device", "cpu")
     captions = ["always available" if not status[d] else f"not available: {status[d]}" for d in DEVICES]
     return st.sidebar.radio("Device", DEVICES, key="device", horizontal=False, captions=captions, format_func=str.upper)
+
+
+def _pick_dtype() -> str:
+    st.session_state.setdefault("dtype", "auto")
+    return st.sidebar.selectbox(
+        "Compute dtype",
+        COMPUTE_DTYPES,
+        key="dtype",
+        help="auto: float32 (exact) unless the model does not fit the free memory, then its stored half precision. "
+        "bfloat16 and float16 take half the memory; their numbers are rounded.",
+    )
 
 
 def _offer(label: str, key: str, flag: str, prompt: str) -> None:
@@ -215,6 +226,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
     st.sidebar.header("gptviz")
     source, label = _pick_checkpoint()
     device = _pick_device()
+    dtype = _pick_dtype()
     with st.sidebar.form("prompt_form", border=False):
         st.text_area(
             "Prompt", key="prompt", height=100, help="Several lines are fine. Press Ctrl+Enter or Run to run the model"
@@ -225,7 +237,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
     if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page
         st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
     prompt = st.session_state.get("prompt", "")
-    v = View(source=source or "", device=device, prompt=prompt, presentation=presentation, label=label)
+    v = View(source=source or "", device=device, prompt=prompt, presentation=presentation, label=label, dtype=dtype)
     set_view(v)
     if source is None:
         st.info("Choose a checkpoint in the sidebar: a local path, or upload its files.")
@@ -237,7 +249,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
             st.error(f"Device not available: {plain(e)}. Showing results on CPU.")
         v.device = "cpu"
     owner = _session_uploads().token if uploads.is_upload(source) else ""  # only this session's upload
-    model_key = ModelKey(source, v.device, version(source), owner)
+    model_key = ModelKey(source, v.device, version(source), owner, dtype)
     try:
         v.bundle, v.model_key = bundle_for(model_key), model_key  # a failure is remembered per version
     except GptvizError as e:
