@@ -64,7 +64,7 @@ def main() -> None:
     try:
         read_step_url()  # before the sidebar rewrites the URL
         read_lesson_url()
-        sidebar(view_controls=PAGE_CONTROLS.get(page.url_path, VIEW_CONTROLS))
+        sidebar(view_controls=PAGE_CONTROLS.get(page.url_path, VIEW_CONTROLS), reads=pages.reads(page.url_path))
         page.run()
     finally:  # an idle session holds no Trace: only the caches do, within their limits
         set_view(None)

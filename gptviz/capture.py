@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import fnmatch
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,10 +23,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .errors import PromptError
+from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check
 from .model import GPT, AttentionSpec, attention_weights
-from .names import ATTENTION_MAPS, parse, point
+from .names import ATTENTION_MAPS, contract_names, parse, point
 from .probes import Probe, capture_name
 from .record import Trace
 
@@ -48,6 +49,8 @@ class _Recorder:
     # layers whose scores, mask and weights are kept as computed (an edit there makes them differ from
     # a rebuild from q and k); the others are rebuilt lazily, as on the plain path
     kept_maps: set[int] = field(default_factory=set)
+    hold: set[str] | None = None  # the names to keep (what was asked for and what rebuilds it); None: all
+    last_logits: Tensor | None = None  # [V]: the last position's logits as the forward computed them
 
     def pre_hook(self, path: str, module: nn.Module):
         def hook(mod, args):
@@ -81,6 +84,8 @@ class _Recorder:
                 edited = iv.apply(output if edited is None else edited, batched)
                 self.applied.add(name)
             value = (output if edited is None else edited).detach()
+            if name == "logits" and name not in self.tensors:  # V floats: what most pages read of the logits
+                self.last_logits = value[0, -1].clone()
             if self._keep(name):
                 self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
             return edited  # None leaves the output as it is
@@ -88,8 +93,10 @@ class _Recorder:
         return hook
 
     def _keep(self, name: str) -> bool:
+        if self.hold is not None and name not in self.hold:
+            return False
         layer, site = parse(name)
-        if site in REBUILT:  # an edited value is not what a rebuild from its inputs would give
+        if site in (*REBUILT, "logits"):  # an edited value is not what a rebuild from its inputs would give
             return name in self.edits
         return site not in (*ATTENTION_MAPS, "attn.mask") or layer in self.kept_maps
 
@@ -143,21 +150,27 @@ def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Te
     return t.to(device=device).unsqueeze(0)
 
 
-def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
+def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None = None) -> dict:
     """Per layer: its mask (kept, T² bools; one tensor shared by the layers of one window) and the
     scores and weights as recipes that rebuild them from the captured q and k with the very functions
     of the model's explicit path (the layer's AttentionSpec: scale, soft-cap, window), on the same
-    (1, H, T, D) views, so they are bit-identical to what that path computes."""
+    (1, H, T, D) views, so they are bit-identical to what that path computes. wanted: only the layers
+    one of whose maps or mask is in it (None: every layer)."""
     maps, masks = {}, {}
     for l, block in enumerate(model.transformer.h):
         if l in rec.kept_maps:  # recorded as the edited run computed them
+            continue
+        names = [point(site, l) for site in (*ATTENTION_MAPS, "attn.mask")]
+        if wanted is not None and not wanted.intersection(names):
             continue
         spec: AttentionSpec = block.attn.spec
         if spec.window not in masks:
             masks[spec.window] = spec.mask(T, model.device)
         mask = masks[spec.window]
-        q, k = rec.tensors[point("attn.q", l)][None], rec.tensors[point("attn.k", l)][None]  # (1, H, T, D)
         rec.tensors[point("attn.mask", l)] = mask
+        if wanted is not None and not wanted.intersection(names[:2]):
+            continue
+        q, k = rec.tensors[point("attn.q", l)][None], rec.tensors[point("attn.k", l)][None]  # (1, H, T, D)
         maps[point("attn.scores", l)] = partial(lambda s, q, k: s.scores(q, k)[0], spec, q, k)
         maps[point("attn.weights", l)] = partial(
             lambda s, q, k, m: attention_weights(s.scores(q, k), m)[0], spec, q, k, mask
@@ -165,9 +178,10 @@ def attention_maps(rec: _Recorder, model: GPT, T: int) -> dict:
     return maps
 
 
-# What each sub-layer adds, and the MLP's neurons: rebuilt from the recorded z and resid_mid with the
-# layer's own modules when asked for (a matmul each), instead of 7·T·C floats held per layer.
-REBUILT = ("attn.out", "mlp.hidden", "mlp.out")
+# What each sub-layer adds, the residual after attention, and the MLP's neurons: rebuilt from the recorded
+# z and resid_pre with the layer's own modules when asked for (a matmul each), instead of 8·T·C floats
+# held per layer.
+REBUILT = ("attn.out", "resid_mid", "mlp.hidden", "mlp.out")
 
 
 def _unchanged(module: nn.Module) -> Callable[[], None]:
@@ -192,9 +206,14 @@ def _attn_out(block: nn.Module, z: Tensor, check: Callable[[], None]) -> Tensor:
 
 
 @torch.no_grad()
-def _mlp_hidden(block: nn.Module, resid_pre: Tensor, resid_mid: Tensor, check: Callable[[], None]) -> Tensor:
+def _resid_mid(resid_pre: Tensor, attn_out: Callable[[], Tensor]) -> Tensor:
+    return resid_pre + attn_out()  # the forward's own sum, element by element
+
+
+@torch.no_grad()
+def _mlp_hidden(block: nn.Module, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
     check()
-    return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid[None]))[0]
+    return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid()[None]))[0]
 
 
 @torch.no_grad()
@@ -203,24 +222,85 @@ def _mlp_out(block: nn.Module, hidden: Callable[[], Tensor], check: Callable[[],
     return block.mlp.project(hidden()[None])[0]
 
 
-def sublayer_outputs(rec: _Recorder, model: GPT) -> dict:
-    """Per layer: attn.out, mlp.hidden and mlp.out as recipes that rebuild them from the recorded z
-    and resid_mid with the layer's own modules, on the same (1, T, ·) shapes as the forward pass,
-    so they are bit-identical to what it computed (eval mode: dropout is the identity). A value an
-    intervention edited is kept as recorded instead; a rebuild refuses once the weights changed."""
+def _held(t: Tensor) -> Tensor:
+    return t
+
+
+def sublayer_outputs(rec: _Recorder, model: GPT, wanted: set[str] | None = None) -> dict:
+    """Per layer: attn.out, resid_mid, mlp.hidden and mlp.out as recipes that rebuild them from the
+    recorded z and resid_pre with the layer's own modules, on the same (1, T, ·) shapes as the forward
+    pass, so they are bit-identical to what it computed (eval mode: dropout is the identity). A value
+    an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
+    rebuild refuses once the weights changed."""
     recipes = {}
     for l, block in enumerate(model.transformer.h):
+        if wanted is not None and not wanted.intersection(point(site, l) for site in REBUILT):
+            continue
         check = _unchanged(block)
-        z, pre, mid = (rec.tensors[point(site, l)] for site in ("attn.z", "resid_pre", "resid_mid"))
-        out, hidden, mlp_out = (point(site, l) for site in REBUILT)
-        if out not in rec.tensors:
-            recipes[out] = partial(_attn_out, block, z, check)
-        if hidden not in rec.tensors:
-            recipes[hidden] = partial(_mlp_hidden, block, pre, mid, check)
-        get_hidden = recipes[hidden] if hidden in recipes else partial(lambda t: t, rec.tensors[hidden])
-        if mlp_out not in rec.tensors:
-            recipes[mlp_out] = partial(_mlp_out, block, get_hidden, check)
+        z, pre = rec.tensors.get(point("attn.z", l)), rec.tensors.get(point("resid_pre", l))
+        out, mid, hidden, mlp_out = (point(site, l) for site in REBUILT)
+        got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, hidden) if n in rec.tensors}
+        if out not in got and z is not None:
+            got[out] = recipes[out] = partial(_attn_out, block, z, check)
+        if mid not in got and pre is not None and out in got:
+            got[mid] = recipes[mid] = partial(_resid_mid, pre, got[out])
+        if hidden not in got and pre is not None and mid in got:
+            got[hidden] = recipes[hidden] = partial(_mlp_hidden, block, pre, got[mid], check)
+        if mlp_out not in rec.tensors and hidden in got:
+            recipes[mlp_out] = partial(_mlp_out, block, got[hidden], check)
     return recipes
+
+
+@torch.no_grad()
+def _logits(head: nn.Module, ln_f: Tensor, check: Callable[[], None]) -> Tensor:
+    check()
+    return head(ln_f[None])[0]  # the LM head (and its soft-cap) on the forward's own (1, T, C) shape
+
+
+def final_logits(rec: _Recorder, model: GPT, wanted: set[str] | None = None) -> dict:
+    """The logits as a recipe that applies the LM head to the recorded ln_f, on the same (1, T, C)
+    shape as the forward pass: bit-identical to what it computed (tied or not, soft-capped or not),
+    and T × V floats (half a 1B Trace with a 128k vocabulary) not held. Edited logits are kept."""
+    if "logits" in rec.tensors or "ln_f" not in rec.tensors or (wanted is not None and "logits" not in wanted):
+        return {}
+    return {"logits": partial(_logits, model.lm_head, rec.tensors["ln_f"], _unchanged(model.lm_head))}
+
+
+def _rebuilt_from(name: str) -> tuple[str, ...]:
+    """The names a Trace holds to give `name` (itself, and what rebuilds it when it is not held)."""
+    layer, site = parse(name)
+    at = partial(point, layer=layer)
+    if site == "logits":
+        return (name, "ln_f")
+    if site in ATTENTION_MAPS:
+        return (name, at("attn.q"), at("attn.k"), at("attn.mask"))
+    if site == "attn.out":
+        return (name, at("attn.z"))
+    if site == "resid_mid":
+        return (name, at("resid_pre"), *_rebuilt_from(at("attn.out")))
+    if site in ("mlp.hidden", "mlp.out"):
+        return (name, at("mlp.hidden"), *_rebuilt_from(at("resid_mid")))
+    return (name,)
+
+
+def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
+    """The contract names of an n_layer model that match any of `patterns` (names, or globs such as
+    "blocks.*.attn.weights", "blocks.3.*"). Raises ArgumentError for a pattern that matches none."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    every = contract_names(n_layer)
+    chosen: set[str] = set()
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise ArgumentError(f"names are contract names or patterns (strings), got {pattern!r}")
+        hits = fnmatch.filter(every, pattern)
+        if not hits:
+            raise ArgumentError(
+                f"{pattern!r} matches no name of this {n_layer}-layer model; names look like "
+                "'embed', 'blocks.0.attn.q', 'blocks.*.attn.weights', 'logits'"
+            )
+        chosen.update(hits)
+    return chosen
 
 
 @torch.no_grad()
@@ -229,6 +309,7 @@ def trace(
     ids: Sequence[int] | Tensor | np.ndarray,
     tokenizer=None,
     interventions: Sequence[Intervention] = (),
+    names: str | Sequence[str] | None = None,
 ) -> Trace:
     """Run `model` on one prompt with capture and return its Trace.
 
@@ -241,11 +322,18 @@ def trace(
     bit-identical to `model(ids[None])`: the hooks only read. Attention scores and weights, which
     grow as L·H·T², are not stored: the Trace rebuilds a layer's maps from its q and k when they
     are asked for. An edit of scores, mask or weights runs the explicit attention path (where they
-    exist as tensors), and that layer's maps are kept as computed.
+    exist as tensors), and that layer's maps are kept as computed. The logits are rebuilt from ln_f by
+    the LM head the same way (the last position's are kept: V floats that most readers want).
+
+    names: contract names or glob patterns ("blocks.*.attn.weights", "blocks.3.*", "logits"): the
+    Trace answers only those, and holds only them and what rebuilds them. None: every name.
     """
     idx = as_ids(ids, model.device)
     edits = check(interventions, model.config.n_layer)
+    wanted = None if names is None else select(names, model.config.n_layer)
     rec = _Recorder()
+    if wanted is not None:
+        rec.hold = {held for name in wanted for held in _rebuilt_from(name)}
     for iv in edits:
         rec.edits.setdefault(iv.name, []).append(iv)
         if iv.explicit:
@@ -266,10 +354,17 @@ def trace(
     missed = [n for n in rec.edits if n not in rec.applied]
     if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie
         raise InterventionError(f"the forward pass has no {missed[0]}: nothing was edited there")
-    lazy = {**attention_maps(rec, model, idx.size(1)), **sublayer_outputs(rec, model)}
+    hold = rec.hold
+    lazy = {
+        **attention_maps(rec, model, idx.size(1), hold),
+        **sublayer_outputs(rec, model, hold),
+        **final_logits(rec, model, hold),
+    }
     id_list = idx[0].tolist()
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
-    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy)
+    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy, names=wanted)
+    if rec.last_logits is not None and (wanted is None or "logits" in wanted):
+        out.keep_row("logits", rec.last_logits)
     out.interventions = edits
     out.attention_specs = [block.attn.spec for block in model.transformer.h]  # how q, k become weights
     out.config = model.config  # what the pages name: rotary, grouped heads, the MLP's width

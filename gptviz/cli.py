@@ -21,6 +21,7 @@ from .analysis import shape_table
 from .capture import trace
 from .errors import GptvizError, OutputError, PromptError
 from .formats import load
+from .progress import terminal_bar
 from .threads import use_threads
 from .tokenizers import encode_prompt, parse_ids
 
@@ -34,7 +35,7 @@ def prompt_ids(bundle, args) -> list[int]:
 
 
 def cmd_trace(args) -> None:
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     t = trace(bundle.model, prompt_ids(bundle, args), bundle.tokenizer)
     buffer = io.BytesIO()
     t.to_npz(buffer)
@@ -45,7 +46,7 @@ def cmd_trace(args) -> None:
 def cmd_patch(args) -> None:
     from .analysis.patching import one_token, patching_sweep, sweep_table
 
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     tok, V, block = bundle.tokenizer, bundle.model.config.vocab_size, bundle.model.config.block_size
     if args.ids:  # every argument is token ids: for checkpoints without a tokenizer
         clean, corrupt = (parse_ids(x, V, what=w) for x, w in ((args.clean, "--clean"), (args.corrupt, "--corrupt")))
@@ -58,7 +59,8 @@ def cmd_patch(args) -> None:
             raise PromptError(f"{bundle.report.path} has no tokenizer, so text cannot be encoded; use --ids")
         clean, corrupt = encode_prompt(tok, args.clean, block), encode_prompt(tok, args.corrupt, block)
         answer, wrong = one_token(tok, args.answer, "answer"), one_token(tok, args.wrong, "wrong")
-    sweep = patching_sweep(bundle.model, clean, corrupt, answer, wrong, site=args.site)
+    bar = terminal_bar(f"patching {args.site}")
+    sweep = patching_sweep(bundle.model, clean, corrupt, answer, wrong, site=args.site, progress=bar)
     out = Path(args.out)
     labels = tok.display(clean) if tok is not None else [str(i) for i in clean]
     if out.suffix == ".npz":
@@ -97,7 +99,7 @@ def table(rows) -> str:
 
 
 def cmd_info(args) -> None:
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     cfg = bundle.model.config
     print("== model card")
     special = [("special", "; ".join(cfg.special()))] if cfg.special() else []
@@ -139,7 +141,7 @@ def cmd_check(args) -> int:
 
     from .analysis.health import health, worst
 
-    bundle = load(args.checkpoint, device=args.device)
+    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
     cfg = bundle.model.config
     if args.prompt is not None or args.token_ids is not None:
         ids = prompt_ids(bundle, args)
@@ -228,7 +230,7 @@ def cmd_sae(args) -> None:
 def cmd_bench(args) -> None:
     from . import bench
 
-    names = ("why", "scan", "families", "patching", "generate", "lessons", "features")
+    names = ("why", "scan", "families", "patching", "generate", "lessons", "features", "load", "trace_memory")
     chosen = [name for name in names if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
@@ -267,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     def with_checkpoint(p):
         p.add_argument("--checkpoint", required=True, type=cli_args.path, help="checkpoint directory or file")
         p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
+        p.add_argument(
+            "--dtype",
+            default="auto",
+            choices=("auto", "float32", "bfloat16", "float16"),
+            help="what the model computes in (default: auto, float32 unless it does not fit the free memory)",
+        )
         p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
         return p
 
@@ -360,7 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
     p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
-    p.add_argument("--parts", help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray)")
+    p.add_argument(
+        "--parts",
+        help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray); "
+        "with --load: any of load,numbers,speed",
+    )
     p.add_argument("--checkpoint", type=cli_args.path, help="with --scan --parts threads: time this model's scan")
     p.add_argument(
         "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
@@ -374,8 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
     p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
+    p.add_argument(
+        "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
+    )
+    p.add_argument("--shape", choices=("1b", "8b"), default="1b", help="with --load: Llama-3.2-1B or Llama-3.1-8B")
     p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
+    p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")

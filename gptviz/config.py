@@ -107,6 +107,7 @@ class GPTConfig:
     final_softcap: float = 0.0  # the same on the logits (Gemma 2); 0 = no cap (GPT-2)
     qkv_clip: float = 0.0  # q, k, v clamped to [-clip, clip] (OLMo 1 clip_qkv); 0 = none (GPT-2)
     embed_scale: float = 1.0  # token embeddings multiplied by this (Gemma: sqrt(C)); GPT-2: 1
+    eos_token_id: tuple[int, ...] = ()  # generation stops at these (config.json / generation_config.json); () = none
 
     def __post_init__(self):
         for name, allowed in CHOICES.items():
@@ -162,6 +163,13 @@ class GPTConfig:
             raise ConfigError(
                 f"the config describes {n:,} parameters, above gptviz's limit of {MAX_PARAMS:,} (gptviz/limits.py)"
             )
+        eos = self.eos_token_id
+        eos = [eos] if isinstance(eos, int) and not isinstance(eos, bool) else eos
+        if not isinstance(eos, (list, tuple)) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < self.vocab_size for i in eos
+        ):
+            raise ConfigError(f"eos_token_id={_shown(self.eos_token_id)}: must be token ids within the vocabulary")
+        self.eos_token_id = tuple(eos)
 
     @property
     def head_dim(self) -> int:

@@ -38,3 +38,63 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
         raise DeviceError("MPS was asked for but Apple's Metal backend is not available here; use device='cpu'")
     return dev
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+COMPUTE_DTYPES = ("auto", *DTYPES)  # what gptviz.load(dtype=...) takes
+HALF_DTYPES = ("bfloat16", "float16")
+# what a model needs beyond its weights to run a page at all (activations, the tokenizer, Python): an
+# "auto" load keeps float32 only when the weights leave this much of the free memory
+HEADROOM = 1.25
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def check_dtype(dtype: object) -> str:
+    """A compute dtype's name ("auto", "float32", "bfloat16", "float16"), or DeviceError in one line."""
+    if isinstance(dtype, torch.dtype) and dtype_name(dtype) in DTYPES:
+        return dtype_name(dtype)
+    if dtype is None:
+        return "auto"
+    if not isinstance(dtype, str) or (dtype not in DTYPES and dtype != "auto"):
+        shown = repr(dtype) if len(repr(dtype)) <= 40 else repr(dtype)[:37] + "..."
+        raise DeviceError(f"dtype {shown} is not one gptviz computes in; use auto, float32, bfloat16 or float16")
+    return dtype
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free for a model on device: the GPU's free memory, or the machine's MemAvailable
+    (/proc/meminfo: free plus what the kernel can reclaim, the page cache of a mapped weights file
+    included); None where it cannot be known (then "auto" keeps float32)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def choose_dtype(asked: str, stored: str, n_params: int, device: torch.device) -> tuple[torch.dtype, str]:
+    """The compute dtype for a load, and a note saying why when "auto" left float32 (else "").
+    asked: check_dtype's name; stored: the weights' floating dtype in the file."""
+    if asked != "auto":
+        return DTYPES[asked], ""
+    free = free_memory(device)
+    need = 4 * n_params
+    if free is None or need * HEADROOM <= free:
+        return torch.float32, ""
+    half = stored if stored in HALF_DTYPES else "bfloat16"
+    return DTYPES[half], (
+        f"computed in {half}: in float32 its weights take {_size(need)} and {device.type} has "
+        f"{_size(free)} free; load with dtype='float32' to insist"
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"

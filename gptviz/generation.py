@@ -34,6 +34,7 @@ from .errors import PromptError
 from .interventions import HEAD_SITES, Intervention, InterventionError, check
 from .model import GPT, KVCache
 from .names import parse
+from .progress import ProgressFn, Reporter
 
 TOP = 10  # alternatives kept per step
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): spreads (seed, position) over seeds
@@ -75,12 +76,20 @@ class Generation(_Record):
     steps: list[Step] = field(default_factory=list)
     prompt_len: int = 0
     seed: int | None = None  # the seed used (drawn at random when none was given); None when greedy
-    stopped: str = ""  # why fewer tokens than asked came out (the model's block_size), else empty
+    stopped: str = ""  # why fewer tokens than asked came out: "eos" (the model's end-of-text token), a
+    # sentence naming the model's block_size; empty when every token asked for came out
     crop_context: bool = False  # whether the context was cropped to its last block_size tokens as it grew
 
     @property
     def new_ids(self) -> list[int]:
         return self.ids[self.prompt_len :]
+
+    @property
+    def stop_reason(self) -> str:
+        """Why generation ended, as a word: "eos", "block_size" or "length" (max_new_tokens came out)."""
+        if self.stopped in ("", "eos"):
+            return self.stopped or "length"
+        return "block_size"
 
     def __iter__(self):
         """`ids, steps = gptviz.generate(...)`: the record unpacks into its two main fields."""
@@ -203,6 +212,9 @@ def generate(
     seed: int | None = None,
     crop_context: bool = False,
     step_lock: contextlib.AbstractContextManager | None = None,
+    stop_at_eos: bool = True,
+    eos_token_id: int | Sequence[int] | None = None,
+    progress: ProgressFn | None = None,
     interventions: Sequence[Intervention] = (),
 ) -> Generation:
     """Continue `ids` by up to max_new_tokens tokens, one at a time, with a KV cache.
@@ -230,8 +242,13 @@ def generate(
     Their positions are positions of `ids` (all by default). Edits that act on each token alone
     (steer, edit_features, a zero or a number) keep the cache: the cached keys were computed from
     edited values, as a re-run would compute them. Others (a mean over the prompt, a patch, a
-    function of the whole value) re-run the whole context at every step."""
+    function of the whole value) re-run the whole context at every step.
+
+    stop_at_eos: stop after the model's end-of-text token (eos_token_id, else the config's, read from
+    config.json or generation_config.json), as Hugging Face's generate does; `stopped` is then "eos".
+    progress: called after each new token (gptviz.Progress); raising gptviz.Cancelled from it stops."""
     _check(max_new_tokens, temperature, top_k, top_p, seed)
+    eos = _eos_set(model, eos_token_id) if stop_at_eos else frozenset()
     edits = _Edits(check(interventions, model.config.n_layer))
     idx = as_ids(ids, model.device)  # (1, P)
     block = model.config.block_size
@@ -250,6 +267,8 @@ def generate(
         return out
     cache = KVCache(model.config.n_layer, capacity=min(P + n, block))
     guard = step_lock if step_lock is not None else contextlib.nullcontext()
+    reporter = Reporter(progress, "tokens", n)
+    reporter.start()
     with edited(model, edits.hooks()), _attention_rows(model) as rows:  # edits first: the rows see edited maps
         edits.first = max(0, P - block)
         with guard:  # the prompt (its last block) runs once
@@ -285,4 +304,16 @@ def generate(
                 )
             )
             out.ids.append(new)
+            reporter.tick()
+            if new in eos:
+                out.stopped = "eos"
+                break
     return out
+
+
+def _eos_set(model: GPT, eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
+    ids = model.config.eos_token_id if eos_token_id is None else eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise PromptError(f"eos_token_id must be token ids (whole numbers), got {eos_token_id!r}")
+    return frozenset(ids)

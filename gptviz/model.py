@@ -40,8 +40,13 @@ def explicit_attention(on: bool = True) -> Iterator[None]:
         _explicit.reset(token)
 
 
+HALF = (torch.bfloat16, torch.float16)
+
+
 class RMSNorm(nn.Module):
-    """x / sqrt(mean(x²) + eps) * w, computed in float32; Gemma scales by (1 + w) instead of w."""
+    """x / sqrt(mean(x²) + eps) * w, computed in float32; Gemma scales by (1 + w) instead of w.
+    In half precision Llama-style (w, not 1 + w) rounds the normalised x to its dtype before the scale,
+    as Hugging Face's LlamaRMSNorm does; Gemma's scales in float32 then rounds, as its own does."""
 
     def __init__(self, width: int, eps: float, affine: bool = True, plus_one: bool = False):
         super().__init__()
@@ -51,16 +56,32 @@ class RMSNorm(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        if self.weight is not None:
-            h = h * (1.0 + self.weight.float()) if self.plus_one else h * self.weight.float()
-        return h.to(x.dtype)
+        if self.weight is None:
+            return h.to(x.dtype)
+        if self.plus_one:
+            return (h * (1.0 + self.weight.float())).to(x.dtype)
+        if x.dtype in HALF:
+            return self.weight * h.to(x.dtype)
+        return (h * self.weight.float()).to(x.dtype)
+
+
+class TorchRMSNorm(nn.RMSNorm):
+    """torch's RMSNorm (what float32 checkpoints always ran), in half precision computed as Hugging
+    Face's LlamaRMSNorm computes it: mean(x²) in float32, rounded to x's dtype, then times w."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dtype not in HALF:
+            return super().forward(x)
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C) float32
+        return self.weight * h.to(x.dtype)
 
 
 def make_norm(config: GPTConfig, width: int | None = None) -> nn.Module:
     width = width or config.n_embd
     if config.norm == "rmsnorm":
         if config.norm_affine and not config.norm_plus_one:
-            return nn.RMSNorm(width, eps=config.norm_eps)  # GPT-2-era checkpoints: torch's own, as before
+            return TorchRMSNorm(width, eps=config.norm_eps)  # GPT-2-era checkpoints: torch's own, as before
         return RMSNorm(width, config.norm_eps, config.norm_affine, config.norm_plus_one)
     return nn.LayerNorm(
         width, eps=config.norm_eps, elementwise_affine=config.norm_affine, bias=config.bias and config.norm_affine
@@ -160,8 +181,9 @@ def causal_mask(T: int, device: torch.device | str = "cpu", offset: int = 0, win
 
 
 def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
-    """Softmax over the keys each query may read (mask True); the others get exactly 0."""
-    return F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    """Softmax over the keys each query may read (mask True); the others get exactly 0. Computed in
+    float32 whatever the scores' dtype (as Hugging Face's eager attention), returned in that dtype."""
+    return F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1, dtype=torch.float32).to(scores.dtype)
 
 
 class LayerCache:
@@ -238,6 +260,7 @@ class CausalSelfAttention(nn.Module):
         self.clip = config.qkv_clip
         self.rotary = config.pos_encoding == "rotary"
         self.interleaved = config.rotary_interleaved
+        self.config, self.local = config, local
         if self.rotary:
             self.register_buffer("inv_freq", rotary_frequencies(config, local), persistent=False)
         self.q, self.k, self.v = Probe(), Probe(), Probe()
@@ -245,10 +268,16 @@ class CausalSelfAttention(nn.Module):
         self.mask = Probe(batched=False)
         self.z, self.out = Probe(), Probe()  # each head's output before the merge; what the sub-layer adds
 
+    def reset_buffers(self, device: torch.device) -> None:
+        """Compute the rotary table again on device (after a build on the meta device)."""
+        if self.rotary:
+            self.inv_freq = rotary_frequencies(self.config, self.local).to(device)
+
     def rotation(self, start: int, T: int) -> tuple[Tensor, Tensor]:
-        """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them."""
+        """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them (in float32,
+        whatever the model's dtype; the caller rounds them to q's dtype, as Hugging Face does)."""
         pos = torch.arange(start, start + T, device=self.inv_freq.device, dtype=torch.float32)
-        angles = pos[:, None] * self.inv_freq[None, :]  # (T, R/2)
+        angles = pos[:, None] * self.inv_freq.float()[None, :]  # (T, R/2)
         angles = angles.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((angles, angles), dim=-1)
         return angles.cos(), angles.sin()
 
@@ -275,6 +304,7 @@ class CausalSelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary:
             cos, sin = self.rotation(P, T)
+            cos, sin = cos.to(q.dtype), sin.to(q.dtype)  # (T, R)
             q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
         q, k = self.q(q), self.k(k)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, H_kv, T, D)
@@ -413,6 +443,27 @@ class GPT(nn.Module):
     def device(self) -> torch.device:
         return self.transformer.wte.weight.device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the model computes in (its weights')."""
+        return self.transformer.wte.weight.dtype
+
+    @classmethod
+    def empty(cls, config: GPTConfig) -> GPT:
+        """The model's structure with no storage behind it (the meta device): nothing allocated or
+        initialised. A loader fills every parameter (formats/bundle.py fill), then reset_buffers."""
+        with torch.device("meta"):
+            return cls(config)
+
+    def reset_buffers(self, device: torch.device) -> None:
+        """Compute the buffers (rotary tables, the sin/cos position table) on device: after a build on
+        the meta device they have no values."""
+        for module in self.modules():
+            if isinstance(module, CausalSelfAttention):
+                module.reset_buffers(device)
+        if self.config.pos_encoding == "sinusoidal":
+            self.sinusoid = sinusoidal_positions(self.config.block_size, self.config.n_embd).to(device)
+
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights counted once
 
@@ -456,12 +507,12 @@ class GPT(nn.Module):
     def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int = 0) -> Tensor:
         B, T = idx.size()
         x = self.transformer.wte(idx)  # (B, T, C)
-        if self.config.embed_scale != 1.0:  # Gemma: sqrt(C)
-            x = x * self.config.embed_scale
+        if self.config.embed_scale != 1.0:  # Gemma: sqrt(C), rounded to the model's dtype as Hugging Face rounds it
+            x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype, device=x.device)
         if self.config.pos_encoding == "learned":
             x = x + self.transformer.wpe(torch.arange(past, past + T, device=idx.device))  # (T, C)
         elif self.config.pos_encoding == "sinusoidal":
-            x = x + self.sinusoid[past : past + T]  # (T, C); rotary positions act inside attention
+            x = x + self.sinusoid[past : past + T].to(x.dtype)  # (T, C); rotary positions act inside attention
         x = self.transformer.embed(self.transformer.drop(x))
         for l, block in enumerate(self.transformer.h):
             x = block(x) if cache is None else block(x, cache.layers[l])

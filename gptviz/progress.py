@@ -48,6 +48,24 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
+def terminal_bar(desc: str) -> ProgressFn:
+    """A progress callback that draws a tqdm bar on stderr (none when stderr is not a terminal): the CLI's."""
+    from tqdm import tqdm
+
+    bar = None
+
+    def show(p: Progress) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=p.total, unit=p.what.rstrip("s") or "step", desc=desc, disable=None)
+        bar.n = p.done
+        bar.refresh()
+        if p.done >= p.total:
+            bar.close()
+
+    return show
+
+
 @dataclass
 class Reporter:
     """What a library function holds while it works: `tick()` after each unit.

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .names import RESID_SITES, forward_order, point
+from .names import RESID_SITES, forward_order, parse, point
 
 
 def _numpy(t: Tensor) -> np.ndarray:
@@ -52,15 +52,19 @@ class Trace(Mapping):
         token_ids: np.ndarray,
         shapes: list[dict],
         lazy: dict[str, Callable[[], Tensor]] | None = None,
+        names: set[str] | None = None,
     ) -> None:
         """tensors: captured values. lazy: values computed from them when asked for, and not kept
-        (the attention maps grow as L·H·T²; q and k are enough to rebuild them exactly)."""
+        (the attention maps grow as L·H·T²; q and k are enough to rebuild them exactly). names: the
+        names it answers (what was asked for; the tensors may hold more, to rebuild them); None: all."""
         self._tensors = tensors
         self._lazy = lazy or {}
+        self._rows: dict[str, Tensor] = {}  # name -> its last position's value, kept where the rest is rebuilt
         self.tokens = list(tokens)
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
         self._shapes = shapes
-        self._names = sorted([*tensors, *self._lazy], key=forward_order)
+        answers = [*tensors, *self._lazy] if names is None else [n for n in names if n in tensors or n in self._lazy]
+        self._names = sorted(answers, key=forward_order)
 
     # --- the mapping -------------------------------------------------------------------
     def __getitem__(self, name: str) -> np.ndarray:
@@ -72,13 +76,25 @@ class Trace(Mapping):
     def __len__(self) -> int:
         return len(self._names)
 
+    def __contains__(self, name: object) -> bool:  # Mapping's own would rebuild a lazy value to say yes
+        return name in self._names_set
+
     def tensor(self, name: str) -> Tensor:
         """The value as a torch tensor on the model's device: for computation, not display."""
+        if name not in self._names_set:
+            raise KeyError(f"{name!r} is not in this Trace; names look like {self._names[:3]} ...")
         if name in self._tensors:
             return self._tensors[name]
-        if name in self._lazy:
-            return self._lazy[name]()
-        raise KeyError(f"{name!r} is not in this Trace; names look like {self._names[:3]} ...")
+        return self._lazy[name]()
+
+    @cached_property
+    def _names_set(self) -> frozenset[str]:
+        return frozenset(self._names)
+
+    def keep_row(self, name: str, row: Tensor) -> None:
+        """Hold name's value at the last position (as the forward computed it), so part(name, -1)
+        reads it without rebuilding all T rows. For the capture that records the Trace."""
+        self._rows[name] = row
 
     def held(self, name: str) -> bool:
         """Whether the Trace holds name's value (False: it rebuilds it when asked, as the attention
@@ -88,6 +104,9 @@ class Trace(Mapping):
     def part(self, name: str, index: int | slice | tuple[int | slice, ...]) -> np.ndarray:
         """trace[name][index], with only that part leaving the model's device: one position's
         logits are V floats, all of them T × V."""
+        last = index if isinstance(index, int) else None
+        if name in self._rows and name in self._names_set and last in (-1, self.n_tokens - 1):
+            return _numpy(self._rows[name])
         return _numpy(self.tensor(name)[index])
 
     @property
@@ -97,8 +116,12 @@ class Trace(Mapping):
 
     @property
     def n_layer(self) -> int:
-        """L: the number of blocks recorded."""
-        return sum(1 for n in self._tensors if n.endswith(".resid_pre"))  # one per block
+        """L: the number of blocks of the model recorded (of its config; else as many as the names count)."""
+        config = getattr(self, "config", None)
+        if config is not None:
+            return config.n_layer
+        layers = [parse(n)[0] for n in (*self._tensors, *self._lazy)]
+        return max((l for l in layers if l is not None), default=-1) + 1
 
     @property
     def n_tokens(self) -> int:
@@ -108,8 +131,9 @@ class Trace(Mapping):
     @property
     def nbytes(self) -> int:
         """Bytes the Trace holds right now: each memory block once (q, k and v share one, and
-        resid_post of a block is resid_pre of the next); lazily computed maps are not held."""
-        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in self._tensors.values()}
+        resid_post of a block is resid_pre of the next); what is rebuilt on demand is not held."""
+        held = [*self._tensors.values(), *self._rows.values()]
+        storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in held}
         return sum(storages.values())
 
     # --- derived tables ----------------------------------------------------------------
@@ -129,6 +153,8 @@ class Trace(Mapping):
         rows = []
         for l in range(self.n_layer):
             for site in RESID_SITES:
+                if point(site, l) not in self._names_set:  # a Trace of chosen names
+                    continue
                 x = self[point(site, l)].astype(np.float64)  # [T, C]
                 for pos, (m, s, n) in enumerate(zip(x.mean(1), x.std(1), np.linalg.norm(x, axis=1))):
                     rows.append((l, site, pos, self.tokens[pos], m, s, n))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from .formats.nanogpt import CKPT_NAME, META_NAME, SUFFIXES, load_nanogpt, recor
 from .formats.native import is_native
 from .formats.safe import read_json, shown_name
 from .listing import Entry, list_folder
+from .progress import ProgressFn, Reporter
 
 _DIGITS = re.compile(r"\d+")
 TRAINER_STATE = "trainer_state.json"  # what Hugging Face's Trainer saves in each checkpoint-N/ folder
@@ -282,12 +283,12 @@ def timeline(
     folder: str | Path,
     ids: Sequence[int],
     device: str | torch.device = "cpu",
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     scan: RunScan | None = None,
 ) -> Timeline:
     """Run the prompt `ids` through every checkpoint of the run folder, one checkpoint at a time.
 
-    progress(i, n) is called after each step is scored (for a progress bar). scan: the folder's
+    progress: called with a gptviz.Progress after each step is scored (raise Cancelled to stop). scan: the folder's
     scan_run, when the caller already has it."""
     scan = scan if scan is not None else scan_run(folder)
     run = scan.steps
@@ -295,7 +296,9 @@ def timeline(
     if ids.size < 2:
         raise TimelineError("the prompt needs at least two tokens: the loss scores each token after the first")
     step_rows, head_frames, shape = [], [], None
-    for i, st in enumerate(run):
+    reporter = Reporter(progress, "checkpoints", len(run))
+    reporter.start()
+    for st in run:
         bundle = load_run_step(st, folder, device)
         if shape is None:
             shape = _shape(bundle)
@@ -319,8 +322,7 @@ def timeline(
         scores.insert(0, "step", st.step)
         head_frames.append(scores)
         del t, bundle  # one checkpoint in memory at a time
-        if progress is not None:
-            progress(i + 1, len(run))
+        reporter.tick()
     steps = pd.DataFrame(step_rows, columns=["step", "train_loss", "val_loss", "prompt_loss"])
     heads = pd.concat(head_frames, ignore_index=True)[["step", *COLUMNS]]
     return Timeline(Path(folder), ids, steps, heads, run, scan.notes)

@@ -34,12 +34,12 @@ st.caption(
 )
 widgets.download(
     f"{kind} (.npz)",
-    lambda: {kind.replace(" ", "_"): analysis.attention_matrix(t, v.layer, v.head, kind), "tokens": v.labels},
+    lambda: {kind.replace(" ", "_"): analysis.attention_matrix(t, v.layer, v.head, kind), "tokens": v.texts},
     f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz",
     key="attn_dl",
 )
 
-st.subheader(f"Where {widgets.plain(v.labels[v.position])} looks")
+st.subheader(f"Where {widgets.plain(v.texts[v.position])} looks")
 widgets.figure_chart(caches.lines_figure(v.key, v.layer, v.head, v.position, v.presentation), key="attn_lines")
 
 st.subheader(f"Every head of layer {v.layer}")

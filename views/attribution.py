@@ -20,7 +20,7 @@ pos = v.position
 st.title("Logit attribution")
 logits = t.part("logits", pos)
 V = logits.size
-if widgets.nan_logits(logits, f"after {v.labels[pos]}"):
+if widgets.nan_logits(logits, f"after {v.texts[pos]}"):
     st.stop()  # every part of a NaN logit is NaN: choose a position before the NaN, or see Health
 top = analysis.top_k(logits, TOP, display=v.display)
 options = top["id"].astype(int).tolist()

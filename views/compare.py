@@ -71,7 +71,7 @@ else:
             else "Type the path of a checkpoint folder or file."
         )
         st.stop()
-    key_b = caches.RunKey(caches.ModelKey(source_b, v.device, version(source_b)), v.key.ids)
+    key_b = caches.RunKey(caches.ModelKey(source_b, v.device, version(source_b), dtype=v.dtype), v.key.ids)
     name_a, name_b = f"A: {v.source_label}", f"B: {names.get(source_b, source_b)}"
     try:  # before B runs A's ids: another vocabulary is said as such, not as an id out of range
         bundle_b = caches.bundle_for(key_b.model)

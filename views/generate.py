@@ -8,14 +8,14 @@ import streamlit as st
 import gptviz
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
-from gptviz.dashboard import caches, widgets
+from gptviz.dashboard import caches, generating, progress, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures import generation as gfig
 from gptviz.figures.attention import MAX_CELLS
 
 v = widgets.require_trace() or st.stop()
 st.title("Generate")
-if widgets.nan_logits(v.trace.part("logits", -1), f"after {v.labels[-1]}"):
+if widgets.nan_logits(v.trace.part("logits", -1), f"after {v.texts[-1]}"):
     st.stop()  # no token can be chosen from NaN: greedy would "pick" id 0, sampling would fail
 model = v.bundle.model
 block = model.config.block_size
@@ -60,30 +60,27 @@ if b4.button("Clear", key="gen_clear", disabled=not gen["ids"]):
 
 if one or many:
     try:
-        g = gptviz.generate(
-            model,
-            all_ids,
-            1 if one else int(n),
-            temperature=float(temperature),
-            top_k=int(top_k) or None,
-            top_p=float(top_p) if top_p < 1.0 else None,
-            seed=int(seed),
-            crop_context=slide,
-            step_lock=caches.FORWARD,  # one forward pass at a time (caches.FORWARD says why)
-        )
+        with progress.step("gen", "Generating", fresh=True) as report:  # Cancel stops it between two tokens
+            g = gptviz.generate(
+                model,
+                all_ids,
+                1 if one else int(n),
+                temperature=float(temperature),
+                top_k=int(top_k) or None,
+                top_p=float(top_p) if top_p < 1.0 else None,
+                seed=int(seed),
+                crop_context=slide,
+                step_lock=caches.FORWARD,  # one forward pass at a time (caches.FORWARD says why)
+                progress=report,
+            )
     except GptvizError as e:
         st.error(f"Not generated: {widgets.plain(e)}")
     else:
-        for s in g.steps:
-            gen["ids"].append(s.id)
-            gen["probs"].append(s.prob)
-            gen["top_ids"].append([i for i, _ in s.top])
-            gen["top_probs"].append([p for _, p in s.top])
+        generating.record(gen, g)
         all_ids, room = g.ids, block - len(g.ids)
         stuck = room <= 0 and not slide
         st.session_state["gen_view"] = len(gen["ids"])  # show the newest step
-        if g.stopped:
-            st.warning(f"Generation {g.stopped}.")
+        generating.say_why_stopped(g, v.display)
 
 tok = v.bundle.tokenizer
 text = tok.decode(all_ids) if tok is not None else ", ".join(map(str, all_ids))

@@ -50,7 +50,7 @@ else:
 
 pos = v.position
 if edited is not None:
-    st.subheader(f"Next token after {v.labels[pos]}")
+    st.subheader(f"Next token after {widgets.plain(v.texts[pos])}")
     k = st.slider("How many tokens (k)", 1, min(30, cfg.vocab_size), min(8, cfg.vocab_size), key="iv_k")
     before, after = t.part("logits", pos), edited.part("logits", pos)
     a, b = st.columns(2)

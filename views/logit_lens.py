@@ -7,7 +7,7 @@ import streamlit as st
 
 import gptviz
 from gptviz import figures
-from gptviz.dashboard import why, widgets
+from gptviz.dashboard import progress, why, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures.lens import LENS_TITLE, MAX_TEXT_COLUMNS
 
@@ -29,13 +29,14 @@ T = t.n_tokens
 W = min(T, MAX_TEXT_COLUMNS)
 start = int(np.clip(v.position - W // 2, 0, T - W))  # a window around the chosen position
 window = tuple(range(start, start + W))
-lens = why.lens(v.key, window, K)
+with progress.step("lens", "Applying the final norm and LM head at every site") as report:
+    if report is None:
+        st.stop()
+    lens = why.lens(v.key, window, K, None, report)
 S = len(lens.sites)
 tokens = np.array(v.display(lens.top_ids.ravel().tolist()), dtype=object).reshape(lens.top_ids.shape)
 widgets.chart(
-    figures.lens_grid(
-        lens.sites, v.labels[start : start + W], tokens, lens.top_probs, first_position=start, n_tokens=T
-    ),
+    figures.lens_grid(lens.sites, v.texts[start : start + W], tokens, lens.top_probs, first_position=start, n_tokens=T),
     key="lens_grid",
 )
 if W < T:
@@ -53,7 +54,7 @@ widgets.download(
 )
 
 pos = v.position
-st.subheader(f"One token through depth, after {v.labels[pos]}")
+st.subheader(f"One token through depth, after {widgets.plain(v.texts[pos])}")
 text = st.text_input(
     "Target token",
     key="lens_target",
@@ -87,7 +88,7 @@ c.metric(
     figures.site_label(lens.sites[first_top]) if first_top is not None else "never",
 )
 widgets.chart(
-    figures.target_depth(lens.sites, rank, prob, token=name, position_label=v.labels[pos]), key="lens_target_chart"
+    figures.target_depth(lens.sites, rank, prob, token=name, position_label=v.texts[pos]), key="lens_target_chart"
 )
 widgets.download(
     "rank through depth (CSV)",

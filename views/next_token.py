@@ -41,7 +41,7 @@ if text:
         st.error(f"Cannot look it up: {widgets.plain(e)}")
     if len(ids) == 1 and not 0 <= ids[0] < logits.size:  # a tokenizer larger than the model's vocabulary
         st.error(f"Cannot look it up: token id {ids[0]} is outside the model's vocabulary [0, {logits.size - 1}]")
-    elif len(ids) == 1 and widgets.nan_logits(logits, f"after {v.labels[pos]}"):
+    elif len(ids) == 1 and widgets.nan_logits(logits, f"after {v.texts[pos]}"):
         pass  # no rank: the line above says why
     elif len(ids) == 1:
         rank, p = analysis.token_rank(logits, ids[0], temperature)

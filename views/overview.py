@@ -32,7 +32,7 @@ with right:
     widgets.figure_chart(caches.head_figure(v.key, v.layer, v.head, 520, v.presentation), key="overview_heatmap")
     widgets.download(
         "these weights (.npz)",
-        lambda: {"weights": analysis.attention_matrix(t, v.layer, v.head), "tokens": v.labels},
+        lambda: {"weights": analysis.attention_matrix(t, v.layer, v.head), "tokens": v.texts},
         f"attention_L{v.layer}_H{v.head}.npz",
         key="overview_heatmap_dl",
     )

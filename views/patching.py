@@ -8,7 +8,7 @@ import streamlit as st
 import gptviz
 from gptviz import figures
 from gptviz.analysis.patching import SITES, compare_top_k, logit_diff, one_token, sweep_table
-from gptviz.dashboard import caches, whatif, widgets
+from gptviz.dashboard import caches, progress, whatif, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures.whatif import patching_heatmap
 
@@ -84,12 +84,13 @@ try:
 except GptvizError as e:
     st.error(f"Clean prompt: {widgets.plain(e)}")
     st.stop()
-labels = figures.token_labels(v.display(clean))
+labels = figures.token_labels(v.display(clean))  # for the figures; texts for the widgets, sentences and files
+texts = figures.position_labels(v.display(clean))
 
 
 with st.expander("Make the corrupt prompt by changing one token of the clean one", expanded=not corrupt_text):
     a, b, c = st.columns([2, 1, 1])
-    a.selectbox("Token to change", range(len(clean)), format_func=lambda i: labels[i], key="pt_pos")
+    a.selectbox("Token to change", range(len(clean)), format_func=lambda i: texts[i], key="pt_pos")
     b.text_input("New token", key="pt_new", max_chars=64)
     c.button("Make it", on_click=whatif.change_one, args=(tuple(clean), tok, cfg.vocab_size), key="pt_make")
     if st.session_state.get("pt_change_error"):
@@ -100,12 +101,7 @@ if not corrupt_text:
     st.stop()
 
 try:
-    corrupt = encode(corrupt_text, "the corrupt prompt")
-    if len(corrupt) != len(clean):
-        raise gptviz.PromptError(
-            f"the clean prompt is {len(clean)} tokens and the corrupt one {len(corrupt)}: "
-            "patching compares the same positions, so make them the same length"
-        )
+    corrupt = whatif.same_length(clean, encode(corrupt_text, "the corrupt prompt"))
 except GptvizError as e:
     st.error(f"Corrupt prompt: {widgets.plain(e)}")
     st.stop()
@@ -167,10 +163,14 @@ st.markdown(
     f"**{d_clean:.3f}** on the clean prompt, **{d_corrupt:.3f}** on the corrupt one."
 )
 
-
+layers, positions = whatif.sweep_choices(cfg.n_layer, texts)  # a 32-layer sweep limited to what is asked
 for site in sites:
     try:
-        s = whatif.sweep(clean_key, tuple(corrupt), answer, wrong, site)
+        with progress.step(f"pt_{site}", f"Patching {site}") as report:
+            if report is None:
+                continue
+            cells = None if site == "attn.z" else positions
+            s = whatif.sweep(clean_key, tuple(corrupt), answer, wrong, site, layers, cells, report)
     except GptvizError as e:
         st.error(widgets.plain(e))
         st.stop()
@@ -181,7 +181,7 @@ for site in sites:
         selection_mode="points",
     )
     widgets.download(
-        f"{site} sweep (CSV)", lambda: sweep_table(s, site, labels), f"patching_{site}.csv", key=f"pt_dl_{site}"
+        f"{site} sweep (CSV)", lambda: sweep_table(s, site, texts), f"patching_{site}.csv", key=f"pt_dl_{site}"
     )
 
 cell = st.session_state.get("pt_cell")
@@ -192,7 +192,7 @@ if not cell or cell[0] not in sites or cell[1] >= cfg.n_layer or cell[2] >= n_of
 else:
     site, layer, which = cell
     run = whatif.patched(clean_key, tuple(corrupt), site, layer, which)
-    where = f"head {which}" if site == "attn.z" else f"position {labels[which]}"
+    where = f"head {which}" if site == "attn.z" else f"position {texts[which]}"
     st.markdown(f"The corrupt prompt with the clean run's **{site}** of layer {layer}, {widgets.plain(where)}:")
     table = compare_top_k(corrupt_run.part("logits", -1), run.part("logits", -1), 8, display=v.display)
     table = table.rename(columns={"before": "corrupt", "after": "patched", "rank_before": "rank_corrupt"})

@@ -10,7 +10,7 @@ v = widgets.require_trace() or st.stop()
 t = v.trace
 L, H, q = v.layer, v.head, v.position
 st.title("Q / K / V")
-st.caption(f"Layer {L}, head {H}; query {widgets.plain(v.labels[q])}. Change them in the sidebar.")
+st.caption(f"Layer {L}, head {H}; query {widgets.plain(v.texts[q])}. Change them in the sidebar.")
 
 model = v.bundle.model
 kv = H // (model.config.n_head // model.config.kv_heads)  # the key/value head this query head reads
@@ -45,12 +45,12 @@ for tab, name in zip(tabs, "qkv"):
             )
 widgets.download(
     "q, k, v of this head (.npz)",
-    lambda: {n: t[gptviz.point(f"attn.{n}", L)][H if n == "q" else kv] for n in "qkv"} | {"tokens": v.labels},
+    lambda: {n: t[gptviz.point(f"attn.{n}", L)][H if n == "q" else kv] for n in "qkv"} | {"tokens": v.texts},
     f"qkv_L{L}_H{H}.npz",
     key="qkv_dl",
 )
 
-st.subheader(f"How query {widgets.plain(v.labels[q])} attends")
+st.subheader(f"How query {widgets.plain(v.texts[q])} attends")
 work = analysis.query_computation(t, L, H, q)
 D = work["head_dim"]
 st.markdown(

@@ -21,6 +21,7 @@ from ..checks import whole
 from ..errors import PromptError
 from ..model import GPT, RMSNorm
 from ..names import point
+from ..progress import ProgressFn, Reporter
 from ..record import Trace
 from .values import float64
 
@@ -73,7 +74,12 @@ def check_linear(model: GPT) -> None:
 
 @torch.no_grad()
 def logit_attribution(
-    model: GPT, trace: Trace, target: int, position: int = -1, baseline: int | None = None
+    model: GPT,
+    trace: Trace,
+    target: int,
+    position: int = -1,
+    baseline: int | None = None,
+    progress: ProgressFn | None = None,
 ) -> pd.DataFrame:
     """What each component writes into logit(target) − logit(baseline) (or logit(target) alone) at
     `position`, through the final norm with its scale frozen at the real run's value there.
@@ -83,7 +89,8 @@ def logit_attribution(
     rows appear only where the model has biases. Columns `component, layer, head, value` (layer and
     head are nullable integers, NA where they do not apply). The values sum to the real logit
     (difference) to float rounding; df.attrs holds `logit` (the real one, from the Trace), `sigma`
-    (the frozen scale), `position`, `target`, `baseline`.
+    (the frozen scale), `position`, `target`, `baseline`. progress: called with a gptviz.Progress
+    after each layer (raise gptviz.Cancelled from it to stop).
     """
     check_linear(model)
     T = trace.n_tokens
@@ -112,6 +119,8 @@ def logit_attribution(
         return float(float64(v) @ u)
 
     rows: list[tuple[str, int | None, int | None, float]] = [(EMBED, None, None, dot(trace.tensor("embed")[pos]))]
+    reporter = Reporter(progress, "layers", cfg.n_layer)
+    reporter.start()
     for l, block in enumerate(model.transformer.h):
         z = float64(trace.tensor(point("attn.z", l))[:, pos])  # [H, D]
         w_o = _weight(block.attn.c_proj.weight, dev).view(-1, H, D)  # [C, H, D]: head h reads columns hD…(h+1)D
@@ -125,6 +134,7 @@ def logit_attribution(
         rows.append((MLP, l, None, dot(out - mlp_b if mlp_b is not None else out)))
         if mlp_b is not None:
             rows.append((MLP_BIAS, l, None, dot(mlp_b)))
+        reporter.tick()
     if beta is not None:
         rows.append((NORM_BIAS, None, None, float(beta @ d)))  # added after the scale: not divided by σ
 

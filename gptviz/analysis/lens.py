@@ -22,6 +22,7 @@ from torch import Tensor
 from ..checks import whole
 from ..errors import ArgumentError, PromptError
 from ..names import point
+from ..progress import ProgressFn, Reporter
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,15 @@ def _ranks(logits: Tensor, target_logit: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def logit_lens(model, trace, k: int = 5, target: int | None = None, positions=None) -> LogitLens:
+def logit_lens(
+    model, trace, k: int = 5, target: int | None = None, positions=None, progress: ProgressFn | None = None
+) -> LogitLens:
     """The lens at every site of `trace` (a run of `model`): the top k tokens with their
     probabilities, and where `target` (a token id) ranks, per site and position.
 
     positions: only these prompt positions (a page showing 40 of 1,024 pays for 40); the default,
-    every position, is the one that reproduces the model's own logits bit for bit."""
+    every position, is the one that reproduces the model's own logits bit for bit. progress: called
+    with a gptviz.Progress after each site (raise gptviz.Cancelled from it to stop)."""
     V = model.config.vocab_size
     k = whole(k, "k (tokens per site)", low=1, high=V)
     if target is not None:
@@ -110,6 +114,8 @@ def logit_lens(model, trace, k: int = 5, target: int | None = None, positions=No
     top_ids, top_probs, ranks, probs = [], [], [], []
     rows = None if positions is None else torch.as_tensor(pos)
     logits = None  # [n, V]: one buffer, rewritten by every site
+    reporter = Reporter(progress, "sites", len(sites))
+    reporter.start()
     for name in sites:
         # the last site is the model's own output: its logits are the run's, read, not recomputed
         x = trace.tensor("logits" if name == sites[-1] else name)
@@ -131,6 +137,7 @@ def logit_lens(model, trace, k: int = 5, target: int | None = None, positions=No
         top_probs.append((vals.double() - lse).exp().cpu())
         if target is not None:
             probs.append((t_logit.double() - lse[:, 0]).exp().cpu())
+        reporter.tick()
     stack = lambda xs: torch.stack(xs).numpy()  # noqa: E731
     return LogitLens(
         sites=sites,

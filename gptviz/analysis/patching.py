@@ -28,10 +28,11 @@ from torch import Tensor
 
 from ..capture import as_ids, edited, trace
 from ..checks import whole
-from ..errors import PromptError
+from ..errors import ArgumentError, PromptError
 from ..interventions import patch
 from ..model import GPT, KVCache
 from ..names import point
+from ..progress import ProgressFn, Reporter
 from ..record import Trace
 
 SITES = ("resid_pre", "attn.z", "mlp.out")
@@ -97,6 +98,16 @@ def _chunks(n: int, T: int, batch_size: int | None, site: str) -> list[range]:
     return [range(i, min(n, i + rows)) for i in range(0, n, rows)]
 
 
+def _chosen(values: Sequence[int] | None, n: int, what: str) -> list[int]:
+    """Sorted distinct indices in [0, n), all of them for None; ArgumentError for one outside."""
+    if values is None:
+        return list(range(n))
+    out = sorted({whole(v, what) for v in values})
+    if not out or out[0] < 0 or out[-1] >= n:
+        raise ArgumentError(f"{what} must be a non-empty choice within [0, {n - 1}], got {list(values)[:8]}")
+    return out
+
+
 @torch.no_grad()
 def patching_sweep(
     model: GPT,
@@ -107,12 +118,17 @@ def patching_sweep(
     site: str = "resid_pre",
     *,
     batch_size: int | None = None,
+    layers: Sequence[int] | None = None,
+    cells: Sequence[int] | None = None,
+    progress: ProgressFn | None = None,
 ) -> np.ndarray:
     """For each layer and position (site resid_pre or mlp.out: [L, T]) or layer and head (attn.z:
     [L, H]), the corrupt run with that one value from the clean run, as (patched − corrupt) /
     (clean − corrupt) of logit(answer) − logit(wrong) at the last position. float64.
 
-    batch_size: patched runs per forward batch (default: about 8192 tokens per batch)."""
+    batch_size: patched runs per forward batch (default: about 8192 tokens per batch). layers, cells:
+    only these layers and positions (heads for attn.z) are run; the other cells are NaN. progress:
+    called with a gptviz.Progress after each batch (raise gptviz.Cancelled from it to stop)."""
     if batch_size is not None:  # -1 or 0 would make no batches and leave every cell unwritten
         batch_size = whole(batch_size, "batch_size", low=1)
     clean, corrupt = as_ids(clean_ids, model.device), as_ids(corrupt_ids, model.device)
@@ -127,12 +143,20 @@ def patching_sweep(
         )
     L, T = model.config.n_layer, clean.size(1)
     n = model.config.n_head if site == "attn.z" else T
+    layer_list = _chosen(layers, L, "layers")
+    cell_list = _chosen(cells, n, "heads" if site == "attn.z" else "positions")
     raw = np.full((L, n), np.nan)  # NaN, not whatever memory held, should a cell ever go unwritten
-    for l in range(L):
+    batches = [rows for rows in _chunks(n, T, batch_size, site) if any(c in cell_list for c in rows)]
+    reporter = Reporter(progress, "batches", len(layer_list) * len(batches))
+    reporter.start()
+    for l in layer_list:
         # the clean value at this layer, fetched once for all its batches (mlp.out is rebuilt on request)
         source = ct.tensor(point(site, l))
-        for rows in _chunks(n, T, batch_size, site):
+        for rows in batches:
             raw[l, rows.start : rows.stop] = _patched(model, source, rt, site, l, rows, answer, wrong).cpu().numpy()
+            reporter.tick()
+    if len(cell_list) < n:  # a batch runs whole ranges: keep only the cells asked for
+        raw[:, [c for c in range(n) if c not in set(cell_list)]] = np.nan
     return (raw - d_corrupt) / (d_clean - d_corrupt) + 0.0  # + 0.0: no -0.0 in a table
 
 

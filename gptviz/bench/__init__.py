@@ -7,5 +7,6 @@ asserts nothing about them. Every one is reachable as `gptviz bench --...`:
     families.py  --families    a SmolLM2-135M-shaped Llama against transformers' LlamaForCausalLM
     patching.py  --patching    patching_sweep against the naive loop (and TransformerLens)
     generate.py  --generate    decoding with per-step capture against Hugging Face's generate
+    load.py      --load        loading bf16 shards (Llama-3.2-1B shape; --shape 8b) against from_pretrained
     lessons.py   --lessons     hostile 64 KB lesson files: bounded parsing against plain tomllib
 """

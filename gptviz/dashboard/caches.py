@@ -91,12 +91,14 @@ class ModelKey:
     device: str
     version: str = ""  # sources.version: the files' times, so a rewritten checkpoint loads again
     owner: str = ""  # an upload's session token (uploads.py): only that session's keys reach its model
+    dtype: str = "auto"  # what the model computes in: one model per dtype
 
 
 @dataclass(frozen=True)
 class RunKey:
     model: ModelKey
     ids: tuple[int, ...]
+    names: tuple[str, ...] | None = None  # what the run keeps (gptviz.trace's names=); None: every name
 
 
 HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes}
@@ -104,7 +106,7 @@ HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes}
 
 @cached(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
 def load_bundle(key: ModelKey) -> Bundle | str:
-    """One model per (checkpoint, device, version) per process, shared by every session: read-only
+    """One model per (checkpoint, device, dtype, version) per process, shared by every session: read-only
     (an upload's only by its own session). A checkpoint that cannot be loaded gives the one-line
     reason instead, remembered like a model, so a bad file is not read again on every rerun (a new
     version of it is tried afresh). Raises CheckpointError only for an upload that this session
@@ -122,7 +124,7 @@ def load_bundle(key: ModelKey) -> Bundle | str:
             return demo_bundle(key.device)
         if not label:
             path = checkpoint_path(key.source)
-        bundle = load(path, key.device)
+        bundle = load(path, key.device, key.dtype)
     except GptvizError as e:
         return str(e)
     except Exception as e:  # a loader bug or an out-of-memory must not become a page of traceback
@@ -157,7 +159,7 @@ def run_trace(key: RunKey) -> Trace:
     when a view asks), so a few entries stay small."""
     bundle = bundle_for(key.model)
     with FORWARD:
-        return trace(bundle.model, list(key.ids), bundle.tokenizer)
+        return trace(bundle.model, list(key.ids), bundle.tokenizer, names=key.names)
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")

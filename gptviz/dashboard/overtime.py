@@ -107,8 +107,8 @@ def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, ste
     n = len(scan.steps)
     bar = st.progress(0.0, text=f"Running the prompt through {n} checkpoints…")
 
-    def progress(i: int, total: int) -> None:
-        bar.progress(i / total, text=f"Running the prompt through checkpoint {i} of {total}…")
+    def progress(p) -> None:  # a gptviz.Progress
+        bar.progress(p.fraction, text=f"Running the prompt through checkpoint {p.done} of {p.total}…")
 
     try:
         return timeline(folder, list(ids), device, progress=progress, scan=scan)

@@ -21,6 +21,15 @@ class PageSpec:
     section: str  # the top-bar menu it is listed under
     icon: str  # a Material icon name: Streamlit ships the font, nothing is fetched
     default: bool = False  # the page at the root URL
+    # what the page reads of the run (gptviz.trace's names=): the sidebar's run captures only that; None:
+    # every name. Sites at every layer, since the layer a page shows changes without a new run.
+    reads: tuple[str, ...] | None = None
+
+
+# the logits are rebuilt from ln_f and the maps from q and k: asking for them holds T·C and L·T·(H + H_kv)·D
+# floats, a sixth of a full Trace of a 1B model (python -m gptviz bench --trace-memory)
+NEXT = ("logits",)
+MAPS = ("blocks.*.attn.weights", "blocks.*.attn.mask")
 
 
 # Grouped by the question a page answers. In the top bar each group is one menu, so the sidebar holds
@@ -34,12 +43,12 @@ COMPUTED, WHY, ACROSS, WHAT_IF, OVER_TIME, CLASSROOM = (
     "Classroom",
 )
 PAGES: tuple[PageSpec, ...] = (
-    PageSpec("overview", "Overview", "views/overview.py", COMPUTED, ":material/home:", default=True),
+    PageSpec("overview", "Overview", "views/overview.py", COMPUTED, ":material/home:", default=True, reads=NEXT + MAPS),
     PageSpec("attention", "Attention", "views/attention.py", COMPUTED, ":material/grid_on:"),
     PageSpec("qkv", "Q / K / V", "views/qkv.py", COMPUTED, ":material/calculate:"),
     PageSpec("shapes", "Shapes", "views/shapes.py", COMPUTED, ":material/straighten:"),
     PageSpec("residual", "Residual stream", "views/residual.py", COMPUTED, ":material/timeline:"),
-    PageSpec("next-token", "Next token", "views/next_token.py", COMPUTED, ":material/bar_chart:"),
+    PageSpec("next-token", "Next token", "views/next_token.py", COMPUTED, ":material/bar_chart:", reads=NEXT),
     PageSpec("heads", "Heads", "views/heads.py", WHY, ":material/psychology:"),
     PageSpec("logit-lens", "Logit lens", "views/logit_lens.py", WHY, ":material/layers:"),
     PageSpec("attribution", "Logit attribution", "views/attribution.py", WHY, ":material/call_split:"),
@@ -57,6 +66,12 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("lesson", "Lesson", "views/lesson.py", CLASSROOM, ":material/slideshow:"),
 )
 BY_KEY = {p.key: p for p in PAGES}
+
+
+def reads(url_path: str) -> tuple[str, ...] | None:
+    """What the page at this URL path (the root's is "") reads of a run; None: everything."""
+    page = BY_KEY.get(url_path) or next((p for p in PAGES if p.default and not url_path), None)
+    return page.reads if page is not None else None
 
 
 def page_file(key: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..devices import DEVICES, device_status, resolve_device
+from ..devices import COMPUTE_DTYPES, DEVICES, device_status, resolve_device
 from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
 from ..formats.safe import shown_name
@@ -107,6 +107,17 @@ def _pick_device() -> str:
     return st.sidebar.radio("Device", DEVICES, key="device", horizontal=False, captions=captions, format_func=str.upper)
 
 
+def _pick_dtype() -> str:
+    st.session_state.setdefault("dtype", "auto")
+    return st.sidebar.selectbox(
+        "Compute dtype",
+        COMPUTE_DTYPES,
+        key="dtype",
+        help="auto: float32 (exact) unless the model does not fit the free memory, then its stored half precision. "
+        "bfloat16 and float16 take half the memory; their numbers are rounded.",
+    )
+
+
 def _offer(label: str, key: str, flag: str, prompt: str) -> None:
     def apply():
         st.session_state[flag] = prompt
@@ -185,20 +196,29 @@ def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
         if key not in shown:
             st.session_state[key] = st.session_state[key]
     v.layer, v.head, v.position = (st.session_state[k] for k in VIEW_CONTROLS)
-    if "layer" in shown:
-        v.layer = places["layer"].radio("Layer", list(range(L)), key="layer", horizontal=True)
-    if "head" in shown:
-        v.head = places["head"].radio("Head", list(range(H)), key="head", horizontal=True)
+    for key, n in (("layer", L), ("head", H)):
+        if key in shown:
+            setattr(v, key, _picker(places[key], key, n))
     if T == 1:
         v.position = 0
     elif "position" in shown:
-        labels = v.labels
+        texts = v.texts  # as a person reads them: a widget shows its text as it is
         v.position = places["position"].select_slider(
-            "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: labels[i]
+            "Position (query token)", options=list(range(T)), key="position", format_func=lambda i: texts[i]
         )
 
 
-def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
+MAX_RADIO = 12  # a row of radio buttons up to this many; a 32-layer or 32-head model gets a slider
+
+
+def _picker(place, key: str, n: int) -> int:
+    """The layer or head control: radio buttons for a few, a slider for many (32 layers × 32 heads)."""
+    if n <= MAX_RADIO:
+        return place.radio(key.title(), list(range(n)), key=key, horizontal=True)
+    return place.select_slider(f"{key.title()} (of {n})", options=list(range(n)), key=key)
+
+
+def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ...] | None = None) -> View:  # noqa: ARG001
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
     Every expected failure is shown as a message in the page; the View then has no Trace.
     view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
@@ -206,6 +226,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     st.sidebar.header("gptviz")
     source, label = _pick_checkpoint()
     device = _pick_device()
+    dtype = _pick_dtype()
     with st.sidebar.form("prompt_form", border=False):
         st.text_area(
             "Prompt", key="prompt", height=100, help="Several lines are fine. Press Ctrl+Enter or Run to run the model"
@@ -216,7 +237,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page
         st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
     prompt = st.session_state.get("prompt", "")
-    v = View(source=source or "", device=device, prompt=prompt, presentation=presentation, label=label)
+    v = View(source=source or "", device=device, prompt=prompt, presentation=presentation, label=label, dtype=dtype)
     set_view(v)
     if source is None:
         st.info("Choose a checkpoint in the sidebar: a local path, or upload its files.")
@@ -228,7 +249,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
             st.error(f"Device not available: {plain(e)}. Showing results on CPU.")
         v.device = "cpu"
     owner = _session_uploads().token if uploads.is_upload(source) else ""  # only this session's upload
-    model_key = ModelKey(source, v.device, version(source), owner)
+    model_key = ModelKey(source, v.device, version(source), owner, dtype)
     try:
         v.bundle, v.model_key = bundle_for(model_key), model_key  # a failure is remembered per version
     except GptvizError as e:
@@ -239,6 +260,8 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS) -> View:
     if ids is None:
         return v
     try:
+        # one run serves every page (tests/test_app.py: switching pages never re-runs the model), so it keeps
+        # every name; a page's `reads` (a 1B Overview: 0.18 GB against 0.49) is for a caller that runs per page
         key = RunKey(model_key, tuple(ids))
         v.trace, v.key = run_trace(key), key
     except GptvizError as e:

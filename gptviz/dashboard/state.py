@@ -17,7 +17,7 @@ from functools import cached_property
 import streamlit as st
 
 from .. import figures
-from ..devices import DEVICES
+from ..devices import COMPUTE_DTYPES, DEVICES
 from ..formats import Bundle
 from ..record import Trace
 from . import keys
@@ -29,6 +29,7 @@ URL_KEYS = (
     "checkpoint",
     "upload",
     "device",
+    "dtype",
     "prompt",
     "keep_last",
     "drop_unknown",
@@ -65,6 +66,7 @@ class View:
     position: int = 0
     presentation: bool = False
     label: str = ""  # how the page names the source: an upload by its file names, never its server path
+    dtype: str = "auto"  # what the model computes in (gptviz.load's dtype)
 
     @property
     def source_label(self) -> str:
@@ -72,8 +74,13 @@ class View:
 
     @cached_property
     def labels(self) -> list[str]:
-        """'index token' axis labels with visible whitespace, unique per position."""
+        """'index token' axis labels with visible whitespace, unique per position: Plotly text, for figures."""
         return figures.token_labels(self.display(self.trace.token_ids))
+
+    @cached_property
+    def texts(self) -> list[str]:
+        """The same 'index token' labels as a person reads them: for widgets, sentences, tables, files."""
+        return figures.position_labels(self.display(self.trace.token_ids))
 
     def display(self, ids) -> list[str]:
         ids = [int(i) for i in ids]
@@ -120,6 +127,7 @@ def read_url() -> None:
     else:
         st.session_state["ckpt_choice"], st.session_state["ckpt_path"] = Pick.PATH, source
     st.session_state["device"] = q.get("device", "cpu") if q.get("device", "cpu") in DEVICES else "cpu"
+    st.session_state["dtype"] = q.get("dtype", "auto") if q.get("dtype", "auto") in COMPUTE_DTYPES else "auto"
     # newlines arrive %0A-encoded and are kept; a shipped checkpoint may name its own preset
     st.session_state["prompt"] = q.get("prompt", preset_prompt(source) or PRESET_PROMPT)
     if q.get("keep_last") == "1":
@@ -148,6 +156,8 @@ def write_url(v: View) -> None:
         wanted["drop_unknown"] = "1"
     if v.device != "cpu":
         wanted["device"] = v.device
+    if v.dtype != "auto":
+        wanted["dtype"] = v.dtype
     if v.trace is not None:
         wanted.update(layer=str(v.layer), head=str(v.head), position=str(v.position))
     if v.presentation:

@@ -10,9 +10,11 @@ import streamlit as st
 from ..analysis import leak
 from ..analysis.patching import patched_run, patching_sweep
 from ..capture import trace
+from ..errors import PromptError
 from ..figures import overview_cell
 from ..interventions import Intervention, ablate
 from ..names import point
+from ..progress import ProgressFn
 from ..record import Trace
 from .caches import FORWARD, RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
@@ -44,10 +46,53 @@ def leak_run(key: RunKey) -> leak.Leak:
         return leak.mask_leak(bundle.model, list(key.ids), bundle.tokenizer)
 
 
-@cached(max_entries=RUN_ENTRIES, show_spinner="Patching every layer and position…")
-def sweep(clean: RunKey, corrupt_ids: tuple[int, ...], answer: int, wrong: int, site: str) -> np.ndarray:
-    """patching_sweep of one (clean, corrupt, answer, wrong, site). Read-only, shared."""
-    out = patching_sweep(bundle_for(clean.model).model, list(clean.ids), list(corrupt_ids), answer, wrong, site=site)
+def same_length(clean: list[int], corrupt: list[int]) -> list[int]:
+    """The corrupt prompt's ids, or PromptError when its length differs from the clean prompt's."""
+    if len(corrupt) != len(clean):
+        raise PromptError(
+            f"the clean prompt is {len(clean)} tokens and the corrupt one {len(corrupt)}: "
+            "patching compares the same positions, so make them the same length"
+        )
+    return corrupt
+
+
+def sweep_choices(n_layer: int, texts: list[str]) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The Patching page's layers and positions to sweep (None: all of them), chosen in two boxes."""
+    layers = st.multiselect("Layers (empty: all)", range(n_layer), key="pt_layers", help="Fewer layers: a faster sweep")
+    cells = st.multiselect(
+        "Positions (empty: all; the heads' sweep runs every head)",
+        range(len(texts)),
+        format_func=lambda i: texts[i],
+        key="pt_cells",
+    )
+    return tuple(layers) or None, tuple(cells) or None
+
+
+@cached(max_entries=RUN_ENTRIES, show_spinner=False)  # the page's own progress bar says more
+def sweep(
+    clean: RunKey,
+    corrupt_ids: tuple[int, ...],
+    answer: int,
+    wrong: int,
+    site: str,
+    layers: tuple[int, ...] | None = None,
+    cells: tuple[int, ...] | None = None,
+    _progress: ProgressFn | None = None,
+) -> np.ndarray:
+    """patching_sweep of one (clean, corrupt, answer, wrong, site), on the chosen layers and cells (None:
+    all). Read-only, shared. _progress: reports each batch (not part of the cache key)."""
+    model = bundle_for(clean.model).model
+    out = patching_sweep(
+        model,
+        list(clean.ids),
+        list(corrupt_ids),
+        answer,
+        wrong,
+        site=site,
+        layers=layers,
+        cells=cells,
+        progress=_progress,
+    )
     out.flags.writeable = False
     return out
 

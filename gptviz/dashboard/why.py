@@ -7,6 +7,7 @@ import pandas as pd
 
 from .. import analysis
 from ..analysis.lens import LogitLens
+from ..progress import ProgressFn
 from .caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 
@@ -17,8 +18,11 @@ def head_table(key: RunKey) -> pd.DataFrame:
     return analysis.head_scores(run_trace(key))
 
 
-@cached(max_entries=4 * RUN_ENTRIES, show_spinner="Applying the final norm and LM head at every site…")
-def lens(key: RunKey, positions: tuple[int, ...], k: int, target: int | None = None) -> LogitLens:
+@cached(max_entries=4 * RUN_ENTRIES, show_spinner=False)  # the page's own progress bar says more
+def lens(
+    key: RunKey, positions: tuple[int, ...], k: int, target: int | None = None, _progress: ProgressFn | None = None
+) -> LogitLens:
     """analysis.logit_lens of one run at the given positions: a window of the prompt costs that
-    window, not T × V per site."""
-    return analysis.logit_lens(bundle_for(key.model).model, run_trace(key), k=k, target=target, positions=positions)
+    window, not T × V per site. _progress: reports each site (not part of the cache key)."""
+    model, t = bundle_for(key.model).model, run_trace(key)
+    return analysis.logit_lens(model, t, k=k, target=target, positions=positions, progress=_progress)

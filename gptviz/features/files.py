@@ -23,8 +23,8 @@ import torch
 from safetensors.torch import save_file
 
 from ..errors import CheckpointError
-from ..formats.native import read_safetensors, safetensors_shapes
 from ..formats.safe import check_file, read_json, size_text, user_path
+from ..formats.weights import read_safetensors, safetensors_shapes
 from ..names import point
 from .sae import ARCHITECTURES, SAE, SAEConfig
 from .sites import SAEError, check_fits, contract_site, hook_name

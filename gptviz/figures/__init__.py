@@ -13,6 +13,7 @@ from .attention import (
     layer_head_grid,
     mark_tile,
     overview_cell,
+    position_labels,
     token_labels,
 )
 from .attribution import attribution_bars, attribution_heads
@@ -59,6 +60,7 @@ __all__ = [
     "style",
     "target_depth",
     "token_chips_html",
+    "position_labels",
     "token_labels",
     "topk_bars",
 ]

@@ -47,10 +47,17 @@ def _colorbar(kind: str, score_rule: str | None) -> str:
     return f"score {score_rule}<br>(unitless)"
 
 
+def position_labels(tokens: Sequence[str]) -> list[str]:
+    """'position token' for display strings, as a person reads them: for a select box, a sentence
+    (through widgets.plain), a table or a file. Never put into a Plotly figure: see token_labels."""
+    return [f"{i} {t}" for i, t in enumerate(tokens)]
+
+
 def token_labels(tokens: Sequence[str]) -> list[str]:
-    """Axis labels 'position token' for display strings: unique even when tokens repeat, so a
-    categorical axis never merges two positions. Tags in a token stay text (plotly_text)."""
-    return [f"{i} {plotly_text(t)}" for i, t in enumerate(tokens)]
+    """position_labels as Plotly text, for a figure's axes and titles only: unique even when tokens
+    repeat, so a categorical axis never merges two positions; tags in a token stay text (plotly_text).
+    Anywhere else they would read `0 &lt;|begin_of_text|&gt;` (escaped twice)."""
+    return [plotly_text(label) for label in position_labels(tokens)]
 
 
 def _range(z: np.ndarray, kind: str, skip_first_key: bool) -> tuple[float, float, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from ..devices import resolve_device
+from ..devices import check_dtype, resolve_device
 from ..errors import CheckpointError, GptvizError
 from .bundle import Bundle, LoadReport
 from .hf_decoders import KNOWN, load_hf_decoder, refuse_model_type
@@ -22,24 +22,30 @@ from .native import is_native, load_native, save
 from .safe import read_json, user_path
 
 # (name, does this path hold the format?, loader), tried in order
-FORMATS: list[tuple[str, Callable[[Path], bool], Callable[[Path, torch.device], Bundle]]] = [
+FORMATS: list[tuple[str, Callable[[Path], bool], Callable[[Path, torch.device, str], Bundle]]] = [
     ("gptviz", is_native, load_native),
-    ("hf", is_hf, lambda path, dev: load_hf(path, dev)),
+    ("hf", is_hf, lambda path, dev, dtype: load_hf(path, dev, dtype)),
     ("nanogpt", is_nanogpt, load_nanogpt),
 ]
 
 
-def load(path: str | Path | MemoryPath, device: str | torch.device | None = "cpu") -> Bundle:
+def load(
+    path: str | Path | MemoryPath, device: str | torch.device | None = "cpu", dtype: str | torch.dtype = "auto"
+) -> Bundle:
     """Load any supported checkpoint, detecting its format: a path, or a MemoryPath (files held in
-    memory, e.g. an upload). Raises CheckpointError naming the file (or DeviceError), never anything
-    else: a checkpoint is untrusted input, and whatever it does wrong must reach the person as one
-    sentence, not a traceback."""
+    memory, e.g. an upload). dtype: what the model computes in, "float32", "bfloat16", "float16", or
+    "auto": float32 (exact) unless that does not fit the device's free memory, then the weights' own
+    half-precision dtype (report.notes says why). The model is built without storage and each weight
+    filled once, converted as it is read: the peak is the model plus one tensor.
+    Raises CheckpointError naming the file (or DeviceError), never anything else: a checkpoint is
+    untrusted input, and whatever it does wrong must reach the person as one sentence, not a traceback."""
     if not isinstance(path, (str, Path, MemoryPath)):
         raise CheckpointError(f"a checkpoint path must be text, got {type(path).__name__}")
     path = path if isinstance(path, MemoryPath) else user_path(path)
     dev = resolve_device(device)
+    asked = check_dtype(dtype)
     try:
-        return _load(path, dev)
+        return _load(path, dev, asked)
     except GptvizError:
         raise
     except MemoryError:
@@ -54,20 +60,20 @@ def load(path: str | Path | MemoryPath, device: str | torch.device | None = "cpu
         ) from None
 
 
-def load_hf(path: Path, device: torch.device) -> Bundle:
+def load_hf(path: Path, device: torch.device, dtype: str = "auto") -> Bundle:
     """A Hugging Face directory, by its config.json's model_type: one of the families in families.py."""
     kind = read_json(path / "config.json").get("model_type")
     if kind in KNOWN:
-        return load_hf_decoder(path, device)
+        return load_hf_decoder(path, device, dtype)
     raise refuse_model_type(kind, path / "config.json")
 
 
-def _load(path: Path, dev: torch.device) -> Bundle:
+def _load(path: Path, dev: torch.device, dtype: str) -> Bundle:
     if not path.exists():
         raise CheckpointError(f"{path}: no such file or directory")
     for _, detect, loader in FORMATS:
         if detect(path):
-            return loader(path, dev)
+            return loader(path, dev, dtype)
     raise CheckpointError(
         f"{path}: not a checkpoint gptviz recognises; expected a gptviz or Hugging Face "
         "decoder directory (config.json + weights) or a nanoGPT ckpt.pt"

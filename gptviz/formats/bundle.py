@@ -1,16 +1,19 @@
 """What every loader returns (a Bundle with its LoadReport), and the steps every loader shares:
-checking the weights' shapes against the config before any model is built, copying a state dict
-into a fresh model, and finishing it on its device."""
+checking the weights' shapes against the config before any model is built, filling a model built
+without storage (the meta device) tensor by tensor from the file, and finishing it on its device."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from ..config import GPTConfig
+from ..devices import HALF_DTYPES, choose_dtype, dtype_name
 from ..errors import CheckpointError, summarise
 from ..model import GPT
 from ..tokenizers import Tokenizer
@@ -23,13 +26,15 @@ class LoadReport:
     path: str
     format: str
     n_params: int = 0
-    dtype: str = ""
+    dtype: str = ""  # what the model computes in
+    stored_dtype: str = ""  # what the file holds its weights in (e.g. "bfloat16")
     device: str = ""
     tokenizer: str = "none"
     missing: list[str] = field(default_factory=list)  # keys the model has and the file lacks
     unexpected: list[str] = field(default_factory=list)  # keys the file has and the model ignores
     reshaped: list[str] = field(default_factory=list)  # keys transposed or split on the way in
-    warnings: list[str] = field(default_factory=list)  # e.g. NaN in weights
+    warnings: list[str] = field(default_factory=list)  # problems, e.g. NaN in weights: the dashboard's banner
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a problem: e.g. an exact bf16 -> float32
 
     def as_rows(self) -> list[tuple[str, str]]:
         def keys(v):
@@ -40,12 +45,14 @@ class LoadReport:
             ("format", self.format),
             ("parameters", f"{self.n_params:,}"),
             ("dtype", self.dtype),
+            ("stored dtype", self.stored_dtype or self.dtype),
             ("device", self.device),
             ("tokenizer", self.tokenizer),
             ("missing keys", keys(self.missing)),
             ("unexpected keys", keys(self.unexpected)),
             ("reshaped keys", keys(self.reshaped)),
             ("warnings", keys(self.warnings)),
+            ("notes", "; ".join(self.notes) or "none"),
         ]
 
 
@@ -60,13 +67,16 @@ class Bundle:
 
 
 def finish(model: GPT, report: LoadReport, device: torch.device) -> GPT:
-    """Put a freshly loaded model on its device in eval mode and fill the report's summary."""
-    bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
-    if bad:
-        report.warnings.append(f"NaN or Inf in weights: {summarise(bad, 'tensors')}")
+    """Put a loaded model on its device in eval mode and fill the report's summary (fill_model has
+    checked its weights for NaN and Inf; a model built another way is checked here)."""
+    if not report.dtype:
+        bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:
+            report.warnings.append(f"NaN or Inf in weights: {summarise(bad, 'tensors')}")
     model.to(device).eval()
     report.n_params = model.num_params()
-    report.dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    report.dtype = dtype_name(model.dtype)
+    report.stored_dtype = report.stored_dtype or report.dtype
     report.device = str(device)
     return model
 
@@ -104,25 +114,81 @@ def check_shapes(config: GPTConfig, shapes: dict[str, tuple[int, ...]], report: 
     report.unexpected = [k for k in shapes if k not in expected]
 
 
-def load_state_into(model: GPT, state: dict[str, torch.Tensor], report: LoadReport, source: Path) -> None:
-    """Copy a state dict into model, recording missing and unexpected keys; shape mismatches fail clearly."""
-    expected = model.state_dict()
-    for key, value in state.items():
-        if key in expected and expected[key].shape != value.shape:
+def compute_dtype(stored: list[str], asked: str, config: GPTConfig, device: torch.device, report: LoadReport):
+    """The dtype to fill the model in (devices.choose_dtype), with the report's stored dtype and notes.
+    stored: the file's floating dtypes, most elements first."""
+    shapes = config.state_shapes()
+    n_params = sum(math.prod(s) for k, s in shapes.items() if not (config.tie_weights and k == "lm_head.weight"))
+    dtype, why = choose_dtype(asked, stored[0] if stored else "float32", n_params, device)
+    report.stored_dtype = ", ".join(stored) or "float32"
+    name = dtype_name(dtype)
+    if why:
+        report.notes.append(why)
+    if stored and stored != [name]:
+        exact = name == "float32" and all(d in HALF_DTYPES for d in stored)
+        how = "exact: every value is kept" if exact else "each weight rounded to the nearest"
+        report.notes.append(f"weights stored as {report.stored_dtype}, computed in {name} ({how})")
+    return dtype
+
+
+def fill_model(
+    config: GPTConfig,
+    tensors: Iterable[tuple[str, Callable[[], torch.Tensor]]],
+    dtype: torch.dtype,
+    device: torch.device,
+    report: LoadReport,
+    source: Path,
+) -> GPT:
+    """GPT(config) built with no storage (GPT.empty), each parameter then filled once: tensors gives
+    our key and how to make its tensor (read from the file, stacked or transposed as stored), which is
+    converted to dtype on device, checked for NaN / Inf, and becomes the parameter; one tensor is in
+    flight at a time. A tied head takes the embedding (from lm_head.weight where the file holds it, as
+    a load_state_dict would leave it: the later of the two wins). Every parameter must be filled, in
+    the shape the config gives."""
+    model = GPT.empty(config)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    tied = config.tie_weights
+    bad = []
+    for key, make in tensors:
+        name = "transformer.wte.weight" if tied and key == "lm_head.weight" else key
+        if name not in params:
+            continue
+        value = make()
+        if tuple(value.shape) != tuple(params[name].shape):
             raise CheckpointError(
-                f"{source}: {key} has shape {list(value.shape)} but the config needs {list(expected[key].shape)}"
+                f"{source}: {key} has shape {list(value.shape)} but the config needs {list(params[name].shape)}"
             )
-    result = model.load_state_dict(state, strict=False)
-    tied = tied_keys(model.config)
-    report.missing = [k for k in result.missing_keys if not (k in tied and tied & set(state))]
-    report.unexpected = list(result.unexpected_keys)
-    if report.missing:
-        raise CheckpointError(f"{source}: weights missing for {summarise(report.missing, 'keys')}")
-
-
-def build_model(config: GPTConfig, state: dict[str, torch.Tensor], report: LoadReport, source: Path) -> GPT:
-    """GPT(config) holding state, built only once the state's shapes are known to fit the config."""
-    check_shapes(config, {k: tuple(v.shape) for k, v in state.items()}, report, source)
-    model = GPT(config)
-    load_state_into(model, state, report, source)
+        t = torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
+        del value
+        # a sum (accumulated in float32 by torch, in t's dtype: no converted copy) is cheap and not finite
+        # exactly when a value is not, or when it overflowed (float16): then every value is looked at
+        if not torch.isfinite(t.sum()) and not torch.isfinite(t).all():
+            bad.append(key)
+        module_name, _, attr = name.rpartition(".")
+        module = model.get_submodule(module_name)
+        module._parameters[attr] = torch.nn.Parameter(t, requires_grad=params[name].requires_grad)
+    if tied:
+        model.lm_head.weight = model.transformer.wte.weight
+    missing = [n for n, p in model.named_parameters(remove_duplicate=False) if p.is_meta]
+    if missing:
+        raise CheckpointError(f"{source}: weights missing for {summarise(missing, 'keys')}")
+    if bad:
+        report.warnings.append(f"NaN or Inf in weights: {summarise(bad, 'tensors')}")
+    model.reset_buffers(device)
+    report.dtype = dtype_name(dtype)
     return model
+
+
+def fill_from_state(
+    config: GPTConfig,
+    state: dict[str, torch.Tensor],
+    dtype: torch.dtype,
+    device: torch.device,
+    report: LoadReport,
+    source: Path,
+) -> GPT:
+    """fill_model from a state dict keyed as our model names its parameters, each tensor let go once
+    it is in the model. Keys the model does not have are recorded in report.unexpected."""
+    check_shapes(config, {k: tuple(v.shape) for k, v in state.items()}, report, source)
+    order = sorted(state, key=lambda k: k == "lm_head.weight")  # a tied head last: it wins, as it did
+    return fill_model(config, ((k, lambda k=k: state.pop(k)) for k in order), dtype, device, report, source)

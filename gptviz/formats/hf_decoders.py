@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, summarise
 from ..limits import MAX_LISTING_JSON_BYTES, MAX_TOKENIZER_BYTES
-from ..model import GPT
 from ..tokenizers import BPETokenizer
-from .bundle import Bundle, LoadReport, check_shapes, finish, load_state_into
+from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .families import FAMILIES, Tensor
 from .hf_config import (  # noqa: F401 (importable from here, as before the records)
     ACTIVATIONS,
@@ -40,9 +38,9 @@ from .hf_config import (  # noqa: F401 (importable from here, as before the reco
 )
 from .hf_gpt2 import hf_tokenizer
 from .hf_llama_export import save_hf_llama  # noqa: F401 (the other direction, also importable from here)
-from .inmemory import on_disk
-from .native import read_safetensors, safetensors_shapes
-from .safe import check_file, read_json, shapes_of, state_dict, torch_load, torch_load_mapped
+from .safe import check_file, read_json
+from .stop import eos_token_ids
+from .weights import Weights
 
 # the tables of each family (what it reads, what it refuses, where its weights live) are its record in
 # families.py; config.json is read through it in hf_config.py
@@ -150,59 +148,24 @@ def weight_files(path: Path) -> list[Path]:
     raise CheckpointError(f"{path}: no {SAFETENSORS} or {PT_BIN} beside config.json, nor a sharded weights index")
 
 
-class Weights:
-    """The tensors of one or more weight files, read one at a time by name. Only the files' shapes are
-    known until a tensor is asked for: safetensors headers, and torch files with their tensors mapped,
-    not read, so plan() checks the shapes against the config before any weight is allocated."""
+def used_sources(parts: dict[str, Part]) -> set[str]:
+    return {s for part in parts.values() for s in part.sources}
 
-    def __init__(self, files: list[Path]):
-        self.files = files
-        self.where: dict[str, Path] = {}
-        self.shapes: dict[str, tuple[int, ...]] = {}
-        self.dtypes: set[str] = set()
-        self._read: dict[Path, dict[str, torch.Tensor]] = {}  # files read whole: torch files, uploads
-        for file in files:
-            if file.suffix == ".safetensors":
-                shapes = safetensors_shapes(file)
-            else:  # sized, and its unpacked size known, before it is mapped
-                raw, mapped = torch_load_mapped(file)
-                state = state_dict(raw, file)
-                shapes = shapes_of(state)
-                if not mapped:  # read whole already (an upload, an older or compressed file): keep it
-                    self._read[file] = state
-            for k, shape in shapes.items():
-                self.where[k], self.shapes[k] = file, shape
 
-    def get(self, key: str) -> torch.Tensor:
-        """The tensor in float32 (bf16 and fp16 weights run in float32)."""
-        file = self.where[key]
-        if file.suffix == ".safetensors" and on_disk(file):
-            try:
-                with safe_open(str(file), framework="pt") as f:
-                    return self._finish(f.get_tensor(key))
-            except Exception as e:
-                first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-                raise CheckpointError(
-                    f"{file}: not a readable safetensors file, truncated or corrupt ({first})"
-                ) from None
-        if file not in self._read:
-            self._read[file] = self._read_whole(file)
-        return self._finish(self._read[file].pop(key))
+def fill_order(parts: dict[str, Part], weights: Weights) -> Iterator[tuple[str, Callable[[], torch.Tensor]]]:
+    """Our keys and how to make each from the file's tensors, for fill_model. A tensor that feeds two
+    of ours (Phi-3's gate_up_proj: gate and up) is read once and let go after its last use."""
+    left = Counter(s for part in parts.values() for s in part.sources)
+    read: dict[str, torch.Tensor] = {}
 
-    def _read_whole(self, file: Path) -> dict[str, torch.Tensor]:
-        if file.suffix == ".safetensors":  # an upload held in memory: safe_open needs a file, so read its bytes
-            return read_safetensors(file)
-        state = state_dict(torch_load(file), file)
-        got = shapes_of(state)
-        if any(got.get(k) != shape for k, shape in self.shapes.items() if self.where[k] == file):
-            raise CheckpointError(f"{file}: the file changed while it was being loaded; load it again")
-        return state
+    def take(name: str) -> torch.Tensor:
+        if name not in read:
+            read[name] = weights.get(name)
+        left[name] -= 1
+        return read[name] if left[name] else read.pop(name)
 
-    def _finish(self, t: torch.Tensor) -> torch.Tensor:
-        if t.is_floating_point():
-            self.dtypes.add(str(t.dtype).removeprefix("torch."))
-            t = t.float()
-        return t
+    for ours, part in parts.items():
+        yield ours, lambda part=part: part.fn(*(take(s) for s in part.sources))
 
 
 def plan(config: GPTConfig, kind: str, weights: Weights, source: Path, report: LoadReport) -> dict[str, Part]:
@@ -262,12 +225,13 @@ def decoder_tokenizer(path: Path, vocab_size: int) -> tuple[BPETokenizer | None,
     return tokenizer, ""
 
 
-def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
+def load_hf_decoder(path: Path, device: torch.device, dtype: str = "auto") -> Bundle:
     """A Hugging Face directory of any family in families.py: config.json, weights, tokenizer."""
     cfg_file = path / "config.json"
     hf = read_json(cfg_file)
     kind = hf.get("model_type")
     config, notes = config_from_hf_decoder(hf, cfg_file)
+    config = replace(config, eos_token_id=eos_token_ids(hf, path, config.vocab_size))
     report = LoadReport(path=str(path), format=f"hf-{kind}")
     report.warnings.extend(notes)
     files = weight_files(path)
@@ -280,23 +244,9 @@ def load_hf_decoder(path: Path, device: torch.device) -> Bundle:
     parts = plan(config, kind, weights, source, report)
     report.format = f"hf-{kind} ({files[0].name if len(files) == 1 else f'{len(files)} shards'})"
     tokenizer, note = decoder_tokenizer(path, config.vocab_size)
-    model = GPT(config)
-    # a fused tensor feeds two of ours (Phi-3's gate_up_proj: gate and up): read once, let go after its last use
-    left = Counter(s for part in parts.values() for s in part.sources)
-    read: dict[str, torch.Tensor] = {}
-
-    def take(name: str) -> torch.Tensor:
-        if name not in read:
-            read[name] = weights.get(name)
-        left[name] -= 1
-        return read[name] if left[name] else read.pop(name)
-
-    state = {ours: part.fn(*(take(s) for s in part.sources)) for ours, part in parts.items()}
-    load_state_into(model, state, report, source)
-    del state
+    dtype_ = compute_dtype(weights.floating_dtypes(used_sources(parts)), dtype, config, device, report)
+    model = fill_model(config, fill_order(parts, weights), dtype_, device, report, source)
     report.reshaped = sorted(k for k, p in parts.items() if len(p.sources) > 1 or p.fn is not _one)
-    if weights.dtypes - {"float32"}:
-        report.warnings.append(f"weights stored as {', '.join(sorted(weights.dtypes))}, computed in float32")
     if tokenizer is not None:
         report.tokenizer = tokenizer.kind
     else:

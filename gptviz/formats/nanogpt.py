@@ -21,9 +21,10 @@ from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError, summarise
 from ..tokenizers import CharTokenizer, Tokenizer, gpt2
 from ..tokenizers.vet import VocabularyTooLarge
-from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
+from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_from_state, finish
 from .hf_gpt2 import hf_tokenizer
 from .safe import safe_unpickle, shapes_of, state_dict, torch_load, torch_load_mapped
+from .weights import Weights
 
 CKPT_NAME = "ckpt.pt"
 META_NAME = "meta.pkl"
@@ -171,7 +172,7 @@ def checked_ckpt(ckpt: object, file: Path) -> tuple[dict, GPTConfig, dict[str, t
     return ckpt, config, state, compiled
 
 
-def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> Bundle:
+def load_nanogpt(path: Path, device: torch.device, dtype: str = "auto", meta: Path | None = None) -> Bundle:
     """Load nanoGPT's ckpt.pt (path: the file or its directory); meta: a meta.pkl other than the one beside it."""
     file = ckpt_file(path) or path
     report = LoadReport(path=str(path), format="nanogpt")
@@ -184,7 +185,11 @@ def load_nanogpt(path: Path, device: torch.device, meta: Path | None = None) -> 
     if mapped:
         del raw, ckpt, state
         ckpt, config, state, compiled = checked_ckpt(torch_load(file), file)
-    model = build_model(config, state, report, file)  # checks the shapes, and layer count, again
+    stored = Weights.of_state(state, file).floating_dtypes()
+    dtype_ = compute_dtype(stored, dtype, config, device, report)
+    ckpt.pop("model", None), ckpt.pop("optimizer", None)  # their tensors go as each is filled, not at the end
+    # the shapes (and layer count) checked again on what was read; each tensor let go once filled
+    model = fill_from_state(config, state, dtype_, device, report, file)
 
     tokenizer, note = nanogpt_tokenizer(file, config.vocab_size, meta)
     if tokenizer is not None:

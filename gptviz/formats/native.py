@@ -7,18 +7,16 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load as load_bytes
-from safetensors.torch import load_file, save_model
+from safetensors.torch import save_model
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError
 from ..limits import MAX_TOKENIZER_BYTES
 from ..model import GPT
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
-from .bundle import Bundle, LoadReport, build_model, check_shapes, finish
-from .inmemory import on_disk
+from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .safe import check_file, read_json
+from .weights import Weights
 
 NATIVE_FORMAT_VERSION = 1
 
@@ -45,51 +43,6 @@ def is_native(path: Path) -> bool:
         return "gptviz_format" in read_json(cfg)
     except CheckpointError:  # too large or not JSON: the Hugging Face loader names the problem
         return False
-
-
-def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
-    """Each tensor's shape from a safetensors file's header alone: no tensor data is read."""
-    check_file(file, None, "weights file")
-    try:
-        if not on_disk(file):  # an upload held in memory: the header is read from its bytes
-            return header_shapes(file.read_bytes())
-        with safe_open(str(file), framework="pt") as f:
-            return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not iterable)
-    except Exception as e:  # SafetensorError, OSError, and whatever a damaged header raises
-        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
-
-
-def header_shapes(data: bytes) -> dict[str, tuple[int, ...]]:
-    """The shapes a safetensors header declares (an 8-byte little-endian length, then that much
-    JSON), for bytes in memory, where safe_open cannot go; safetensors.torch.load checks the
-    offsets and sizes when the tensors are read."""
-    if len(data) < 8:
-        raise ValueError("shorter than the 8-byte header length")
-    n = int.from_bytes(data[:8], "little")
-    if n > min(len(data) - 8, 100 * 2**20):  # safetensors' own limit on a header is 100 MB
-        raise ValueError(f"a header of {n} bytes does not fit the file")
-    header = json.loads(data[8 : 8 + n].decode("utf-8"))
-    if not isinstance(header, dict):
-        raise ValueError("the header is not a JSON object")
-    shapes = {}
-    for key, entry in header.items():
-        if key == "__metadata__":
-            continue
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise ValueError(f"tensor {key[:60]!r} has no valid shape")
-        shapes[key] = tuple(shape)
-    return shapes
-
-
-def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors file whose header was checked (safetensors_shapes)."""
-    try:
-        return load_file(str(file)) if on_disk(file) else load_bytes(file.read_bytes())
-    except Exception as e:
-        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
 
 
 def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | None:
@@ -129,7 +82,7 @@ def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | N
     return tokenizer
 
 
-def load_native(path: Path, device: torch.device) -> Bundle:
+def load_native(path: Path, device: torch.device, dtype: str = "auto") -> Bundle:
     meta = read_json(path / "config.json")
     if "config" not in meta:
         raise CheckpointError(
@@ -139,13 +92,17 @@ def load_native(path: Path, device: torch.device) -> Bundle:
         config = GPTConfig.from_dict(meta["config"])
     except (TypeError, ConfigError) as e:
         raise CheckpointError(f"{path / 'config.json'}: bad model config ({e})") from None
-    weights = path / "model.safetensors"
-    if not weights.exists():
-        raise CheckpointError(f"{weights}: file not found; a gptviz checkpoint needs its weights beside config.json")
+    file = path / "model.safetensors"
+    if not file.exists():
+        raise CheckpointError(f"{file}: file not found; a gptviz checkpoint needs its weights beside config.json")
     report = LoadReport(path=str(path), format="gptviz")
-    check_shapes(config, safetensors_shapes(weights), report, weights)  # before a byte of weights is read
+    weights = Weights([file])
+    check_shapes(config, weights.shapes, report, file)  # before a byte of weights is read
     tokenizer = native_tokenizer(path, meta.get("tokenizer"), config.vocab_size)
-    model = build_model(config, read_safetensors(weights), report, weights)
+    dtype_ = compute_dtype(weights.floating_dtypes(), dtype, config, device, report)
+    order = sorted(weights.shapes, key=lambda k: k == "lm_head.weight")  # a tied head last, as load_state_dict
+    tensors = ((k, lambda k=k: weights.get(k)) for k in order)
+    model = fill_model(config, tensors, dtype_, device, report, file)
     report.tokenizer = tokenizer.kind if tokenizer else "none"
     card = meta.get("card")
     return Bundle(finish(model, report, device), tokenizer, report, card if isinstance(card, dict) else {})

@@ -12,7 +12,7 @@ ray_engine.py are the two engines (same Partials, same merge), store.py reads an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from ..analysis.heads import SCORES
 from ..checks import whole
 from ..errors import GptvizError
 from ..features.sites import check_fits
+from ..progress import ProgressFn, Reporter
 from .corpus import Corpus, ScanDataError, read_corpus
 from .features import FeatureScan
 from .local import default_batch_size, run_local
@@ -158,7 +159,7 @@ def scan(
     batch_size: int | None = None,
     ray_address: str | None = None,
     ray_timeout: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn | None = None,
     saes: Sequence = (),
 ) -> Scan:
     """Scan a corpus (see docs/architecture.md, "The corpus scan").
@@ -168,7 +169,8 @@ def scan(
     list of strings, or a list of token-id lists. engine: "local" (this process) or "ray" (Ray
     Data: the cluster RAY_ADDRESS or ray_address names, else a Ray started here and stopped after).
     ray_timeout: seconds to wait for that cluster (default $GPTVIZ_RAY_TIMEOUT, else 30).
-    progress(done, total): called with the windows done so far. device: where the model runs.
+    progress: called with a gptviz.Progress after each batch of windows (raise Cancelled to stop).
+    device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
     on purpose is an error). k: contexts kept per neuron.
     saes: SAEs (gptviz.load_sae) read in the same pass: `scan.features` (feature, rank, value, window,
@@ -200,16 +202,9 @@ def scan(
         check_space(Path(out), need)
     # a batch of 0 or -1 made no batches (or failed deep in NumPy); None means the default
     batch_size = default_batch_size(window) if batch_size is None else whole(batch_size, "batch_size", low=1)
-    total, done = len(corpus.windows), 0
-
-    def step(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(done, total)
-
-    if progress is not None:
-        progress(0, total)
+    reporter = Reporter(progress, "windows", len(corpus.windows))
+    step = reporter.tick
+    reporter.start()
     features = FeatureScan(saes, k) if saes else None
     if engine == "local":
         acc = run_local(model, corpus.windows, k, batch_size, step, features)
@@ -231,7 +226,7 @@ def scan(
     predicted = int((part.n_tokens - 1).sum())
     summary = {
         "docs": corpus.docs,
-        "windows": total,
+        "windows": len(corpus.windows),
         "tokens": corpus.tokens,
         "loss": float(part.token_loss.astype(np.float64).sum() / predicted),
         "seconds": round(time.perf_counter() - started, 3),

@@ -62,11 +62,11 @@ def run(args) -> None:
 
     bar = tqdm(total=0, unit="window", desc="scan", file=sys.stderr, disable=None)
 
-    def progress(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
+    def progress(p) -> None:  # a gptviz.Progress
+        bar.total = p.total
+        bar.n = p.done
         bar.refresh()
-        write_progress(args.progress_file, done=done, total=total, state="running")
+        write_progress(args.progress_file, done=p.done, total=p.total, state="running")
 
     try:
         s = scan(

@@ -1,0 +1,291 @@
+"""`python -m gptviz bench --load`: loading a model the size people download, against Hugging Face.
+
+Random weights in the real shape (Llama-3.2-1B by default: 16 layers, C = 2,048, 32 query heads
+sharing 8 key/value heads, SwiGLU MLP of 8,192, vocabulary 128,256, tied, llama3 rope), written as
+bf16 sharded safetensors the way the Hub ships them, one shard at a time, into a temporary folder.
+Then each contender runs in its own fresh Python process, one after another:
+
+- load: `gptviz.load(dtype=float32 / bfloat16)` against `LlamaForCausalLM.from_pretrained(dtype=...)`:
+  the process's peak resident memory once loaded (VmHWM: its own peak; ru_maxrss would count the
+  parent's size at fork), its CPU time and wall time for the load;
+- numbers, T = 1,024: float32 logits against Hugging Face's eager float32 (max |Δ|), bf16 logits
+  against Hugging Face's eager bf16 (argmax agreement over the positions, max |Δ|);
+- speed: the plain forward in bf16 against Hugging Face's bf16 SDPA forward at T = 256 and 1,024,
+  both models in one process, runs interleaved (medians).
+
+`--shape 8b` (Llama-3.1-8B: 32 layers, C = 4,096, MLP 14,336) writes 16 GB and only loads it with
+gptviz in bf16 and traces T = 512: it needs about 17 GB of free memory. A benchmark prints numbers;
+it asserts nothing about them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from ..config import GPTConfig
+from ..formats.hf_llama_export import hf_llama_config
+
+LLAMA3 = dict(
+    pos_encoding="rotary",
+    norm="rmsnorm",
+    activation="silu",
+    mlp_gated=True,
+    bias=False,
+    vocab_size=128256,
+    block_size=8192,
+    n_head=32,
+    n_kv_head=8,
+    rope_theta=500000.0,
+    rope_scaling="llama3",
+    rope_factor=32.0,
+    rope_low_freq=1.0,
+    rope_high_freq=4.0,
+    rope_original_max=8192,
+    norm_eps=1e-5,
+)
+SHAPES = {
+    "1b": dict(LLAMA3, n_layer=16, n_embd=2048, n_inner=8192, tie_weights=True),
+    "8b": dict(LLAMA3, n_layer=32, n_embd=4096, n_inner=14336, tie_weights=False, rope_factor=8.0),
+    "tiny": dict(LLAMA3, vocab_size=512, block_size=1024, n_layer=2, n_embd=64, n_head=4, n_kv_head=2, n_inner=128),
+}
+SHARD_BYTES = 2 * 10**9  # the Hub's shards are 2 to 5 GB
+
+
+def hf_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a Hugging Face Llama of this shape, by its Hugging Face name."""
+    C, F, D = config.n_embd, config.mlp_dim, config.head_dim
+    H, Hkv = config.n_head, config.kv_heads
+    shapes = {"model.embed_tokens.weight": (config.vocab_size, C)}
+    for i in range(config.n_layer):
+        p = f"model.layers.{i}"
+        shapes |= {
+            f"{p}.input_layernorm.weight": (C,),
+            f"{p}.self_attn.q_proj.weight": (H * D, C),
+            f"{p}.self_attn.k_proj.weight": (Hkv * D, C),
+            f"{p}.self_attn.v_proj.weight": (Hkv * D, C),
+            f"{p}.self_attn.o_proj.weight": (C, H * D),
+            f"{p}.post_attention_layernorm.weight": (C,),
+            f"{p}.mlp.gate_proj.weight": (F, C),
+            f"{p}.mlp.up_proj.weight": (F, C),
+            f"{p}.mlp.down_proj.weight": (C, F),
+        }
+    shapes["model.norm.weight"] = (C,)
+    if not config.tie_weights:
+        shapes["lm_head.weight"] = (config.vocab_size, C)
+    return shapes
+
+
+def write_checkpoint(config: GPTConfig, folder: Path, seed: int = 0) -> int:
+    """Random bf16 weights of config's shape as Hugging Face sharded safetensors (an index naming each
+    tensor's shard), one shard in memory at a time. Returns the bytes written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(hf_llama_config(config), indent=2))
+    shapes = hf_shapes(config)
+    groups: list[list[str]] = [[]]  # the names in each shard, in order, each shard <= SHARD_BYTES
+    size = 0
+    for k, shape in shapes.items():
+        n = 2 * math.prod(shape)
+        if groups[-1] and size + n > SHARD_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(k)
+        size += n
+    g = torch.Generator().manual_seed(seed)
+    where = {}
+    for i, names in enumerate(groups):
+        file = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
+        shard = {}
+        for k in names:
+            if len(shapes[k]) == 1:  # a norm's scale: about 1, as trained ones are
+                shard[k] = (1.0 + 0.1 * torch.randn(shapes[k], generator=g)).to(torch.bfloat16)
+            else:  # (out, in), drawn in bf16: an 8B embedding in float32 would be 2 GB more
+                shard[k] = torch.randn(shapes[k], generator=g, dtype=torch.bfloat16).mul_(0.02)
+            where[k] = file
+        save_file(shard, str(folder / file), metadata={"format": "pt"})
+        del shard
+    total = sum(2 * math.prod(s) for s in shapes.values())
+    index = {"metadata": {"total_size": total}, "weight_map": where}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    return total
+
+
+# Each contender, in its own process: it loads, reports its peak and CPU time, then runs what it is asked.
+CHILD = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    import torch
+    role, folder, out, lengths = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+
+    def peak_gb():
+        hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+        return int(hwm.split()[1]) * 1024 / 1e9
+
+    def cpu():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    tool, dtype = role.split(":")
+    before = peak_gb()
+    c0, t0 = cpu(), time.perf_counter()
+    if tool == "gptviz":
+        import gptviz
+        c0, t0 = cpu(), time.perf_counter()
+        bundle = gptviz.load(folder, dtype=dtype)
+        run = lambda ids: bundle.model(ids)[0]
+        report = dict(stored=bundle.report.stored_dtype, dtype=bundle.report.dtype, warnings=bundle.report.warnings)
+    else:
+        from transformers import AutoModelForCausalLM
+        c0, t0 = cpu(), time.perf_counter()
+        attn = "eager" if tool == "hf-eager" else "sdpa"
+        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), attn_implementation=attn)
+        hf.eval()
+        run = lambda ids: hf(ids).logits[0]
+        report = {}
+    row = dict(role=role, load_cpu_s=cpu() - c0, load_wall_s=time.perf_counter() - t0, peak_gb=peak_gb(),
+               before_gb=before, **report)
+    with torch.no_grad():
+        for T in lengths:
+            ids = torch.randint(0, 128256 if T > 64 else 512, (1, T), generator=torch.Generator().manual_seed(T))
+            ids = ids % (bundle.model.config.vocab_size if tool == "gptviz" else hf.config.vocab_size)
+            logits = run(ids)
+            torch.save(logits.clone(), f"{out}.T{T}.pt")
+            del logits
+    if tool == "gptviz" and "trace" in sys.argv[5:]:
+        ids = torch.randint(0, 128256, (512,), generator=torch.Generator().manual_seed(512))
+        c1, t1 = cpu(), time.perf_counter()
+        tr = gptviz.trace(bundle.model, ids)
+        row |= dict(trace_T=512, trace_cpu_s=cpu() - c1, trace_wall_s=time.perf_counter() - t1)
+        row |= dict(peak_after_trace_gb=peak_gb())
+    print(json.dumps(row))
+    """
+)
+
+SPEED = textwrap.dedent(
+    """
+    import json, statistics, sys
+    import torch
+    import gptviz
+    from transformers import AutoModelForCausalLM
+    from gptviz.bench.families import timed
+    folder, lengths, repeats = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+    model = gptviz.load(folder, dtype="bfloat16").model
+    hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+    rows = []
+    with torch.no_grad():
+        for T in lengths:
+            ids = torch.randint(0, model.config.vocab_size, (1, T), generator=torch.Generator().manual_seed(T))
+            runs = {"hf bf16 (sdpa)": lambda: hf(ids).logits, "gptviz bf16": lambda: model(ids),
+                    "gptviz bf16 capture": lambda: gptviz.trace(model, ids[0])}
+            wall, cpu = timed(runs, repeats, torch.device("cpu"))
+            base = statistics.median(cpu["hf bf16 (sdpa)"])
+            for name in runs:
+                c = statistics.median(cpu[name])
+                rows.append(dict(T=T, run=name, cpu_s=round(c, 3), wall_s=round(statistics.median(wall[name]), 3),
+                                 cpu_ratio=round(c / base, 3)))
+    print(json.dumps(rows))
+    """
+)
+
+
+def child(args: list[str]) -> dict | list:
+    p = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=3600)
+    if p.returncode:
+        raise SystemExit(f"a contender failed ({args[1]}): {p.stderr.strip().splitlines()[-1:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def compare(a: Path, b: Path) -> dict:
+    """Max |Δ logit| and argmax agreement of two [T, V] logits files."""
+    x, y = torch.load(a).float(), torch.load(b).float()
+    return dict(
+        max_abs_diff=float((x - y).abs().max()),
+        argmax_agree=float((x.argmax(-1) == y.argmax(-1)).float().mean()),
+        T=x.shape[0],
+    )
+
+
+def run(shape: str, folder: Path | None, repeats: int, parts: set[str]) -> dict:
+    config = GPTConfig(**SHAPES[shape])
+    tmp = Path(tempfile.mkdtemp(prefix="gptviz-bench-load-"))
+    try:
+        ckpt = folder or tmp / "model"
+        written = write_checkpoint(config, ckpt) if folder is None else None
+        out: dict = dict(shape=shape, checkpoint_gb=written and round(written / 1e9, 2), loads=[], numbers={})
+        T_num = [1024] if shape != "tiny" else [64]
+        if shape == "8b":
+            row = child([CHILD, "gptviz:bfloat16", str(ckpt), str(tmp / "g"), "[]", "trace"])
+            out["loads"].append(row)
+            return out
+        roles = {
+            "gptviz:float32": T_num if "numbers" in parts else [],
+            "hf-eager:float32": T_num if "numbers" in parts else [],
+            "gptviz:bfloat16": T_num if "numbers" in parts else [],
+            "hf-eager:bfloat16": T_num if "numbers" in parts else [],
+        }
+        for role, lengths in roles.items():
+            row = child([CHILD, role, str(ckpt), str(tmp / role.replace(":", "-")), json.dumps(lengths)])
+            out["loads"].append(row)
+            print(json.dumps(row), flush=True)
+        if "numbers" in parts:
+            for dtype in ("float32", "bfloat16"):
+                for T in T_num:
+                    a, b = tmp / f"gptviz-{dtype}.T{T}.pt", tmp / f"hf-eager-{dtype}.T{T}.pt"
+                    out["numbers"][f"{dtype} T={T} vs HF eager"] = compare(a, b)
+                    a.unlink(), b.unlink()
+        if "speed" in parts:
+            lengths = [256, 1024] if shape != "tiny" else [16, 64]
+            out["speed"] = child([SPEED, str(ckpt), json.dumps(lengths), str(repeats)])
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def summary(out: dict) -> list[str]:
+    lines = [f"shape {out['shape']}, checkpoint {out['checkpoint_gb']} GB of bf16 shards"]
+    loads = {r["role"]: r for r in out["loads"]}
+    for r in out["loads"]:
+        lines.append(
+            f"  load {r['role']:<20} peak {r['peak_gb']:.2f} GB  "
+            f"cpu {r['load_cpu_s']:.1f} s  wall {r['load_wall_s']:.1f} s"
+            + (
+                f"  trace T=512 cpu {r['trace_cpu_s']:.1f} s, peak {r['peak_after_trace_gb']:.2f} GB"
+                if "trace_T" in r
+                else ""
+            )
+        )
+    for dtype in ("float32", "bfloat16"):
+        g, h = loads.get(f"gptviz:{dtype}"), loads.get(f"hf-eager:{dtype}")
+        if g and h:
+            lines.append(
+                f"  {dtype}: gptviz / HF peak {g['peak_gb'] / h['peak_gb']:.2f}x, "
+                f"cpu {g['load_cpu_s'] / h['load_cpu_s']:.2f}x"
+            )
+    for name, n in out["numbers"].items():
+        lines.append(f"  {name}: max |Δlogit| {n['max_abs_diff']:.3g}, argmax agreement {n['argmax_agree']:.1%}")
+    for r in out.get("speed", []):
+        lines.append(f"  T={r['T']:<5} {r['run']:<22} cpu {r['cpu_s']:.3f} s  {r['cpu_ratio']:.2f}x HF bf16 sdpa")
+    return lines
+
+
+def main(args: argparse.Namespace) -> None:
+    shape = "tiny" if getattr(args, "tiny", False) else getattr(args, "shape", None) or "1b"
+    parts = set((getattr(args, "parts", None) or "load,numbers,speed").split(","))
+    out = run(shape, None, getattr(args, "repeats", 3) or 3, parts)
+    print("\n".join(summary(out)))
+    if getattr(args, "json", None):
+        Path(args.json).write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main(argparse.Namespace())

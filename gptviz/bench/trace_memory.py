@@ -1,0 +1,65 @@
+"""`python -m gptviz bench --trace-memory`: the bytes a Trace of a Llama-3.2-1B-shaped model holds at
+T = 1,024 (random weights, built in memory), in full and for the dashboard's Overview.
+
+The sixteen blocks share one block's weights, so the model takes 1.3 GB instead of 5 GB: a Trace's size
+depends on the shapes, not on the values. It also prints what the same Trace held before the logits
+were rebuilt from ln_f and resid_mid from resid_pre and z. A benchmark prints numbers; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..capture import trace
+from ..config import GPTConfig
+from ..dashboard.pages import reads
+from ..model import GPT
+from .families import LLAMA
+
+LLAMA_1B = dict(
+    LLAMA,
+    vocab_size=128256,
+    block_size=16384,  # gptviz.limits caps it; the real model reads 131,072
+    n_layer=16,
+    n_embd=2048,
+    n_head=32,
+    n_kv_head=8,
+    n_inner=8192,
+    rope_theta=500000.0,
+    rope_scaling="llama3",
+    rope_factor=32.0,
+    rope_original_max=8192,
+)
+TINY = dict(LLAMA, vocab_size=97, block_size=64, n_layer=2, n_embd=32, n_head=4, n_kv_head=2, n_inner=64)
+
+
+def shared_blocks(config: GPTConfig) -> GPT:
+    """A random model whose blocks all use block 0's parameters (built one block at a time)."""
+    one = GPTConfig(**{**config.__dict__, "n_layer": 1})
+    model = GPT(one).eval()
+    blocks = [model.transformer.h[0]]
+    for _ in range(1, config.n_layer):
+        block = GPT(GPTConfig(**{**one.__dict__, "vocab_size": 1})).transformer.h[0]
+        block.load_state_dict(blocks[0].state_dict(), assign=True)  # block 0's tensors, not copies
+        blocks.append(block)
+    model.transformer.h = torch.nn.ModuleList(blocks)
+    model.config = config
+    return model
+
+
+def main(args) -> None:
+    shape = TINY if args.tiny else LLAMA_1B
+    T = 16 if args.tiny else 1024
+    model = shared_blocks(GPTConfig(**shape))
+    ids = torch.randint(0, shape["vocab_size"], (T,), generator=torch.Generator().manual_seed(0))
+    GB = 1e9
+    full = trace(model, ids)
+    logits = T * shape["vocab_size"] * 4
+    print(f"Llama-3.2-1B shape ({shape['n_layer']} layers, C {shape['n_embd']}, V {shape['vocab_size']:,}), T = {T}")
+    print(f"  full trace:      {full.nbytes / GB:.3f} GB held ({len(full)} names)")
+    resid_mid = shape["n_layer"] * T * shape["n_embd"] * 4
+    before = full.nbytes + logits - shape["vocab_size"] * 4 + resid_mid
+    print(f"  as before:       {before / GB:.3f} GB (the [T, V] logits and every resid_mid held)")
+    del full
+    overview = trace(model, ids, names=reads(""))
+    print(f"  Overview's run:  {overview.nbytes / GB:.3f} GB held (names={list(reads(''))})")

@@ -1,0 +1,90 @@
+"""A long step on a page: a progress bar with the time left, and a Cancel button.
+
+    with progress.step("patching", "Patching every layer and position") as report:
+        if report is None:          # cancelled: the page says so and offers to run it again
+            st.stop()
+        sweep = whatif.sweep(..., _progress=report)
+
+A click on Cancel reruns the page: Streamlit interrupts the running step at its next report (its
+RerunException passes through the library untouched, as Cancelled does), the button's callback marks
+the step cancelled, and the rerun shows "Cancelled" with a Run again button instead of starting the
+step afresh. A report that finds the step marked raises gptviz.Cancelled itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import streamlit as st
+
+from ..progress import Cancelled, Progress, ProgressFn
+
+
+def _flag(name: str) -> str:
+    return f"_cancelled_{name}"
+
+
+def _cancel(name: str) -> None:
+    st.session_state[_flag(name)] = True
+
+
+def _again(name: str) -> None:
+    st.session_state.pop(_flag(name), None)
+
+
+@contextlib.contextmanager
+def _not_recorded() -> Iterator[None]:
+    """Within this block an element update made inside a cached function (the step reports from inside
+    one) is not recorded for the cache to replay: the bar belongs to this run of the page, and a replay
+    of it into a block the cached function did not create fails (CacheReplayClosureError)."""
+    try:
+        from streamlit.runtime.caching.cached_message_replay import in_cached_function
+    except ImportError:  # another Streamlit: its cache records as it does
+        yield
+        return
+    token = in_cached_function.set(False)
+    try:
+        yield
+    finally:
+        in_cached_function.reset(token)
+
+
+def describe(p: Progress) -> str:
+    """'12 of 24 sites · about 8 s left' for a bar's text."""
+    left = p.seconds_left
+    eta = "" if left is None else f" · about {left:.0f} s left" if left >= 1 else " · under a second left"
+    return f"{p.done:,} of {p.total:,} {p.what}{eta}"
+
+
+@contextlib.contextmanager
+def step(name: str, what: str, fresh: bool = False) -> Iterator[ProgressFn | None]:
+    """Yield a progress callback that draws a bar and a Cancel button (removed when the step ends), or
+    None when the user cancelled this step: the page then shows why, with a Run again button.
+    fresh: a new request (a button pressed again), which a past Cancel does not stop."""
+    if fresh:
+        _again(name)
+    if st.session_state.get(_flag(name)):
+        st.info(f"{what}: cancelled.")
+        st.button("Run again", key=f"again_{name}", on_click=_again, args=(name,))
+        yield None
+        return
+    box = st.empty()
+    with box.container():
+        bar = st.progress(0.0, text=f"{what}…")
+        st.button("Cancel", key=f"cancel_{name}", on_click=_cancel, args=(name,))
+
+    def report(p: Progress) -> None:
+        if st.session_state.get(_flag(name)):
+            raise Cancelled(f"{what}: cancelled")
+        with _not_recorded():
+            bar.progress(min(1.0, p.fraction), text=f"{what}: {describe(p)}")
+
+    try:
+        yield report
+    except Cancelled:
+        box.empty()
+        st.info(f"{what}: cancelled.")
+        st.button("Run again", key=f"again_{name}", on_click=_again, args=(name,))
+        st.stop()
+    box.empty()

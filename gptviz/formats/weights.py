@@ -1,0 +1,148 @@
+"""The tensors of one or more weight files, read one at a time by name: what every loader fills a
+model from (formats/bundle.py fill_model); and safetensors headers, read without the tensors. Until a
+tensor is asked for only its shape and dtype are known: from safetensors headers, and from torch files
+with their tensors mapped, not read, so a loader checks the shapes against the config before any
+weight is allocated."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load as load_bytes
+from safetensors.torch import load_file
+
+from ..errors import CheckpointError
+from .inmemory import on_disk
+from .safe import check_file, state_dict, torch_load, torch_load_mapped
+
+# safetensors' dtype codes as torch names them (others keep their code: they are not weights we fill)
+SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64"}
+
+
+def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape from a safetensors file's header alone: no tensor data is read."""
+    return {k: shape for k, (shape, _) in safetensors_header(file).items()}
+
+
+def safetensors_header(file: Path) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Each tensor's shape and dtype ("bfloat16", ...) from a safetensors file's header alone."""
+    check_file(file, None, "weights file")
+    try:
+        if not on_disk(file):  # an upload held in memory: the header is read from its bytes
+            return header_entries(file.read_bytes())
+        with safe_open(str(file), framework="pt") as f:
+            entries = {k: f.get_slice(k) for k in f.keys()}  # noqa: SIM118 (not iterable)
+            return {k: (tuple(s.get_shape()), _dtype(s.get_dtype())) for k, s in entries.items()}
+    except Exception as e:  # SafetensorError, OSError, and whatever a damaged header raises
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
+
+
+def _dtype(code: object) -> str:
+    return SAFETENSORS_DTYPES.get(code, str(code)[:20])
+
+
+def header_entries(data: bytes) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The shapes and dtypes a safetensors header declares (an 8-byte little-endian length, then that
+    much JSON), for bytes in memory, where safe_open cannot go; safetensors.torch.load checks the
+    offsets and sizes when the tensors are read."""
+    if len(data) < 8:
+        raise ValueError("shorter than the 8-byte header length")
+    n = int.from_bytes(data[:8], "little")
+    if n > min(len(data) - 8, 100 * 2**20):  # safetensors' own limit on a header is 100 MB
+        raise ValueError(f"a header of {n} bytes does not fit the file")
+    header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    entries = {}
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise ValueError(f"tensor {key[:60]!r} has no valid shape")
+        entries[key] = (tuple(shape), _dtype(entry.get("dtype")))
+    return entries
+
+
+def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file whose header was checked (safetensors_shapes)."""
+    try:
+        return load_file(str(file)) if on_disk(file) else load_bytes(file.read_bytes())
+    except Exception as e:
+        first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
+
+
+class Weights:
+    """Named tensors spread over files. get(name) reads one tensor as the file stores it: a
+    safetensors file on disk through safe_open (memory-mapped, only that tensor's bytes touched), a
+    torch file or an upload read whole once and handed out tensor by tensor (each let go when taken)."""
+
+    def __init__(self, files: list[Path]):
+        self.files = files
+        self.where: dict[str, Path] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.stored: dict[str, str] = {}  # name -> the dtype the file holds it in ("bfloat16", ...)
+        self._read: dict[Path, dict[str, torch.Tensor]] = {}  # files read whole: torch files, uploads
+        for file in files:
+            if file.suffix == ".safetensors":
+                header = safetensors_header(file)
+            else:  # sized, and its unpacked size known, before it is mapped
+                raw, mapped = torch_load_mapped(file)
+                state = state_dict(raw, file)
+                header = {k: (tuple(v.shape), str(v.dtype).removeprefix("torch.")) for k, v in state.items()}
+                if not mapped:  # read whole already (an upload, an older or compressed file): keep it
+                    self._read[file] = state
+                del raw, state
+            for k, (shape, dtype) in header.items():
+                self.where[k], self.shapes[k], self.stored[k] = file, shape, dtype
+
+    @classmethod
+    def of_state(cls, state: dict[str, torch.Tensor], source: Path) -> Weights:
+        """Weights over a state dict already in memory (a nanoGPT checkpoint's 'model'): get() hands
+        out each tensor once, letting go of it."""
+        weights = cls([])
+        weights._read[source] = state
+        for k, v in state.items():
+            weights.where[k], weights.shapes[k] = source, tuple(v.shape)
+            weights.stored[k] = str(v.dtype).removeprefix("torch.")
+        return weights
+
+    def floating_dtypes(self, names: object = None) -> list[str]:
+        """The floating dtypes the files store (of names, else of every tensor), most elements first."""
+        count: dict[str, int] = {}
+        for k in self.shapes if names is None else names:
+            dtype = self.stored.get(k, "")
+            if dtype.startswith(("float", "bfloat")):
+                count[dtype] = count.get(dtype, 0) + math.prod(self.shapes[k])
+        return sorted(count, key=lambda d: -count[d])
+
+    def get(self, key: str) -> torch.Tensor:
+        """The tensor as stored (its dtype too); the caller converts it as it fills the model."""
+        file = self.where[key]
+        if file.suffix == ".safetensors" and on_disk(file):
+            try:
+                with safe_open(str(file), framework="pt") as f:
+                    return f.get_tensor(key)
+            except Exception as e:
+                first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+                raise CheckpointError(
+                    f"{file}: not a readable safetensors file, truncated or corrupt ({first})"
+                ) from None
+        if file not in self._read:
+            self._read[file] = self._read_whole(file)
+        return self._read[file].pop(key)
+
+    def _read_whole(self, file: Path) -> dict[str, torch.Tensor]:
+        if file.suffix == ".safetensors":  # an upload held in memory: safe_open needs a file, so read its bytes
+            return read_safetensors(file)
+        state = state_dict(torch_load(file), file)
+        got = {k: tuple(v.shape) for k, v in state.items()}
+        if any(got.get(k) != shape for k, shape in self.shapes.items() if self.where[k] == file):
+            raise CheckpointError(f"{file}: the file changed while it was being loaded; load it again")
+        return state
