@@ -24,7 +24,7 @@ from .errors import (
 from .features import SAE, load_sae
 from .features.activations import feature_activations
 from .features.edits import edit_features
-from .features.train import train_sae
+from .training.sae import train_sae
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch

@@ -222,7 +222,7 @@ def cmd_scan(args) -> None:
 
 
 def cmd_sae(args) -> None:
-    from .features.command import run
+    from .training.sae_command import run
 
     run(args)
 
@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_scan)
 
     p = sub.add_parser("sae", help="sparse autoencoders: train one on a checkpoint's activations")
-    from .features.command import add_arguments as sae_arguments
+    from .training.sae_command import add_arguments as sae_arguments
 
     sae_arguments(p)
     p.set_defaults(func=cmd_sae)

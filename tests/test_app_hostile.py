@@ -16,11 +16,12 @@ from dashboard_fixtures import NAME, make_checkpoints, make_overtime_checkpoints
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
+from gptviz.dashboard.pages import PAGES
 from gptviz.dashboard.widgets import plain
 from gptviz.figures.style import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parents[1]
-VIEWS = re.findall(r'st\.Page\(\s*"(views/[\w.]+)"', (ROOT / "app.py").read_text())
+VIEWS = [page.file for page in PAGES]  # every page of the registry the router is built from
 UNDECODABLE = os.fsdecode(b"run-\xff\xfe")  # what os.listdir gives for a name that is not UTF-8
 LINK_NAME = "[click](mailto:x@example.invalid)"
 

@@ -31,15 +31,17 @@ LAYERS = (
     "record",
     "interventions",
     "capture",
+    "features",  # sparse autoencoders: files, encode/decode, feature edits (training one is in training/)
+    "steering",  # steering vectors and the dose-response sweep
     "generation",
     "analysis",
     "timeline",
     "figures",
     "lessons",
     "scanning",
+    "training",  # gptviz train and train_sae: they read corpora as the scan does
     "__init__",  # the package's front door: `import gptviz` re-exports the library, never the dashboard
     "dashboard",
-    "training",
     "bench",
     "cli",
     "__main__",

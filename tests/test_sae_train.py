@@ -13,8 +13,8 @@ from conftest import tiny_model
 
 import gptviz
 from gptviz.errors import GptvizError
-from gptviz.features.train import _site_rows, evaluate, train_sae
 from gptviz.scanning.corpus import read_corpus
+from gptviz.training.sae import _site_rows, evaluate, train_sae
 
 DOCS = [list(np.random.default_rng(i).integers(0, 11, size=120)) for i in range(12)]
 

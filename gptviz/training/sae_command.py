@@ -30,7 +30,7 @@ def run(args) -> None:
     import torch
     from tqdm import tqdm
 
-    from .train import train_sae
+    from .sae import train_sae
 
     if args.threads:
         torch.set_num_threads(args.threads)

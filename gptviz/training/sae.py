@@ -30,12 +30,12 @@ from torch import Tensor
 from ..capture import edited
 from ..checks import whole
 from ..errors import GptvizError
+from ..features.activations import as_rows, from_rows
+from ..features.files import save_sae
+from ..features.sae import SAE, SAEConfig
+from ..features.sites import SAEError, contract_site, site_width
 from ..progress import ProgressFn, Reporter
 from ..scanning.corpus import Window, read_corpus
-from .activations import as_rows, from_rows
-from .files import save_sae
-from .sae import SAE, SAEConfig
-from .sites import SAEError, contract_site, site_width
 
 BUFFER_TOKENS = 16384  # activations held at once (the shuffle buffer): 12 MB at C = 192
 BATCH = 1024  # tokens per SAE step
