@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import fnmatch
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -102,10 +102,11 @@ class _Recorder:
 
 
 @contextlib.contextmanager
-def edited(model: GPT, edits: dict[str, Callable[[Tensor], Tensor]]) -> Iterator[None]:
+def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -> Iterator[None]:
     """Within this block, in this thread only, the output of each named point is replaced by
-    fn(output) (with its batch axis). For code that runs parts of the model itself, such as the
-    patching sweep; gptviz.trace(..., interventions=) is the public way."""
+    fn(output) (with its batch axis; a fn that returns None keeps it, as a forward hook does). For
+    code that runs parts of the model itself, such as the patching sweep; gptviz.trace(...,
+    interventions=) is the public way."""
     rec = _Recorder()
 
     def hook_for(fn):
@@ -119,7 +120,7 @@ def edited(model: GPT, edits: dict[str, Callable[[Tensor], Tensor]]) -> Iterator
     try:
         for path, module in model.named_modules():
             name = capture_name(path, module)
-            if name in edits:
+            if name is not None and name in edits:
                 handles.append(module.register_forward_hook(hook_for(edits[name])))
         missing = set(edits) - {capture_name(p, m) for p, m in model.named_modules()}
         if missing:

@@ -182,7 +182,7 @@ class _Edits:
         if iv.positions is None:
             return iv
         inside = [p - self.first for p in iv.positions if self.first <= p < self.first + T]
-        return dataclasses.replace(iv, positions=inside) if inside else None
+        return dataclasses.replace(iv, positions=tuple(inside)) if inside else None
 
     def hooks(self) -> dict:
         def for_name(name: str, ivs: list[Intervention]):
@@ -280,6 +280,7 @@ def generate(
                 new = int(torch.argmax(logits))
             else:
                 dist = filtered_probs(logits, temperature, top_k, top_p).cpu()
+                assert seed is not None  # drawn above whenever temperature > 0
                 new = int(torch.multinomial(dist, 1, generator=step_generator(seed, len(out.ids))))
             top_p_, top_i = torch.topk(probs, min(TOP, probs.numel()))
             position = len(out.ids)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -62,22 +63,27 @@ class Steer(Intervention):
         return True
 
     def replacement(self, value: Tensor, batched: bool) -> Tensor:
+        vector = self.vector
+        assert vector is not None  # __post_init__ made it a checked Tensor
         rows = as_rows(value, self.name, batched)  # [(B,) T, d]
-        if rows.size(-1) != self.vector.numel():
+        if rows.size(-1) != vector.numel():
             raise InterventionError(
-                f"the steering vector has {self.vector.numel()} values; {self.name} has {rows.size(-1)} per token"
+                f"the steering vector has {vector.numel()} values; {self.name} has {rows.size(-1)} per token"
             )
-        add = self.coeff * self.vector.to(device=value.device, dtype=value.dtype)  # [d]
+        add = self.coeff * vector.to(device=value.device, dtype=value.dtype)  # [d]
         return from_rows(rows + add, value, self.name)
 
     def describe(self) -> str:
-        return f"steer {super().describe()} by {self.coeff:g} × a vector of norm {float(self.vector.norm()):.3g}"
+        vector = self.vector
+        assert vector is not None  # __post_init__ made it a checked Tensor
+        return f"steer {super().describe()} by {self.coeff:g} × a vector of norm {float(vector.norm()):.3g}"
 
 
 def steer(site: str, v, coeff: float, positions: Sequence[int] | None = None) -> Steer:
     """An intervention: the value at `site` becomes value + coeff * v at `positions` (every position
     by default), in every forward pass it is given to (trace, and every step of generate)."""
-    return Steer(site, None, positions, v, coeff)
+    # the field holds __post_init__'s normalised tuple; it converts (and checks) the sequence with _ints
+    return Steer(site, None, cast("tuple[int, ...] | None", positions), v, coeff)
 
 
 def _texts_to_ids(item, tokenizer) -> list[int]:
@@ -185,7 +191,7 @@ def steering_sweep(
     # one unsteered pass keeps every residual: a residual site's cells start from it and run only the
     # blocks after it (the blocks before see nothing steered), and only the last position's logits
     starts = {}
-    resid = {s: None for s in names if parse(s)[1] in ("resid_pre", "resid_post")}
+    resid: dict[str, Tensor | None] = {s: None for s in names if parse(s)[1] in ("resid_pre", "resid_post")}
 
     def keeper(name: str):
         def fn(value: Tensor) -> None:
@@ -197,6 +203,7 @@ def steering_sweep(
         base = torch.log_softmax(model(idx)[0, -1].float(), dim=-1)  # (V,)
     for name in resid:
         layer, site = parse(name)
+        assert layer is not None  # resid_pre / resid_post are block sites, so they have a layer
         starts[name] = layer + (1 if site == "resid_post" else 0)
     rows_per_batch = max(1, LOGIT_BUDGET // (T * V))
     cells = [(s, c) for s in names if s not in resid for c in cs]
@@ -204,7 +211,9 @@ def steering_sweep(
     for name in resid:
         coeff = torch.tensor(cs, device=model.device)
         add = (coeff[:, None, None] * vec) * keep[None, :, None]  # (B, T, C)
-        x = resid[name] + add.to(resid[name].dtype)
+        kept = resid[name]
+        assert kept is not None  # the keeper hook filled it in the unsteered pass above
+        x = kept + add.to(kept.dtype)
         with explicit_attention(False):
             for block in model.transformer.h[starts[name] :]:
                 x = block(x)

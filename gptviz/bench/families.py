@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -35,7 +36,9 @@ from ..generation import generate
 from ..model import GPT
 from .forward import synchronize
 
-LLAMA = dict(pos_encoding="rotary", norm="rmsnorm", activation="silu", mlp_gated=True, bias=False, tie_weights=True)
+LLAMA: dict[str, Any] = dict(
+    pos_encoding="rotary", norm="rmsnorm", activation="silu", mlp_gated=True, bias=False, tie_weights=True
+)
 SMOLLM2_135M = dict(
     LLAMA,
     vocab_size=49152,

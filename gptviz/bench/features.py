@@ -48,6 +48,8 @@ def main(args) -> None:
     root = shipped_dir("checkpoints") / CHECKPOINT
     bundle = load(root)
     model = bundle.model
+    if bundle.tokenizer is None:
+        raise SystemExit(f"{root} has no tokenizer, so the benchmark's prompt cannot be encoded")
     ids = encode_prompt(bundle.tokenizer, PROMPT, model.config.block_size)
     sae = load_sae(root / SAE, model=model)
     v = sae.W_dec[0].numpy()

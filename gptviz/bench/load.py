@@ -29,6 +29,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -36,7 +37,7 @@ from safetensors.torch import save_file
 from ..config import GPTConfig
 from ..formats.hf_llama_export import hf_llama_config
 
-LLAMA3 = dict(
+LLAMA3: dict[str, Any] = dict(
     pos_encoding="rotary",
     norm="rmsnorm",
     activation="silu",
@@ -54,7 +55,7 @@ LLAMA3 = dict(
     rope_original_max=8192,
     norm_eps=1e-5,
 )
-SHAPES = {
+SHAPES: dict[str, dict[str, Any]] = {
     "1b": dict(LLAMA3, n_layer=16, n_embd=2048, n_inner=8192, tie_weights=True),
     "8b": dict(LLAMA3, n_layer=32, n_embd=4096, n_inner=14336, tie_weights=False, rope_factor=8.0),
     "tiny": dict(LLAMA3, vocab_size=512, block_size=1024, n_layer=2, n_embd=64, n_head=4, n_kv_head=2, n_inner=128),
@@ -66,7 +67,7 @@ def hf_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor of a Hugging Face Llama of this shape, by its Hugging Face name."""
     C, F, D = config.n_embd, config.mlp_dim, config.head_dim
     H, Hkv = config.n_head, config.kv_heads
-    shapes = {"model.embed_tokens.weight": (config.vocab_size, C)}
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (config.vocab_size, C)}
     for i in range(config.n_layer):
         p = f"model.layers.{i}"
         shapes |= {
@@ -242,7 +243,8 @@ def run(shape: str, folder: Path | None, repeats: int, parts: set[str]) -> dict:
                 for T in T_num:
                     a, b = tmp / f"gptviz-{dtype}.T{T}.pt", tmp / f"hf-eager-{dtype}.T{T}.pt"
                     out["numbers"][f"{dtype} T={T} vs HF eager"] = compare(a, b)
-                    a.unlink(), b.unlink()
+                    a.unlink()
+                    b.unlink()
         if "speed" in parts:
             lengths = [256, 1024] if shape != "tiny" else [16, 64]
             out["speed"] = child([SPEED, str(ckpt), json.dumps(lengths), str(repeats)])

@@ -5,6 +5,7 @@ corpus with an SAE. Keys are plain values (paths, a RunKey, numbers), never tens
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,8 @@ def continuations(
     """(unsteered, steered) greedy continuations of the run's prompt, n tokens each."""
     bundle = bundle_for(key.model)
     iv = steer(site, np.asarray(vector, np.float32), coeff)
-    run = dict(temperature=0, crop_context=True, step_lock=FORWARD)  # the lock per step, as Generate takes it
+    # the lock per step, as Generate takes it
+    run: dict[str, Any] = dict(temperature=0, crop_context=True, step_lock=FORWARD)
     plain = generate(bundle.model, list(key.ids), n, **run)
     steered = generate(bundle.model, list(key.ids), n, **run, interventions=[iv])
     return plain.new_ids, steered.new_ids

@@ -54,6 +54,7 @@ def _model(where: str, slide: Slide) -> tuple[int, int, int, str]:
 
 def check_slide(where: str, slide: Slide) -> None:
     """LessonError (naming where) if the slide asks for what its model or worked example lacks."""
+    tokens: int | None  # None: the page draws no heatmap (TOY_TOKENS)
     if content.real_model(slide):
         layers, heads, tokens, of = _model(where, slide)
     else:

@@ -254,7 +254,7 @@ def teaching() -> str | None:
     """This session's class code while its class lives (the teacher key still holds it), else None."""
     key = st.session_state.get(TEACH_KEY)
     found = live.resume(key) if key else None
-    if found is None:
+    if found is None or not key:  # (found is None whenever key is empty)
         for k in (CODE_KEY, TEACH_KEY):
             st.session_state.pop(k, None)
         return None

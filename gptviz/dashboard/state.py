@@ -75,16 +75,21 @@ class View:
     @cached_property
     def labels(self) -> list[str]:
         """'index token' axis labels with visible whitespace, unique per position: Plotly text, for figures."""
-        return figures.token_labels(self.display(self.trace.token_ids))
+        return figures.token_labels(self.display(self._token_ids()))
 
     @cached_property
     def texts(self) -> list[str]:
         """The same 'index token' labels as a person reads them: for widgets, sentences, tables, files."""
-        return figures.position_labels(self.display(self.trace.token_ids))
+        return figures.position_labels(self.display(self._token_ids()))
+
+    def _token_ids(self):
+        if self.trace is None:  # the sidebar builds a View without a Trace when the model cannot run
+            raise RuntimeError("this View has no Trace: its tokens have no labels")
+        return self.trace.token_ids
 
     def display(self, ids) -> list[str]:
         ids = [int(i) for i in ids]
-        tok = self.bundle.tokenizer
+        tok = self.bundle.tokenizer if self.bundle is not None else None
         return tok.display(ids) if tok is not None else [str(i) for i in ids]
 
 
@@ -102,7 +107,7 @@ def set_view(v: View | None) -> None:
 
 
 def _url_choices() -> dict[str, str]:
-    return {k: st.query_params.get(k) for k in URL_KEYS if k in st.query_params}
+    return {k: st.query_params[k] for k in URL_KEYS if k in st.query_params}
 
 
 def read_url() -> None:

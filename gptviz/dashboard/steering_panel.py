@@ -9,10 +9,12 @@ import streamlit as st
 
 from .. import analysis, figures
 from ..errors import GptvizError
+from ..model import GPT
 from ..names import point
 from ..steering import neuron_direction
 from . import features as fc
 from . import widgets
+from .caches import ModelKey
 from .state import View
 
 SOURCES = ("prompt pairs", "an SAE feature", "a neuron")
@@ -35,23 +37,23 @@ def _pairs(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _vector(v: View, site: str, source: str) -> np.ndarray:
-    cfg = v.bundle.model.config
+def _vector(v: View, model: GPT, model_key: ModelKey, site: str, source: str) -> np.ndarray:
+    cfg = model.config
     if source == "prompt pairs":
         text = st.text_area("Pairs: positive | negative, one per line", EXAMPLE, key="st_pairs", height=90)
-        return fc.vector_from_pairs(v.model_key, _pairs(text), site)
+        return fc.vector_from_pairs(model_key, _pairs(text), site)
     if source == "a neuron":
         c1, c2 = st.columns(2)
         layer = c1.number_input("Neuron's layer", 0, cfg.n_layer - 1, 0, key="st_nlayer")
-        width = v.bundle.model.transformer.h[int(layer)].mlp.c_proj.in_features
+        width = cfg.mlp_dim  # every block's mlp.c_proj is built as nn.Linear(mlp_dim, n_embd)
         neuron = c2.number_input("Neuron", 0, width - 1, 0, key="st_neuron")
-        return neuron_direction(v.bundle.model, int(layer), int(neuron))
+        return neuron_direction(model, int(layer), int(neuron))
     saes = fc.shipped_saes(v.source)
     path = st.selectbox("SAE", saes, key="st_sae", format_func=fc.sae_label) if saes else None
     path = path or st.text_input("SAE folder", key="st_sae_path")
     if not path:
         raise GptvizError("no SAE ships with this checkpoint: give the folder of one")
-    sae = fc.sae_for(v.model_key, path)
+    sae = fc.sae_for(model_key, path)
     if isinstance(sae, str):
         raise GptvizError(sae)
     feature = st.number_input("Feature", 0, sae.d_sae - 1, 0, key="st_feature")
@@ -63,28 +65,32 @@ def render(v: View) -> None:
     st.subheader("Steer the model")
     if not st.toggle("Steer: add a vector inside the model and compare", key="st_on"):
         return
-    cfg = v.bundle.model.config
-    sources = SOURCES if v.bundle.tokenizer is not None else SOURCES[1:]  # pairs are typed text
+    bundle, trace, key, model_key = v.bundle, v.trace, v.key, v.model_key
+    if bundle is None or trace is None or key is None or model_key is None:
+        st.info("Steering needs a run of the model: choose a checkpoint and a prompt in the sidebar.")
+        return
+    cfg = bundle.model.config
+    sources = SOURCES if bundle.tokenizer is not None else SOURCES[1:]  # pairs are typed text
     c1, c2, c3 = st.columns([2, 1, 2])
     source = c1.segmented_control("Vector from", sources, key="st_source", default=sources[0], required=True)
     layer = c2.selectbox("Add it after block", range(cfg.n_layer), index=cfg.n_layer // 2, key="st_layer")
     coeff = c3.slider("Coefficient", -20.0, 20.0, 4.0, 0.5, key="st_coeff")
     site = point("resid_post", int(layer))
     try:
-        vec = _vector(v, site, source)
+        vec = _vector(v, bundle.model, model_key, site, source)
     except GptvizError as e:
         st.error(f"Cannot build the vector: {widgets.plain(e)}")
         return
-    key = tuple(float(x) for x in vec)
+    vector = tuple(float(x) for x in vec)
     st.caption(f"Adds {coeff:g} × a vector of norm {float(np.linalg.norm(vec)):.3g} to {site} at every position.")
-    last = v.trace.n_tokens - 1
-    steered = fc.steered_run(v.key, key, site, float(coeff))
+    last = trace.n_tokens - 1
+    steered = fc.steered_run(key, vector, site, float(coeff))
     a, b = st.columns(2)
-    for col, run, name in ((a, v.trace, "unsteered"), (b, steered, "steered")):
+    for col, run, name in ((a, trace, "unsteered"), (b, steered, "steered")):
         with col:
             top = analysis.top_k(run.part("logits", last), 8, display=v.display)
             widgets.chart(figures.topk_bars(top, position_label=f"{v.labels[last]} ({name})"), key=f"st_top_{name}")
-    plain, moved = fc.continuations(v.key, key, site, float(coeff), 60)
+    plain, moved = fc.continuations(key, vector, site, float(coeff), 60)
     a, b = st.columns(2)
     a.markdown("**Unsteered continuation**")
     a.code("".join(v.display(plain)), language=None, wrap_lines=True)
@@ -95,13 +101,13 @@ def render(v: View) -> None:
         "Target token (optional)", key="st_target", help="One token whose log-probability to follow"
     )
     target = None
-    if target_text and v.bundle.tokenizer is not None:
-        ids = v.bundle.tokenizer.encode(target_text)
+    if target_text and bundle.tokenizer is not None:
+        ids = bundle.tokenizer.encode(target_text)
         if len(ids) == 1:
             target = ids[0]
         else:
             st.warning(f"That text is {len(ids)} tokens: type one token.")
-    sweep = fc.sweep(v.key, key, "resid_post", COEFFS, target)
+    sweep = fc.sweep(key, vector, "resid_post", COEFFS, target)
     widgets.chart(figures.dose_response(sweep, "target_logprob" if target is not None else "kl"), key="st_sweep")
     st.caption(
         "Each line is one block's output (resid_post); each point the next-token distribution at the last "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import torch
@@ -46,9 +47,11 @@ class FeatureEdit(Intervention):
         return True
 
     def replacement(self, value: Tensor, batched: bool) -> Tensor:
+        sae = self.sae
+        assert sae is not None  # __post_init__ refuses anything but an SAE
         rows = as_rows(value, self.name, batched)  # [(B,) T, d_in]
-        if rows.size(-1) != self.sae.d_in:
-            raise InterventionError(f"the SAE reads {self.sae.d_in} values per token; {self.name} has {rows.size(-1)}")
+        if rows.size(-1) != sae.d_in:
+            raise InterventionError(f"the SAE reads {sae.d_in} values per token; {self.name} has {rows.size(-1)}")
         index = torch.tensor(self.features, device=rows.device)
         to = 0.0 if self.how == "zero" else float(self.how)
 
@@ -56,7 +59,7 @@ class FeatureEdit(Intervention):
             return f.index_fill(-1, index, to)
 
         with torch.no_grad():
-            new = self.sae.edit(rows.float(), change).to(value.dtype)
+            new = sae.edit(rows.float(), change).to(value.dtype)
         return from_rows(new, value, self.name)
 
     def describe(self) -> str:
@@ -72,5 +75,13 @@ def edit_features(
     number, the SAE's error term kept, so x becomes x + decode(f') - decode(f). positions: the
     tokens it edits (all by default)."""
     if isinstance(features, (int, np.integer)):
-        features = [features]
-    return FeatureEdit(sae.site if isinstance(sae, SAE) else "embed", None, positions, sae, features, how)
+        features = [int(features)]
+    # the fields hold __post_init__'s normalised tuples; it converts (and checks) these sequences with _ints
+    return FeatureEdit(
+        sae.site if isinstance(sae, SAE) else "embed",
+        None,
+        cast("tuple[int, ...] | None", positions),
+        sae,
+        cast("tuple[int, ...]", features),
+        how,
+    )

@@ -100,7 +100,8 @@ def parse_cfg(raw: dict, source: Path, site: str | None = None) -> SAEConfig:
     if arch not in ARCHITECTURES:
         raise SAEError(f"{source}: architecture {str(arch)[:40]!r} is not one of {', '.join(ARCHITECTURES)}")
     d_in, d_sae = _int(raw, "d_in", MAX_D_IN, source), _int(raw, "d_sae", MAX_D_SAE, source)
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    meta = raw.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     hook = site or raw.get("hook_name") or meta.get("hook_name")
     if not hook:
         raise SAEError(f"{source}: no hook_name, so gptviz cannot tell which point the SAE reads")

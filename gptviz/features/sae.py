@@ -17,12 +17,16 @@ norm_in / norm_out are the identity unless `normalize_activations` is "constant_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from .sites import SAEError, contract_site
+
+if TYPE_CHECKING:
+    from .train import TrainReport
 
 ARCHITECTURES = ("standard", "topk", "jumprelu")
 NORMALIZATIONS = ("none", "expected_average_only_in", "constant_norm_rescale", "layer_norm")
@@ -48,11 +52,14 @@ class _Norm:
         return x
 
     def out(self, x: Tensor) -> Tensor:
+        if self.kind not in ("constant_norm_rescale", "layer_norm"):
+            return x
+        if self.scale is None:
+            raise RuntimeError("_Norm.out before _Norm.into: no statistics to undo")
         if self.kind == "constant_norm_rescale":
             return x / self.scale
-        if self.kind == "layer_norm":
-            return x * self.scale + self.mean
-        return x
+        assert self.mean is not None  # into() sets mean with scale for layer_norm
+        return x * self.scale + self.mean
 
 
 @dataclass(eq=False)
@@ -74,6 +81,10 @@ class SAE(nn.Module):
     sae.site, sae.d_in, sae.d_sae, sae.architecture; W_enc [d_in, d_sae], b_enc [d_sae],
     W_dec [d_sae, d_in], b_dec [d_in], threshold [d_sae] (jumprelu)."""
 
+    # declared, not defaulted: only train_sae sets it (an SAE read from disk has no report), and
+    # nn.Module's __getattr__ would otherwise type it Tensor | Module
+    report: TrainReport
+
     def __init__(self, cfg: SAEConfig):
         super().__init__()
         if cfg.architecture not in ARCHITECTURES:
@@ -93,7 +104,7 @@ class SAE(nn.Module):
         self.b_dec = nn.Parameter(torch.zeros(d_in))
         if cfg.architecture == "jumprelu":
             self.threshold = nn.Parameter(torch.zeros(d_sae))
-        self.path = None  # where it was loaded from, for the page and messages
+        self.path: str | None = None  # where it was loaded from, for the page and messages
 
     # --- what the contract names ----------------------------------------------------------------
     @property
@@ -131,6 +142,7 @@ class SAE(nn.Module):
         if self.architecture == "topk":
             if self.cfg.rescale_acts_by_decoder_norm:
                 pre = pre * self.W_dec.norm(dim=-1)  # [..., d_sae]
+            assert self.cfg.k is not None  # __init__ refuses a topk SAE without k
             top = torch.topk(pre, self.cfg.k, dim=-1)
             return torch.zeros_like(pre).scatter(-1, top.indices, top.values.relu())
         f = pre.relu()

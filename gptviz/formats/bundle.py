@@ -8,7 +8,9 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -168,7 +170,8 @@ def fill_model(
         module = model.get_submodule(module_name)
         module._parameters[attr] = torch.nn.Parameter(t, requires_grad=params[name].requires_grad)
     if tied:
-        model.lm_head.weight = model.transformer.wte.weight
+        wte = cast(torch.nn.Embedding, model.transformer.wte)  # GPT builds wte as an nn.Embedding
+        model.lm_head.weight = wte.weight
     missing = [n for n, p in model.named_parameters(remove_duplicate=False) if p.is_meta]
     if missing:
         raise CheckpointError(f"{source}: weights missing for {summarise(missing, 'keys')}")
@@ -191,4 +194,4 @@ def fill_from_state(
     it is in the model. Keys the model does not have are recorded in report.unexpected."""
     check_shapes(config, {k: tuple(v.shape) for k, v in state.items()}, report, source)
     order = sorted(state, key=lambda k: k == "lm_head.weight")  # a tied head last: it wins, as it did
-    return fill_model(config, ((k, lambda k=k: state.pop(k)) for k in order), dtype, device, report, source)
+    return fill_model(config, ((k, partial(state.pop, k)) for k in order), dtype, device, report, source)

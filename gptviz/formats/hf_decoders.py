@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -164,8 +165,11 @@ def fill_order(parts: dict[str, Part], weights: Weights) -> Iterator[tuple[str, 
         left[name] -= 1
         return read[name] if left[name] else read.pop(name)
 
+    def make(part: Part) -> torch.Tensor:
+        return part.fn(*(take(s) for s in part.sources))
+
     for ours, part in parts.items():
-        yield ours, lambda part=part: part.fn(*(take(s) for s in part.sources))
+        yield ours, partial(make, part)
 
 
 def plan(config: GPTConfig, kind: str, weights: Weights, source: Path, report: LoadReport) -> dict[str, Part]:
@@ -179,7 +183,8 @@ def plan(config: GPTConfig, kind: str, weights: Weights, source: Path, report: L
             f"loading them would cut the model short, so set n_layer to {held}"
         )
     order = {k: i for i, k in enumerate(weights.shapes)}  # the file's own order: its first misfit is named
-    parts, used = {}, set()
+    parts: dict[str, Part] = {}
+    used: set[str] = set()
     mapped = weight_map(config, kind, set(names)).items()
     for ours, part in sorted(mapped, key=lambda item: min(order.get(names.get(s, ""), 0) for s in item[1].sources)):
         if all(s in names for s in part.sources):
@@ -231,6 +236,7 @@ def load_hf_decoder(path: Path, device: torch.device, dtype: str = "auto") -> Bu
     hf = read_json(cfg_file)
     kind = hf.get("model_type")
     config, notes = config_from_hf_decoder(hf, cfg_file)
+    assert isinstance(kind, str)  # config_from_hf_decoder refused any model_type but a known name
     config = replace(config, eos_token_id=eos_token_ids(hf, path, config.vocab_size))
     report = LoadReport(path=str(path), format=f"hf-{kind}")
     report.warnings.extend(notes)
@@ -252,7 +258,8 @@ def load_hf_decoder(path: Path, device: torch.device, dtype: str = "auto") -> Bu
     else:
         report.warnings.append(note)
     # a card gptviz wrote beside Hugging Face's keys (formats/hf_llama_export.py): how it was made, its prompt
-    written = hf.get("card") if isinstance(hf.get("card"), dict) else {}
+    written = hf.get("card")
+    written = written if isinstance(written, dict) else {}
     card = {**written, "source": f"Hugging Face {kind} directory", "family": FAMILY_NOTES[kind]}
     if isinstance(hf.get("_name_or_path"), str) and hf["_name_or_path"]:
         card["name_or_path"] = hf["_name_or_path"][:200]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -42,7 +43,7 @@ def safetensors_header(file: Path) -> dict[str, tuple[tuple[int, ...], str]]:
         raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
 
 
-def _dtype(code: object) -> str:
+def _dtype(code: str) -> str:
     return SAFETENSORS_DTYPES.get(code, str(code)[:20])
 
 
@@ -113,7 +114,7 @@ class Weights:
             weights.stored[k] = str(v.dtype).removeprefix("torch.")
         return weights
 
-    def floating_dtypes(self, names: object = None) -> list[str]:
+    def floating_dtypes(self, names: Iterable[str] | None = None) -> list[str]:
         """The floating dtypes the files store (of names, else of every tensor), most elements first."""
         count: dict[str, int] = {}
         for k in self.shapes if names is None else names:

@@ -11,10 +11,11 @@ any 64 KB file parses in a few hundredths of a second and a few MB (`gptviz benc
 from __future__ import annotations
 
 import re
+import sys
 
-try:  # Python 3.11+; tomli is the same parser for 3.10 (requirements.txt)
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover
+else:  # pragma: no cover  (tomli is the same parser for 3.10: requirements.txt)
     import tomli as tomllib
 
 MAX_NESTING = 8  # [[slides]] is 2, a highlight's { cell = [1, 2] } 2 more; a tiny head's [[…]] matrix 2

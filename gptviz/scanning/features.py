@@ -65,16 +65,19 @@ class FeatureScan:
             v, p = self._batch.pop(i)
             value = v.T.cpu().numpy()[None]  # [1, F, B]
             cand = (value, np.broadcast_to(win[None, None, :], value.shape), p.T.cpu().numpy()[None].astype(np.int32))
-            if self.top[i] is not None:
-                cand = tuple(np.concatenate([a, b], axis=-1) for a, b in zip(self.top[i], cand))
+            held = self.top[i]
+            if held is not None:
+                values, wins, positions = (np.concatenate([a, b], axis=-1) for a, b in zip(held, cand))
+                cand = (values, wins, positions)
             self.top[i] = top_k(*cand, self.k)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         rows, density = [], []
         for i, sae in enumerate(self.saes):
-            if self.top[i] is None:
+            held = self.top[i]
+            if held is None:
                 continue
-            value, window, position = (a[0] for a in self.top[i])  # [F, k]
+            value, window, position = (a[0] for a in held)  # [F, k]
             F_, K = value.shape
             df = pd.DataFrame(
                 {

@@ -34,7 +34,11 @@ class Tokenizer(Protocol):
     """What every tokenizer offers the model, the Trace and the dashboard."""
 
     kind: str  # "char", "bpe", ...
-    vocab_size: int
+
+    @property
+    def vocab_size(self) -> int:
+        """How many ids it makes (read-only: BPETokenizer computes it; an attribute serves too)."""
+        ...
 
     def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
         """Token ids of text; text the vocabulary cannot hold raises UnknownCharacterError, or is

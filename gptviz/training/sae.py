@@ -105,6 +105,7 @@ def _init(sae: SAE, sample: Tensor, seed: int) -> None:
 def _topk_step(sae: SAE, x: Tensor, dead: Tensor, k_aux: int) -> tuple[Tensor, Tensor]:
     """(loss, indices of the latents that fired) of one minibatch; sparse decode (embedding_bag)."""
     pre = (x - sae.b_dec) @ sae.W_enc + sae.b_enc  # [N, d_sae]
+    assert sae.k is not None  # SAE.__init__ refuses a topk SAE without k
     top = torch.topk(pre, sae.k, dim=-1)
     vals = top.values.relu()  # [N, k]
     x_hat = F.embedding_bag(top.indices, sae.W_dec, per_sample_weights=vals, mode="sum") + sae.b_dec  # [N, d_in]
