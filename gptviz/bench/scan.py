@@ -62,7 +62,7 @@ def scan_seconds(model, docs, T: int, batch: int, **kw) -> tuple[float, dict]:
 def peak_child(tiny: bool, n: int, T: int, batch: int) -> int:
     """Peak RSS (bytes) of a fresh process that builds the model and scans n windows."""
     code = (
-        "import resource, gptviz.bench_scan as b; "
+        "import resource, gptviz.bench.scan as b; "
         f"m = b.build(b.TINY if {tiny} else b.GPT2_SMALL); "
         f"b.scan_seconds(m, b.windows({n}, {T}, m.config.vocab_size), {T}, {batch}); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
