@@ -94,9 +94,10 @@ def test_sigterm_stops_a_scan_waiting_for_its_cluster(files, tmp_path, env, sile
     )
     try:
         silent_port.settimeout(120)
-        silent_port.accept()[0].close()  # the scan's own first connection: it is waiting for Ray now
+        held = silent_port.accept()[0]  # the scan's own first connection, held open and silent (a close
+        # could reach it as a reset and end the scan before the signal): it is waiting for Ray now
         time.sleep(2)  # and inside ray.init
-        assert proc.poll() is None
+        assert proc.poll() is None, proc.stderr.read().decode()[-1500:]
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(15)
@@ -106,6 +107,8 @@ def test_sigterm_stops_a_scan_waiting_for_its_cluster(files, tmp_path, env, sile
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # its own session: only what this test started
             proc.wait(10)
+        if "held" in locals():
+            held.close()
 
 
 def test_the_timeout_is_an_argument_and_an_environment_variable(files, monkeypatch, env, silent_port):
