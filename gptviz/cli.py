@@ -1,4 +1,4 @@
-"""`python -m gptviz COMMAND`: capture a Trace to .npz, or print a checkpoint's card.
+"""`gptviz COMMAND`: capture a Trace to .npz, or print a checkpoint's card.
 
 Every error gptviz raises on purpose prints one line to stderr and exits with status 2.
 """
@@ -263,7 +263,7 @@ THREADS_HELP = "torch CPU threads (default: one per core; OpenMP waits passively
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m gptviz", description=__doc__.splitlines()[0])
+    parser = Parser(prog="gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_checkpoint(p):

@@ -3,7 +3,7 @@ every head's scores at every saved step, so a person can watch a head form.
 
 Three layouts are recognised:
 
-    run/step-000000/ step-000100/ ...   `python -m gptviz train --save-every 100` (native
+    run/step-000000/ step-000100/ ...   `gptviz train --save-every 100` (native
                                         checkpoints, each card holding that step's train/val loss)
     out/ckpt_100.pt ckpt_200.pt ...     nanoGPT saved at intervals: several .pt/.pth/.ckpt files,
     out/1/ckpt.pt out/2/ckpt.pt ...     or subfolders each holding a checkpoint
@@ -195,7 +195,7 @@ def scan_run(folder: str | Path, max_steps: int | None = None) -> RunScan:
     if len(steps) < 2:
         raise TimelineError(
             f"{folder}: found {len(steps)} checkpoint(s); a timeline needs several of one run: step-NNNNNN/ "
-            "folders from `python -m gptviz train --save-every N`, or nanoGPT ckpt files saved at intervals"
+            "folders from `gptviz train --save-every N`, or nanoGPT ckpt files saved at intervals"
             + (f" ({listing.note})" if listing.note else "")
         )
     unknown = [s for s in steps if s.source == "name" and s.name_step is None]

@@ -70,7 +70,7 @@ def run_main(capsys, *args) -> str:
         (["--token-ids", "1", "--out", "/nonexistent-dir/t.npz"], "cannot be written (No such file"),
         (["--token-ids", "1", "--out", "/"], "/: cannot be written"),
         (["--prompt", "xyz\nabc"], "the tokenizer does not know"),
-        (["--token-ids", "1", "--bogus"], "unrecognized arguments: --bogus (see python -m gptviz --help)"),
+        (["--token-ids", "1", "--bogus"], "unrecognized arguments: --bogus (see gptviz --help)"),
     ],
 )
 def test_trace_errors(ckpt, capsys, extra, words):

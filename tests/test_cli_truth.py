@@ -107,3 +107,13 @@ def test_the_cli_starts_streamlit_as_the_checkouts_config_does():
     for flag, value in STREAMLIT_FLAGS.items():
         section, name = flag.split(".")
         assert str(config[section][name]).lower() == value, flag
+
+
+def test_help_names_the_installed_command():
+    """The console script is `gptviz` (pyproject's [project.scripts]); --help must say so."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "gptviz", "--help"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("usage: gptviz "), out.splitlines()[0]
+    assert "python -m gptviz" not in out

@@ -34,7 +34,7 @@ st.title("Corpus")
 st.caption(
     "One prompt is an anecdote. A scan runs a corpus through the model once, in windows, and keeps the loss of "
     "every token, every head's scores in every window, and each neuron's strongest contexts (at most one per "
-    "window). It runs as its own process (`python -m gptviz scan`); the page reads the folder it writes."
+    "window). It runs as its own process (`gptviz scan`); the page reads the folder it writes."
 )
 if v is None or v.bundle is None:
     st.info("Choose a checkpoint in the sidebar first: a scan is of one model.")
@@ -74,7 +74,7 @@ elif mode == "run a new scan":
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")
 else:
-    folder = st.text_input("Scan folder (what `python -m gptviz scan --out` wrote)", key="corpus_folder")
+    folder = st.text_input("Scan folder (what `gptviz scan --out` wrote)", key="corpus_folder")
     if st.button("Open", key="corpus_open_folder") and folder:
         st.session_state["corpus_scan"] = folder
 

@@ -34,7 +34,7 @@ path = (
 if not path:
     st.info(
         "No SAE ships with this checkpoint: give the folder of one (SAELens's format or Gemma Scope's), "
-        "or train one with `python -m gptviz sae train`."
+        "or train one with `gptviz sae train`."
     )
     st.stop()
 sae = fc.sae_for(v.model_key, path)

@@ -24,7 +24,7 @@ def findings(key: RunKey, _model, _trace, _tokenizer) -> tuple:
 
 
 def command(v) -> str:
-    """The `python -m gptviz check` line for this checkpoint and these token ids."""
+    """The `gptviz check` line for this checkpoint and these token ids."""
     if v.source == DEMO or st.session_state.get("ckpt_choice") is Pick.UPLOAD:  # in memory; a server path
         where = "PATH/TO/YOUR/CHECKPOINT"
     else:
@@ -33,7 +33,7 @@ def command(v) -> str:
     tok = v.bundle.tokenizer
     same = tok is not None and v.prompt and tok.encode(v.prompt, unknown="drop") == ids
     source = f"--prompt {shlex.quote(v.prompt)}" if same else "--token-ids " + ",".join(map(str, ids))
-    return f"python -m gptviz check --checkpoint {shlex.quote(where)} {source}"
+    return f"gptviz check --checkpoint {shlex.quote(where)} {source}"
 
 
 v = widgets.require_trace() or st.stop()

@@ -16,7 +16,7 @@ from gptviz.tokenizers import encode_prompt, parse_ids
 st.title("Timeline")
 st.caption(
     "A run folder holds checkpoints of one training run: step-NNNNNN/ folders from "
-    "`python -m gptviz train --save-every N`, or nanoGPT checkpoints saved at intervals."
+    "`gptviz train --save-every N`, or nanoGPT checkpoints saved at intervals."
 )
 PATH = "a local path…"
 runs = overtime.run_folders()

@@ -3,7 +3,7 @@
 Corpus page and a notebook use the same functions.
 
 The dashboard never imports Ray (nor runs a scan in its own process): it starts
-`python -m gptviz scan ... --progress-file F` and reads F and the folder the scan writes.
+`gptviz scan ... --progress-file F` and reads F and the folder the scan writes.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def check_room(client: str = "") -> None:
 def start_scan(
     checkpoint: Path, data: Path | tuple[str, bytes], window: int, k: int, device: str = "cpu", client: str = ""
 ) -> Job:
-    """Start `python -m gptviz scan` for this checkpoint and corpus (a path, or an upload's (name,
+    """Start `gptviz scan` for this checkpoint and corpus (a path, or an upload's (name,
     bytes), saved first); return at once. GptvizError when MAX_RUNNING_SCANS already run, or this
     client runs one (check_room; a class server passes the address), and then nothing is saved."""
     # room checked, upload saved, folders pruned, made and the scan registered at once: another

@@ -65,7 +65,7 @@ def test_corpus_page_shipped_scan_open_as_prompt_and_a_fresh_scan(page: Page, co
     page.get_by_role("button", name="Run scan").click()
     expect(page.get_by_text("Scan of ", exact=False)).to_be_visible(timeout=120_000)
     wait_until_drawn(page, timeout=60_000)
-    folder = page.get_by_label("Scan folder (what `python -m gptviz scan --out` wrote)").input_value()
+    folder = page.get_by_label("Scan folder (what `gptviz scan --out` wrote)").input_value()
     assert folder and Path(folder).name == "scan"  # the folder box shows where the fresh scan was written
     no_errors(page)
     shot(page, "corpus-fresh-scan")
