@@ -4,16 +4,33 @@ figure (and its base64-encoded arrays) back from the page."""
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import streamlit as st
+from dashboard_fixtures import NAME
+from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from gptviz.dashboard import sources
+import gptviz
+from gptviz.dashboard import sources, state
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+# The six pages every model has, by script and title
+PAGES = {
+    "views/overview.py": "Overview",
+    "views/attention.py": "Attention",
+    "views/qkv.py": "Q / K / V",
+    "views/shapes.py": "Shapes",
+    "views/residual.py": "Residual stream",
+    "views/next_token.py": "Next token",
+}
+PROMPT = "To be, or not to be: that is the question."
+RUNS: list = []  # the ids of every run the model really did (conftest's `env` wraps caches.trace to count)
 
 
 def serve(monkeypatch, root: Path, default: str) -> None:
@@ -51,3 +68,78 @@ def array(v) -> np.ndarray:
         a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
         return a.reshape([int(s) for s in v["shape"].split(",")]) if "shape" in v else a
     return np.asarray(v)
+
+
+def run_prompt(at: AppTest, prompt: str) -> AppTest:
+    at.text_area(key="prompt").input(prompt)
+    return at.button(key="run_btn").click().run()
+
+
+def reference_trace(root: Path, prompt: str) -> gptviz.Trace:
+    """The same run done directly through the library, outside Streamlit."""
+    bundle = gptviz.load(root / NAME)
+    ids = gptviz.encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size)
+    return gptviz.trace(bundle.model, ids, bundle.tokenizer)
+
+
+def rendered(md: str) -> str:
+    """Markdown as the browser shows it: HTML from a CommonMark renderer (GFM tables and
+    strikethrough on, as in Streamlit)."""
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(md)
+
+
+def shown(md: str) -> str:
+    """The text a person reads for a Markdown message: rendered, tags stripped."""
+    return html.unescape(re.sub(r"<[^>]+>", "", rendered(md))).strip()
+
+
+def errors(at: AppTest) -> str:
+    assert not at.exception, [e.value for e in at.exception]
+    return " ".join(shown(e.value) for e in at.error)
+
+
+class Upload:
+    """What st.file_uploader hands the app: a name, a size and the bytes."""
+
+    def __init__(self, name, data):
+        self.name, self.data, self.size = name, data, len(data)
+
+    def getvalue(self):
+        return self.data
+
+
+def upload(at: AppTest, folder: Path) -> AppTest:
+    at.selectbox(key="ckpt_choice").set_value(state.Pick.UPLOAD).run()
+    files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted(folder.iterdir())]
+    return at.get_by_key("ckpt_upload").set_value(files).run()
+
+
+def report_rows(at: AppTest) -> dict:
+    return dict(at.dataframe[1].value.itertuples(index=False))  # the Overview's load report
+
+
+def page_text(at: AppTest) -> str:
+    """Every message, caption, heading and table cell on the page, as one string."""
+    parts = [
+        e.value
+        for kind in ("error", "warning", "info", "caption", "markdown", "title", "subheader")
+        for e in at.get(kind)
+    ]
+    parts += [df.value.to_csv() for df in at.dataframe]
+    return "\n".join(map(str, parts))
+
+
+# Text that would be a link, an image, a heading or HTML if it ever became markup
+MARKUP = [
+    "[Click here to repair your checkpoint](https://example.invalid/fix)",
+    "![x](https://example.invalid/pixel.png)",
+    "<img src=https://example.invalid/a.png> <a href='https://example.invalid'>x</a>",
+    ":red[alarm] # heading **bold** `code` $x^2$",
+    "https://example.invalid/autolink www.example.invalid",
+]
+
+
+def no_markup(md: str) -> None:
+    """What a message renders to has no link, image, heading, emphasis or HTML: only a paragraph of text."""
+    out = rendered(md)
+    assert not re.search(r"<(a|img|h\d|code|script|span|iframe)\b", out), out

@@ -1,13 +1,20 @@
-"""Shared test helpers: random-weight models of any shape, built in memory."""
+"""Shared test fixtures: random-weight models of any shape built in memory, and the dashboard's AppTest
+session on a small random checkpoint (helpers for reading its pages are in apptest_helpers.py)."""
 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
+import streamlit as st
 import torch
+from apptest_helpers import RUNS, app_session, ok
+from dashboard_fixtures import CONFIG, NAME, make_checkpoints
+from streamlit.testing.v1 import AppTest
 
 import gptviz
+from gptviz.dashboard import caches, sources
 
 VARIANTS = [
     dict(pos_encoding=p, norm=n, activation=a, bias=b, tie_weights=t)
@@ -37,3 +44,36 @@ def tiny_model(seed: int = 0, **overrides) -> gptviz.GPT:
 @pytest.fixture
 def model():
     return tiny_model()
+
+
+# --- the dashboard's AppTest fixtures: a small random checkpoint, served with cold caches ---------
+@pytest.fixture(scope="session")
+def ckpt_root(tmp_path_factory) -> Path:
+    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+@pytest.fixture
+def env(ckpt_root, monkeypatch):
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
+    monkeypatch.delenv(sources.DEFAULT_ENV, raising=False)
+    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
+    st.cache_resource.clear()  # process-wide: every test starts with a cold cache
+    RUNS.clear()
+    real = caches.trace
+    monkeypatch.setattr(caches, "trace", lambda *a, **k: RUNS.append(a[1]) or real(*a, **k))
+    return ckpt_root
+
+
+@pytest.fixture
+def at(env) -> AppTest:
+    return ok(app_session())
+
+
+@pytest.fixture
+def ids_only(tmp_path, monkeypatch, env):
+    """A checkpoint with no tokenizer: prompts and lookups are token ids (vocabulary 95)."""
+    torch.manual_seed(3)
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / "ids-only")
+    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.setenv(sources.DEFAULT_ENV, "ids-only")
+    return ok(app_session(prompt="1, 2, 3"))

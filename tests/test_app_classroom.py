@@ -1,6 +1,6 @@
 """The classroom pages through AppTest: the worked examples show the seeds' numbers and the mask
 switch's leak, and the step-by-step page walks every step with Next, with the Trace's shapes, a
-step in the URL, and a block chooser. Fixture checkpoint built in a temp folder (as test_app.py)."""
+step in the URL, and a block chooser. Fixture checkpoint: conftest.py's ckpt_root."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
+from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 
 import gptviz
@@ -19,11 +19,6 @@ from gptviz.analysis import walkthrough, worked
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKED, FORWARD = "views/worked_examples.py", "views/forward_pass.py"
-
-
-@pytest.fixture(scope="module")
-def ckpt_root(tmp_path_factory) -> Path:
-    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
 
 
 @pytest.fixture

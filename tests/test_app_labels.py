@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from apptest_helpers import app_session, figure, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
+from dashboard_fixtures import NAME
 
 from gptviz import figures
 
 PROMPT = "<b>&x"
-
-
-@pytest.fixture(scope="module")
-def ckpt_root(tmp_path_factory):
-    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
 
 
 def test_labels_for_people_and_for_plotly():

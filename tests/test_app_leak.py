@@ -1,7 +1,7 @@
 """The Mask leak page through AppTest: it runs without an exception, the switch turns the future mass
 from exactly 0 to the value the library computes, and with the shipped leaky model beside the fixture
 it states both losses (mask off far below mask on) and what the model writes. Fixture checkpoints are
-built in a temp folder, as in test_app.py."""
+built in a temp folder (conftest.py's make_checkpoints)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
+from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 from test_timeline_steps import save_snapshot
 from test_timeline_steps import snapshot as snapshot  # the module fixture: one real ckpt.pt
@@ -16,11 +16,6 @@ from test_timeline_steps import snapshot as snapshot  # the module fixture: one 
 from gptviz import limits
 
 PROMPT = "To be, or not to be"
-
-
-@pytest.fixture(scope="module")
-def ckpt_root(tmp_path_factory) -> Path:
-    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
 
 
 @pytest.fixture

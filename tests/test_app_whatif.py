@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
+from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 
 import gptviz
@@ -21,11 +21,6 @@ from gptviz.dashboard.state import PRESET_PROMPT
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "checkpoints"
 CLEAN, CORRUPT = "To be, or not to be", "To be, or not to bo"
-
-
-@pytest.fixture(scope="session")
-def ckpt_root(tmp_path_factory) -> Path:
-    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
 
 
 def open_page(monkeypatch, root: Path, default: str, page: str) -> AppTest:

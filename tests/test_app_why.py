@@ -9,18 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
+from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "To be, or not to be: that is the question. To be, or not."
-
-
-@pytest.fixture(scope="module")
-def ckpt_root(tmp_path_factory) -> Path:
-    return make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
 
 
 @pytest.fixture

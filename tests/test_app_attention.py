@@ -1,0 +1,47 @@
+"""The Attention page: the heatmap is the Trace's weights (NaN where masked) and its scores view the
+scores before the mask."""
+
+from __future__ import annotations
+
+import numpy as np
+from apptest_helpers import (
+    PROMPT,
+    array,
+    errors,
+    figure,
+    ok,
+    reference_trace,
+    run_prompt,
+)
+from dashboard_fixtures import NAME
+
+import gptviz
+from gptviz import analysis
+
+
+def test_heatmap_equals_the_traces_weights(at, env):
+    ok(run_prompt(at, PROMPT))
+    at.radio(key="layer").set_value(1)
+    at.radio(key="head").set_value(2)
+    ok(at.switch_page("views/attention.py").run())
+    z = array(figure(at, "attn_heatmap")["data"][0]["z"])
+    t = reference_trace(env, PROMPT)
+    expected = np.where(t["blocks.1.attn.mask"], t["blocks.1.attn.weights"][2], np.nan)
+    np.testing.assert_array_equal(z, expected)  # NaN where masked, the exact float32 weights elsewhere
+    assert np.isnan(z[0, 1:]).all() and not np.isnan(np.tril(z)).any()
+
+
+def test_scores_view_and_token_lookup(at, env):
+    ok(run_prompt(at, PROMPT))
+    ok(at.switch_page("views/attention.py").run())
+    ok(at.button_group(key="attn_kind").set_value("scores").run())
+    t = reference_trace(env, PROMPT)
+    z = array(figure(at, "attn_heatmap")["data"][0]["z"])
+    np.testing.assert_array_equal(z, t["blocks.0.attn.scores"][0])  # before the mask: every cell
+    ok(at.switch_page("views/next_token.py").run())
+    ok(at.text_input(key="lookup_token").input("e").run())
+    tok = gptviz.load(env / NAME).tokenizer
+    rank, p = analysis.token_rank(t["logits"][-1], tok.encode("e")[0])
+    assert {m.label: m.value for m in at.metric}["Rank"] == f"{rank} of {len(tok.itos)}"
+    at.text_input(key="lookup_token").input("~").run()
+    assert "does not know" in errors(at)
