@@ -109,8 +109,13 @@ class PeakAllocated(PeakRSS):
         return rss_bytes() if n is None else n
 
 
-def to_hf_gpt2(model: GPT, attn_implementation: str) -> GPT2LMHeadModel:
-    """The same weights in a Hugging Face GPT2LMHeadModel (its Conv1D stores W transposed)."""
+# Hugging Face's names for the family's GPT-2-style activations
+HF_GPT2_ACTIVATION = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
+
+
+def to_hf_gpt2(model: GPT, attn_implementation: str = "eager", special_ids: bool = True) -> GPT2LMHeadModel:
+    """The same weights in a Hugging Face GPT2LMHeadModel (its Conv1D stores W transposed).
+    special_ids names the last id BOS and EOS, as GPT-2 does; without it the model has none."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     c = model.config
@@ -121,14 +126,14 @@ def to_hf_gpt2(model: GPT, attn_implementation: str) -> GPT2LMHeadModel:
             n_embd=c.n_embd,
             n_layer=c.n_layer,
             n_head=c.n_head,
-            activation_function="gelu_new",
+            activation_function=HF_GPT2_ACTIVATION[c.activation],
             tie_word_embeddings=c.tie_weights,
             layer_norm_epsilon=c.norm_eps,
             resid_pdrop=0.0,
             embd_pdrop=0.0,
             attn_pdrop=0.0,
-            bos_token_id=c.vocab_size - 1,
-            eos_token_id=c.vocab_size - 1,
+            bos_token_id=c.vocab_size - 1 if special_ids else None,
+            eos_token_id=c.vocab_size - 1 if special_ids else None,
             attn_implementation=attn_implementation,
         )
     )

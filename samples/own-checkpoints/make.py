@@ -19,9 +19,9 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
 import gptviz
+from gptviz.bench.forward import to_hf_gpt2
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent
@@ -60,24 +60,7 @@ def nanogpt() -> None:
 def hf_gpt2() -> None:
     source = ROOT / "checkpoints" / "shakespeare-bpe"
     model = gptviz.load(source).model
-    c = model.config
-    hf = GPT2LMHeadModel(
-        GPT2Config(
-            vocab_size=c.vocab_size,
-            n_positions=c.block_size,
-            n_embd=c.n_embd,
-            n_layer=c.n_layer,
-            n_head=c.n_head,
-            activation_function="gelu",  # exact GELU, as the model was trained (GPT-2's own is gelu_new)
-            layer_norm_epsilon=c.norm_eps,
-            tie_word_embeddings=c.tie_weights,
-            bos_token_id=None,  # the model has no special tokens (GPT-2's defaults name id 50256)
-            eos_token_id=None,
-        )
-    )
-    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-    state = {k: (v.t() if k.endswith(conv1d) else v) for k, v in model.state_dict().items()}
-    hf.load_state_dict(state, strict=False)  # HF's causal-mask buffers are not weights
+    hf = to_hf_gpt2(model, special_ids=False)  # the model has no special tokens (GPT-2 names id 50256)
     folder = OUT / "hf-gpt2-bpe"
     hf.to(torch.bfloat16).save_pretrained(folder)
     shutil.copy(source / "tokenizer.json", folder / "tokenizer.json")
