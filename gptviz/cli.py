@@ -231,11 +231,16 @@ def cmd_bench(args) -> None:
     from . import bench
 
     names = ("why", "scan", "families", "patching", "generate", "lessons", "features", "load", "trace_memory")
-    chosen = [name for name in names if getattr(args, name)]
+    chosen = [name for name in names + BROWSER_BENCHES if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
     module = importlib.import_module(f"{bench.__name__}.{chosen[0] if chosen else 'forward'}")
-    module.main(args)
+    if chosen and chosen[0] in BROWSER_BENCHES:
+        module.main(args.options)  # they drive a dashboard server in Chromium, with options of their own
+    elif args.options:
+        raise SystemExit(f"error: only {', '.join('--' + b for b in BROWSER_BENCHES)} take options after --")
+    else:
+        module.main(args)
 
 
 def cmd_handout(args) -> None:
@@ -259,6 +264,8 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+# The benchmarks of the dashboard itself: a server driven by Chromium and simulated students
+BROWSER_BENCHES = ("dashboard", "sessions", "classroom")
 THREADS_HELP = "torch CPU threads (default: one per core; OpenMP waits passively, so a busy core costs little)"
 
 
@@ -396,6 +403,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
+    p.add_argument(
+        "--dashboard", action="store_true", help="the dashboard in Chromium: Enter -> heatmap, every page at T = 1,024"
+    )
+    p.add_argument("--sessions", action="store_true", help="1, 4, 8 browser sessions on one server; its memory")
+    p.add_argument("--classroom", action="store_true", help="a class of 30 simulated students following a teacher")
+    p.add_argument(
+        "options",
+        nargs="*",
+        help="after --: the options of --dashboard, --sessions or --classroom (-- --help lists them)",
+    )
     p.add_argument("--prompt-tokens", type=cli_args.whole(1), default=32, help="with --generate: prompt tokens")
     p.add_argument("--new-tokens", type=cli_args.whole(1), default=128, help="with --generate: new tokens")
     p.set_defaults(func=cmd_bench)

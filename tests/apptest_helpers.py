@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import streamlit as st
-from dashboard_fixtures import NAME
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 import gptviz
+from gptviz.bench.checkpoints import NAME
 from gptviz.dashboard import sources, state
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ import pytest
 import streamlit as st
 import torch
 from apptest_helpers import RUNS, app_session, ok
-from dashboard_fixtures import CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
+from gptviz.bench.checkpoints import CONFIG, NAME, make_checkpoints
 from gptviz.dashboard import caches, sources
 
 VARIANTS = [

@@ -16,9 +16,9 @@ from apptest_helpers import (
     ok,
     run_prompt,
 )
-from dashboard_fixtures import NAME
 
 from gptviz import analysis
+from gptviz.bench.checkpoints import NAME
 from gptviz.dashboard import sources, state
 
 

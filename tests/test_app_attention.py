@@ -13,10 +13,10 @@ from apptest_helpers import (
     reference_trace,
     run_prompt,
 )
-from dashboard_fixtures import NAME
 
 import gptviz
 from gptviz import analysis
+from gptviz.bench.checkpoints import NAME
 
 
 def test_heatmap_equals_the_traces_weights(at, env):

@@ -27,9 +27,9 @@ from apptest_helpers import (
     ok,
     run_prompt,
 )
-from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 
 import gptviz
+from gptviz.bench.checkpoints import CHARS, CONFIG, NAME, make_checkpoints
 from gptviz.dashboard import caches, sources, state
 
 

@@ -15,9 +15,9 @@ from apptest_helpers import (
     ok,
     shown,
 )
-from dashboard_fixtures import CHARS, CONFIG, NAME
 
 import gptviz
+from gptviz.bench.checkpoints import CHARS, CONFIG, NAME
 from gptviz.dashboard import caches, sources, state
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from apptest_helpers import app_session, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints, make_overtime_checkpoints
 from streamlit import config
 from streamlit.testing.v1 import AppTest
 
+from gptviz.bench.checkpoints import NAME, make_checkpoints, make_overtime_checkpoints
 from gptviz.dashboard import classmode, scan_form, uploads
 from gptviz.dashboard.state import Pick
 from gptviz.dashboard.widgets import plain

@@ -11,11 +11,11 @@ from urllib.parse import parse_qs
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.analysis import walkthrough, worked
+from gptviz.bench.checkpoints import NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKED, FORWARD = "views/worked_examples.py", "views/forward_pass.py"

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.analysis.heads import SCORES
+from gptviz.bench.checkpoints import NAME, make_checkpoints
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
 

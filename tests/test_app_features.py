@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
 from sae_helpers import random_sae
 
 import gptviz
+from gptviz.bench.checkpoints import NAME, make_checkpoints
 from gptviz.dashboard.state import PRESET_PROMPT
 from gptviz.features import save_sae
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import CONFIG, NAME
 from streamlit.testing.v1 import AppTest
 
 import gptviz
+from gptviz.bench.checkpoints import CONFIG, NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "To be, or not to be"
@@ -126,7 +126,7 @@ def test_the_sliding_window_goes_past_block_size_and_shows_the_window_row(at, ck
 def test_generation_takes_the_forward_lock_step_by_step(at, monkeypatch):
     """Generate's forward passes run under caches.FORWARD, one pass at a time across sessions, and it
     is let go between steps (gptviz.generate's step_lock): 30 students pressing Generate 20 at once
-    finished at p95 4.0-4.4 s side by side, 2.2-2.7 s this way (class_bench.py --generate)."""
+    finished at p95 4.0-4.4 s side by side, 2.2-2.7 s this way (gptviz bench --classroom -- --generate)."""
     from gptviz.dashboard import caches
 
     locks, real = [], gptviz.generate

@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 import torch
 from apptest_helpers import app_session, ok, serve
-from dashboard_fixtures import CHARS, CONFIG
 
 import gptviz
+from gptviz.bench.checkpoints import CHARS, CONFIG
 
 PROMPT = "To be, or"
 

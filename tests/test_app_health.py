@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz import analysis
+from gptviz.bench.checkpoints import CHARS, CONFIG, NAME, make_checkpoints
 from gptviz.cli import main
 
 PROMPT = "To be, or not to be: that is the question."

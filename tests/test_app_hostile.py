@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from apptest_helpers import app_session, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints, make_overtime_checkpoints
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
+from gptviz.bench.checkpoints import NAME, make_checkpoints, make_overtime_checkpoints
 from gptviz.dashboard.pages import PAGES
 from gptviz.dashboard.widgets import plain
 from gptviz.figures.style import WORD_JOINER

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from apptest_helpers import app_session, figure, ok, serve
-from dashboard_fixtures import NAME
 
 from gptviz import figures
+from gptviz.bench.checkpoints import NAME
 
 PROMPT = "<b>&x"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from apptest_helpers import app_session, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.analysis import leak
+from gptviz.bench.checkpoints import NAME, make_checkpoints
 from gptviz.dashboard import sources
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 from apptest_helpers import app_session, ok, serve
-from dashboard_fixtures import NAME, make_checkpoints
 
+from gptviz.bench.checkpoints import NAME, make_checkpoints
 from gptviz.dashboard import classmode
 from gptviz.dashboard.widgets import plain
 

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 from apptest_helpers import APP, app_session, array, figure, serve
-from dashboard_fixtures import CHARS, CONFIG, NAME, make_overtime_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz import analysis, figures
+from gptviz.bench.checkpoints import CHARS, CONFIG, NAME, make_overtime_checkpoints
 from gptviz.figures.style import NAN
 from gptviz.figures.whatif import loss_before_after
 

@@ -16,10 +16,10 @@ from apptest_helpers import (
     reference_trace,
     run_prompt,
 )
-from dashboard_fixtures import CHARS, NAME
 
 import gptviz
 from gptviz import analysis
+from gptviz.bench.checkpoints import CHARS, NAME
 
 
 def test_topk_bars_equal_softmax_of_the_logits(at, env):

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import CONFIG, NAME, make_overtime_checkpoints
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.analysis import compare as cmp
+from gptviz.bench.checkpoints import CONFIG, NAME, make_overtime_checkpoints
 from gptviz.timeline import timeline
 
 ROOT = Path(__file__).resolve().parents[1]

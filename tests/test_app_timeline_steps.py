@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 from test_timeline_steps import save_snapshot
 from test_timeline_steps import snapshot as snapshot  # the module fixture: one real ckpt.pt
 
 from gptviz import limits
+from gptviz.bench.checkpoints import NAME
 
 PROMPT = "To be, or not to be"
 

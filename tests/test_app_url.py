@@ -18,8 +18,8 @@ from apptest_helpers import (
     shown,
     upload,
 )
-from dashboard_fixtures import NAME
 
+from gptviz.bench.checkpoints import NAME
 from gptviz.figures.style import WORD_JOINER
 
 

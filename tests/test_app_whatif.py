@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz import analysis
+from gptviz.bench.checkpoints import NAME
 from gptviz.dashboard import whatif
 from gptviz.dashboard.state import PRESET_PROMPT
 

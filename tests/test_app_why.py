@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
-from dashboard_fixtures import NAME
 from streamlit.testing.v1 import AppTest
 
 import gptviz
+from gptviz.bench.checkpoints import NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "To be, or not to be: that is the question. To be, or not."

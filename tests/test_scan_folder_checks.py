@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import test_app_corpus
 from apptest_helpers import app_session, ok, serve
-from dashboard_fixtures import CONFIG, NAME
 
 import gptviz
+from gptviz.bench.checkpoints import CONFIG, NAME
 from gptviz.scanning import ScanFolderError, queries
 from gptviz.scanning import jobs as scan_jobs
 

@@ -9,4 +9,16 @@ asserts nothing about them. Every one is reachable as `gptviz bench --...`:
     generate.py  --generate    decoding with per-step capture against Hugging Face's generate
     load.py      --load        loading bf16 shards (Llama-3.2-1B shape; --shape 8b) against from_pretrained
     lessons.py   --lessons     hostile 64 KB lesson files: bounded parsing against plain tomllib
+    features.py  --features    steering_sweep against a naive loop; a scan with the shipped SAE
+    trace_memory.py --trace-memory  a 1B-shaped Llama's Trace bytes at T = 1,024, full and per page
+
+The dashboard itself, in a real Chromium (Playwright and Debian's chromium: the test extras), each
+with options of its own after `--`:
+
+    dashboard.py --dashboard   Enter -> heatmap against a trivial rerun; every page at T = 1,024
+    sessions.py  --sessions    1, 4, 8 browser sessions on one server; the server's memory over many prompts
+    classroom.py --classroom   30 simulated students (ws_client.py) and 3 Chromium pages following a teacher
+
+browser.py (the server and the page helpers) and checkpoints.py (small random checkpoints) are
+shared with the browser tests.
 """

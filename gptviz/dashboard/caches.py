@@ -148,7 +148,7 @@ def bundle_for(key: ModelKey) -> Bundle:
 # handing over cost more than the passes: 30 students' prompts at once took 2.5 times the CPU of the
 # same runs one after another. Taken by run_trace, the what-if runs (whatif.py), a real model's slide and
 # the leaky model's report, and each of Generate's steps (30 students pressing Generate 20 at once: p95
-# 4.0-4.4 -> 2.2-2.7 s, class_bench.py --generate); a long job (a patching sweep) does not take it. Nothing
+# 4.0-4.4 -> 2.2-2.7 s, gptviz bench --classroom -- --generate); a long job (a patching sweep) does not take it. Nothing
 # cached is called while it is held (cached() says why).
 FORWARD = threading.RLock()
 

@@ -12,8 +12,8 @@ from playwright.sync_api import expect
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dashboard_fixtures import NAME, make_checkpoints
-from e2e_server import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, streamlit_server
+from gptviz.bench.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, streamlit_server
+from gptviz.bench.checkpoints import NAME, make_checkpoints
 
 expect.set_options(timeout=30_000)  # the first Plotly chart takes seconds on 2 cores
 

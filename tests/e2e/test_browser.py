@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
-from e2e_server import charts, heatmap_drawn, nav, no_errors, tour, type_prompt, wait_for_app_run
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import charts, heatmap_drawn, nav, no_errors, tour, type_prompt, wait_for_app_run
 
 
 def query(page: Page) -> dict[str, str]:

@@ -9,10 +9,10 @@ import re
 
 import numpy as np
 import pytest
-from e2e_server import wait_for_app_run
 from playwright.sync_api import Page, expect
 
 from gptviz.analysis import worked
+from gptviz.bench.browser import wait_for_app_run
 
 
 def presentation_on(page: Page) -> None:

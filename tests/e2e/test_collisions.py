@@ -9,8 +9,9 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from e2e_server import click_page_link, no_errors, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import click_page_link, no_errors, wait_for_app_run, wait_until_drawn
 
 PROMPT = "To be, or not to be: that is the question."
 SLOW = 180_000

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dashboard_fixtures import NAME, make_checkpoints
-from e2e_server import ARTIFACTS, no_errors, streamlit_server, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
 
 import gptviz
+from gptviz.bench.browser import ARTIFACTS, no_errors, streamlit_server, wait_for_app_run, wait_until_drawn
+from gptviz.bench.checkpoints import NAME, make_checkpoints
 
 TEXT = "To be, or not to be: that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 8
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from e2e_server import ARTIFACTS, streamlit_server, wait_for_app_run
 from playwright.sync_api import Browser, expect
+
+from gptviz.bench.browser import ARTIFACTS, streamlit_server, wait_for_app_run
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]

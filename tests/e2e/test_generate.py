@@ -3,8 +3,9 @@ keyboard, and carry the text on as the prompt of every page. Screenshot: artifac
 
 from __future__ import annotations
 
-from e2e_server import click_page_link, nav, no_errors, open_on_prompt, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import click_page_link, nav, no_errors, open_on_prompt, wait_for_app_run, wait_until_drawn
 
 PROMPT = "To be, or not to be"
 SLOW = 180_000  # ms: the shared CI cores may be busy

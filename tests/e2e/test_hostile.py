@@ -13,11 +13,19 @@ from urllib.parse import quote, urlparse
 
 import pytest
 import torch
-from dashboard_fixtures import CHARS, CONFIG, NAME, make_checkpoints
-from e2e_server import ARTIFACTS, heatmap_drawn, nav, no_errors, streamlit_server, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Browser, Page, expect
 
 import gptviz
+from gptviz.bench.browser import (
+    ARTIFACTS,
+    heatmap_drawn,
+    nav,
+    no_errors,
+    streamlit_server,
+    wait_for_app_run,
+    wait_until_drawn,
+)
+from gptviz.bench.checkpoints import CHARS, CONFIG, NAME, make_checkpoints
 from gptviz.dashboard import uploads
 from gptviz.figures.style import WORD_JOINER
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from e2e_server import ARTIFACTS, free_port, heatmap_drawn, no_errors, wait_until_drawn
 from installed import CHECKPOINTS, installed_package
 from playwright.sync_api import Browser, expect
+
+from gptviz.bench.browser import ARTIFACTS, free_port, heatmap_drawn, no_errors, wait_until_drawn
 
 pytestmark = pytest.mark.slow  # builds and installs the wheel as well
 PROMPT = "ROMEO:"

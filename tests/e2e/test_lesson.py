@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_server import ARTIFACTS, streamlit_server, wait_for_app_run
 from playwright.sync_api import Page, expect
 
+from gptviz.bench.browser import ARTIFACTS, streamlit_server, wait_for_app_run
 from gptviz.lessons import shipped_lesson
 
 ROOT = Path(__file__).resolve().parents[2]

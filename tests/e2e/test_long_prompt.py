@@ -9,9 +9,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from dashboard_fixtures import GPT2_SMALL_NAME, make_gpt2_small_checkpoint
-from e2e_server import ARTIFACTS, enter_prompt, long_prompt, open_on_prompt, record_frames, streamlit_server, tour
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import (
+    ARTIFACTS,
+    enter_prompt,
+    long_prompt,
+    open_on_prompt,
+    record_frames,
+    streamlit_server,
+    tour,
+)
+from gptviz.bench.checkpoints import GPT2_SMALL_NAME, make_gpt2_small_checkpoint
 
 T = 1024
 MAX_FIGURE_BYTES = 3 * 2**20

@@ -8,9 +8,10 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from dashboard_fixtures import NAME, make_overtime_checkpoints
-from e2e_server import ARTIFACTS, no_errors, open_page, streamlit_server, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import ARTIFACTS, no_errors, open_page, streamlit_server, wait_for_app_run, wait_until_drawn
+from gptviz.bench.checkpoints import NAME, make_overtime_checkpoints
 
 PROMPT = "To be, or not to be"
 SLOW = 120_000  # ms: the shared CI cores may be busy

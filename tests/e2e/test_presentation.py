@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 
-from e2e_server import (
+from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import (
     ARTIFACTS,
     PAGES,
     charts,
@@ -21,7 +23,6 @@ from e2e_server import (
     wait_for_app_run,
     wait_until_drawn,
 )
-from playwright.sync_api import Page, expect
 
 PI = "3.14159265358979"  # every token a digit or "." : Plotly would make these axes numeric
 PI_LABELS = [f"{i} {c}" for i, c in enumerate(PI)]

@@ -7,8 +7,9 @@ from __future__ import annotations
 from urllib.parse import quote, urlparse
 
 import pytest
-from e2e_server import heatmap_drawn, no_errors, type_prompt, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import heatmap_drawn, no_errors, type_prompt, wait_for_app_run, wait_until_drawn
 
 OUTSIDE = "example.invalid"
 INJECTIONS = [

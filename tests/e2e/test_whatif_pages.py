@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from e2e_server import chart, click_page_link, no_errors, open_page, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import chart, click_page_link, no_errors, open_page, wait_for_app_run, wait_until_drawn
 
 PROMPT = "To be, or not to be: that is the question."
 

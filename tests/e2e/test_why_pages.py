@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlencode, urlparse
 
-from e2e_server import chart, no_errors, open_page, wait_for_app_run, wait_until_drawn
 from playwright.sync_api import Page, expect
+
+from gptviz.bench.browser import chart, no_errors, open_page, wait_for_app_run, wait_until_drawn
 
 PROMPT = "To be, or not to be: that is the question. To be, or not."
 

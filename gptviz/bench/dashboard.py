@@ -1,6 +1,6 @@
 """Time the dashboard in a real Chromium, warm, and make the README screenshot.
 
-    .venv/bin/python tests/e2e/measure.py [--runs 7] [--screenshot docs/screenshot.png]
+    .venv/bin/gptviz bench --dashboard -- [--runs 7] [--screenshot docs/screenshot.png]
 
 Two timings, measured with the page's own clock (performance.now) in the same browser session:
   enter -> heatmap   pressing Enter on a new prompt until the Overview heatmap shows the new run
@@ -10,7 +10,7 @@ Two timings, measured with the page's own clock (performance.now) in the same br
 It uses the shipped checkpoints/shakespeare-char when it exists, else a small random-weight
 fixture checkpoint (--fixture forces that); the output says which.
 
-    .venv/bin/python tests/e2e/measure.py --long [--runs 3]
+    .venv/bin/gptviz bench --dashboard -- --long [--runs 3]
 
 times every page at T = 1,024 on a GPT-2-small-shaped random checkpoint instead: for each new
 prompt, Enter -> Overview drawn, then each page's first visit (click -> every chart drawn), next
@@ -31,11 +31,7 @@ from urllib.parse import urlencode
 
 from playwright.sync_api import sync_playwright
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from dashboard_fixtures import GPT2_SMALL_NAME, NAME, make_checkpoints, make_gpt2_small_checkpoint
-from e2e_server import (
+from .browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     ROOT,
@@ -48,6 +44,7 @@ from e2e_server import (
     tour,
     wait_for_app_run,
 )
+from .checkpoints import GPT2_SMALL_NAME, NAME, make_checkpoints, make_gpt2_small_checkpoint
 
 HEATMAP = "[data-testid=stPlotlyChart] .heatmaplayer image"
 SCREENSHOT_VIEW = {
@@ -211,13 +208,15 @@ def main_long(runs: int) -> int:
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="gptviz bench --dashboard --", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--screenshot", type=Path, help="also save a screenshot of the Overview here")
     ap.add_argument("--fixture", action="store_true", help="use the random-weight fixture checkpoint")
     ap.add_argument("--long", action="store_true", help="every page at T = 1024 on a GPT-2-small-shaped checkpoint")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.long:
         return main_long(args.runs)
     shipped = ROOT / "checkpoints" / "shakespeare-char"

@@ -1,5 +1,5 @@
 """Start `streamlit run app.py` on 127.0.0.1 and drive Debian's Chromium: shared by the browser
-tests (conftest.py) and the timing script (measure.py)."""
+tests (tests/e2e) and the dashboard's benchmarks (dashboard.py, sessions.py, classroom.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, ViewportSize, expect
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts" / "e2e"  # screenshots and logs (pytest-playwright wipes test-results/)
 CHROMIUM = "/usr/bin/chromium"
 # Playwright already passes --headless --no-sandbox --disable-background-networking etc.
 CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic"]
-VIEWPORT = {"width": 1500, "height": 1300}
+VIEWPORT: ViewportSize = {"width": 1500, "height": 1300}
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """A simulated student: one Streamlit session driven over Streamlit's own websocket protocol (the
 BackMsg / ForwardMsg protobufs the browser sends and receives), with no browser. For the class
-load script (class_bench.py): it opens a page, submits a prompt through the sidebar's form, and
+load script (classroom.py): it opens a page, submits a prompt through the sidebar's form, and
 follows a teacher, answering the server's auto-rerun requests of a follower's polling fragment as
 the browser would. Only 127.0.0.1 is ever contacted."""
 
@@ -15,6 +15,8 @@ import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
+from websockets.asyncio.client import ClientConnection
+from websockets.typing import Origin, Subprotocol
 
 DONE = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
 
@@ -30,7 +32,8 @@ class Run:
 
 
 def _element_texts(delta) -> tuple[list[str], dict[str, str]]:
-    texts, widgets = [], {}
+    texts: list[str] = []
+    widgets: dict[str, str] = {}
     if not delta.HasField("new_element"):
         return texts, widgets
     el = delta.new_element
@@ -56,7 +59,7 @@ class Student:
         assert parts.hostname == "127.0.0.1", "the load script talks to this machine only"
         self.http = url
         self.ws_url = f"ws://{parts.netloc}/_stcore/stream"
-        self.ws = None
+        self.ws: ClientConnection | None = None
         self.pages: dict[str, str] = {}  # url path -> page script hash
         self.page_hash = ""
         self.query = ""
@@ -68,8 +71,8 @@ class Student:
     async def connect(self) -> None:
         self.ws = await websockets.connect(
             self.ws_url,
-            subprotocols=["streamlit"],
-            origin=self.http,
+            subprotocols=[Subprotocol("streamlit")],
+            origin=Origin(self.http),
             max_size=2**26,
             open_timeout=120,
             ping_interval=None,  # a server busy with 30 sessions may answer a ping late: not a failure
@@ -90,11 +93,13 @@ class Student:
         if fragment_id:
             cs.fragment_id = fragment_id
             cs.is_auto_rerun = auto
+        assert self.ws is not None, "connect() first"
         await self.ws.send(msg.SerializeToString())
 
     async def _read_run(self, timeout: float) -> Run:
         """ForwardMsgs until a script run finishes; what it drew. On a timeout what was read so far
         is kept for the next call (a run may span it)."""
+        assert self.ws is not None, "connect() first"
         run = self._partial or Run()
         self._partial = None
         deadline = time.monotonic() + timeout

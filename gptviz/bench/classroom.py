@@ -1,5 +1,5 @@
 """A class of 30 on one laptop (a script, not a test): one dashboard server on the shipped default
-checkpoint, 30 simulated students over Streamlit's own websocket protocol (ws_client.py) and a few
+checkpoint, 30 simulated students over Streamlit's own websocket protocol (bench/ws_client.py) and a few
 real Chromium pages, all on 127.0.0.1, each step bounded in time.
 
 1. open: every student opens the dashboard at once; seconds until its first page has finished
@@ -12,8 +12,8 @@ real Chromium pages, all on 127.0.0.1, each step bounded in time.
    dashboard has lessons).
 5. the server's RSS (now and its peak) at the end.
 
-    .venv/bin/python tests/e2e/class_bench.py [--students 30] [--browsers 3] [--app-dir DIR]
-                                              [--label after] [--json FILE] [--every-page]
+    .venv/bin/gptviz bench --classroom -- [--students 30] [--browsers 3] [--app-dir DIR]
+                                         [--label after] [--json FILE] [--every-page]
 
 --app-dir runs another copy of the dashboard (e.g. `git archive main | tar -x -C DIR` for the
 figures before a change); its own checkpoints/ are used. Prints a table and writes JSON
@@ -28,16 +28,15 @@ import contextlib
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from playwright.async_api import async_playwright
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-from e2e_server import ALL_CHARTS_DRAWN, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, server_process  # noqa: E402
-from playwright.async_api import async_playwright  # noqa: E402
-from streamlit.proto.WidgetStates_pb2 import WidgetState  # noqa: E402
-from ws_client import Student  # noqa: E402
+from .browser import ALL_CHARTS_DRAWN, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, server_process
+from .ws_client import Student
 
 STEP_S = 300  # no step may take longer than this
 PROMPTS = [  # distinct prompts in the shipped model's alphabet, one per student
@@ -178,7 +177,7 @@ async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = 
                     asyncio.create_task(p.get_by_text(f"slide {k} of").first.wait_for(timeout=60_000)) for p in real
                 ]
                 await teacher._read_run(STEP_S)
-                await asyncio.wait(watch + seen, timeout=65)
+                await asyncio.wait([*watch, *seen], timeout=65)
                 for task in watch:
                     if task.done() and not task.exception():
                         delays.append(task.result() - t0)
@@ -229,8 +228,8 @@ async def views_only(url: str, paths: list[str]) -> dict:
     return await cached_views(url, paths, repeats=40)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="gptviz bench --classroom --", description=__doc__.splitlines()[0])
     ap.add_argument("--students", type=int, default=30)
     ap.add_argument("--browsers", type=int, default=3)
     ap.add_argument("--app-dir", type=Path, default=ROOT)
@@ -241,9 +240,10 @@ def main() -> None:
         "--views", nargs="+", metavar="PATH", help="only the cached views of these pages (url paths; all: every page)"
     )
     ap.add_argument("--generate", action="store_true", help="only: every student presses Generate 20 at once")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not 1 <= args.students <= 60 or not 0 <= args.browsers <= 5:
         ap.error("--students 1..60, --browsers 0..5: the machine is shared")
+    result: dict[str, Any]
     with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log") as (url, pid):
         if args.views:  # only the cached views of these pages, after one warm-up open
             result = {"page_view_cached": asyncio.run(views_only(url, args.views)), "server_mb": rss_mb(pid)}

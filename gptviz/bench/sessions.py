@@ -4,10 +4,10 @@
    own distinct prompts; per-prompt seconds from Ctrl+Enter until the Overview is drawn again
    (median, p95) while the other sessions do the same.
 2. Memory: distinct ~1,000-token prompts on a GPT-2-small-shaped checkpoint (random weights,
-   written by tests/dashboard_fixtures.py), spread over 4 sessions; the server's RSS after 10, 60
+   written by bench/checkpoints.py), spread over 4 sessions; the server's RSS after 10, 60
    and 120 prompts. With the caches bounded (GPTVIZ_CACHE_RUNS Traces), RSS must plateau.
 
-    .venv/bin/python tests/e2e/load_bench.py [--sessions 1,4,8] [--per-session 4]
+    .venv/bin/gptviz bench --sessions -- [--sessions 1,4,8] [--per-session 4]
                                              [--marks 10,60,120] [--skip-latency] [--skip-memory]
 
 Writes artifacts/e2e/load_bench.json and prints a table.
@@ -19,16 +19,13 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from playwright.sync_api import sync_playwright
 
-from dashboard_fixtures import GPT2_SMALL_NAME, make_gpt2_small_checkpoint  # noqa: E402
-from e2e_server import (  # noqa: E402
+from .browser import (
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -40,7 +37,7 @@ from e2e_server import (  # noqa: E402
     type_prompt,
     wait_until_drawn,
 )
-from playwright.sync_api import sync_playwright  # noqa: E402
+from .checkpoints import GPT2_SMALL_NAME, make_gpt2_small_checkpoint
 
 SLOW = 600_000  # ms: a 124M-parameter model at T = 1,024 on two shared cores
 
@@ -125,7 +122,7 @@ def memory(browser, marks: list[int], sessions: int = 4) -> dict:
 
 
 def _server_pid(url: str) -> int:
-    """The streamlit process listening on the URL's port (the one e2e_server started)."""
+    """The streamlit process listening on the URL's port (the one bench/browser.py started)."""
     port = int(url.rsplit(":", 1)[1])
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -139,14 +136,14 @@ def _server_pid(url: str) -> int:
     raise RuntimeError(f"no streamlit process on port {port}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="gptviz bench --sessions --", description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", default="1,4,8")
     ap.add_argument("--per-session", type=int, default=4)
     ap.add_argument("--marks", default="10,60,120")
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     record: dict = {}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:

@@ -1,19 +1,21 @@
-"""A small random-weight checkpoint for the dashboard's tests, written to a temporary folder, so
-the AppTest and browser tests never depend on the trained checkpoints in checkpoints/."""
+"""Small random-weight checkpoints written to a folder, for the dashboard's benchmarks and tests: they
+never depend on the trained checkpoints in checkpoints/."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
 import gptviz
-from gptviz.bench.forward import GPT2_SMALL
+
+from .forward import GPT2_SMALL
 
 NAME = "tiny-char"
 # Printable ASCII without "~" and "|": those two (and anything non-ASCII) are unknown characters.
 CHARS = sorted({chr(c) for c in range(32, 127)} - {"~", "|"} | {"\n"})
-CONFIG = dict(vocab_size=len(CHARS), block_size=64, n_layer=2, n_head=4, n_embd=32)
+CONFIG: dict[str, Any] = dict(vocab_size=len(CHARS), block_size=64, n_layer=2, n_head=4, n_embd=32)
 
 
 def make_checkpoints(root: Path) -> Path:
@@ -54,7 +56,8 @@ def make_gpt2_small_checkpoint(root: Path) -> Path:
     """root/gpt2-small-char: GPT-2 small's shape (12 layers, 12 heads, C = 768, V = 50,257,
     block 1,024; about 500 MB of float32 weights), random weights, a character tokenizer."""
     torch.manual_seed(1234)
-    model = gptviz.GPT(gptviz.GPTConfig(**GPT2_SMALL))
+    shape: dict[str, Any] = GPT2_SMALL
+    model = gptviz.GPT(gptviz.GPTConfig(**shape))
     gptviz.save(
         model,
         root / GPT2_SMALL_NAME,
