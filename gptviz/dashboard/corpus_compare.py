@@ -44,10 +44,10 @@ def neurons(a: Version, b: Version) -> pd.DataFrame | str:
 def compare_tab(a: Version, model: ModelKey) -> None:
     """Draw the tab for the opened scan at version a, the second scan typed in the tab."""
     st.caption(
-        "Scan A is the scan opened above; scan B another scan of the same documents (another checkpoint of the "
-        "run, or another model). Every change is B minus A."
+        "Scan A is the scan opened above; scan B, another scan that read the same documents (another checkpoint "
+        "of the run, or another model). Every change is B minus A."
     )
-    typed = st.text_input("Scan B: the folder of another scan of the same corpus", key="corpus_compare_folder")
+    typed = st.text_input("Scan B: the folder of a second scan, same corpus", key="corpus_compare_folder")
     if not typed:
         st.info("Type the folder of a second scan (`python -m gptviz scan --out`) to compare it with this one.")
         return
