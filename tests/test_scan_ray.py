@@ -67,8 +67,28 @@ def test_ray_in_this_process_equals_local(docs, monkeypatch, ray_files_here):
     on_ray = gptviz.scan(model, docs, window=8, k=3, batch_size=3, engine="ray")
     same_tables(local, on_ray)
     assert on_ray.summary["engine"] == "ray" and on_ray.summary["windows"] == local.summary["windows"]
+    cores = min(os.cpu_count() or 1, 8)  # a Ray started here takes at most 8 cores; 2 threads a worker
+    want = {
+        "workers": max(1, cores // min(cores, 2)),
+        "threads": [min(cores, 2)],
+        "omp_wait_policy": [os.environ["OMP_WAIT_POLICY"]],
+    }
+    assert on_ray.summary["ray_workers"] == want
     assert not ray.is_initialized()  # the Ray it started is shut down after
     assert list(ray_files_here.glob("ray/session_*"))  # its files went where the fixture removes them
+
+
+def test_workers_fit_the_nodes_they_run_on():
+    """plan(node CPUs, threads) -> (threads per worker, CPUs each reserves, workers): an actor reserves
+    no more than one node has (two 1-CPU nodes took a 2-CPU actor that never started)."""
+    from gptviz.scanning.ray_engine import plan
+
+    assert plan([1, 1], None) == (1, 1, 2)
+    assert plan([2], None) == (2, 2, 1)
+    assert plan([2], 1) == (1, 1, 2)
+    assert plan([2], 4) == (4, 2, 1)  # more threads than a node's cores: they share its 2
+    assert plan([4, 2], 2) == (2, 2, 3)
+    assert plan([0.5], None) == (1, 1, 1)
 
 
 def free_port() -> int:
@@ -85,7 +105,7 @@ def ray_head(tmp_path_factory):
     port = free_port()
     temp = Path(os.path.realpath(f"/tmp/rs{port}"))  # short: Ray's socket paths must fit in 107 bytes
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"},  # a head started without gptviz's
         "PYTHONPATH": str(ROOT),
         "RAY_AUTH_MODE": "token",  # a cluster with a token, as Ray makes by default
         "RAY_AUTH_TOKEN": os.urandom(32).hex(),
@@ -151,8 +171,8 @@ def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
     assert local.returncode == 0, local.stderr
     relative = [a if a != str(ckpt) else ckpt.name for a in run]
     on_ray = subprocess.run(
-        [*relative, "--out", str(tmp_path / "ray"), "--engine", "ray"],
-        env=ray_head,
+        [*relative, "--out", str(tmp_path / "ray"), "--engine", "ray", "--threads", "1"],
+        env={**ray_head, "OMP_WAIT_POLICY": "passive"},  # the user's own spelling, which gptviz keeps
         capture_output=True,
         text=True,
         cwd=ckpt.parent,
@@ -160,7 +180,11 @@ def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     assert "(ray)" in on_ray.stdout
     same_tables(gptviz.load_scan(tmp_path / "local"), gptviz.load_scan(tmp_path / "ray"))
-    assert gptviz.load_scan(tmp_path / "ray").summary["engine"] == "ray"
+    summary = gptviz.load_scan(tmp_path / "ray").summary
+    assert summary["engine"] == "ray"
+    # --threads reached the workers: 1 thread each, so 2 workers on the head's 2 CPUs (2 threads and 1
+    # worker when ignored); their OpenMP waits as the driver's does (the head's environment has no policy)
+    assert summary["ray_workers"] == {"workers": 2, "threads": [1], "omp_wait_policy": ["passive"]}
     tokenless = {k: v for k, v in ray_head.items() if k != "RAY_AUTH_TOKEN"} | {"HOME": str(tmp_path / "nohome")}
     denied = subprocess.run(
         [*run, "--out", str(tmp_path / "denied"), "--engine", "ray", "--ray-timeout", "20"],
