@@ -209,3 +209,22 @@ def test_bench_scan_runs_on_a_tiny_model(tmp_path):
         result
     )
     assert result["scan_s"] > 0 and result["peak_rss_3x_mb"] > 0
+
+
+def test_bench_scan_cluster_of_two_nodes_on_a_tiny_model(tmp_path):
+    """`bench --scan --parts cluster`: two `ray start` nodes of 1 CPU on 127.0.0.1, the Ray engine's
+    driver in its own process: two workers of 1 thread scan, and no process of the cluster is left."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "gptviz", "bench", "--scan", "--tiny", "--parts", "cluster", "--ray-windows", "8"]
+    done = subprocess.run([*cmd, "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["cluster_workers"] == {
+        "workers": 2,
+        "threads": [1],
+        "omp_wait_policy": [os.environ["OMP_WAIT_POLICY"]],
+    }
+    assert result["cluster_tokens_per_s"] > 0 and result["local_tokens_per_s_before"] > 0
+    assert result["ray_processes_left"] == 0
+    wrong = subprocess.run([*cmd[:-4], "--parts", "clusters"], capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2 and "unknown --parts clusters" in wrong.stderr, wrong.stderr
