@@ -21,6 +21,7 @@ import pytest
 from conftest import tiny_model
 
 import gptviz
+from gptviz.bench.cluster import free_port, leftovers, stop
 
 pytestmark = pytest.mark.slow  # starting Ray takes seconds
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,12 +92,6 @@ def test_workers_fit_the_nodes_they_run_on():
     assert plan([0.5], None) == (1, 1, 1)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def ray_head(tmp_path_factory):
     """`ray start --head --block` as its own process; yields its environment (RAY_ADDRESS, the token).
@@ -140,17 +135,11 @@ def ray_head(tmp_path_factory):
                 time.sleep(0.2)
         yield {**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
     finally:
-        head.terminate()
-        try:
-            head.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)  # its own session: only what this fixture started
-            head.wait(10)
+        stop(head)  # SIGTERM, then its own session killed if it does not end in 60 s
         time.sleep(1)
-        left = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-        mine = [line for line in left.splitlines() if str(temp) in line or f"--port={port}" in line]
-        for line in mine:  # never expected; killed by pid so no later test inherits them
-            os.kill(int(line.split()[0]), signal.SIGKILL)
+        mine = leftovers(temp, port)
+        for pid in mine:  # never expected; killed by pid so no later test inherits them
+            os.kill(pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)  # the head's sessions and logs: nothing of it stays in /tmp
         assert not mine, f"Ray processes left behind: {mine}"
 

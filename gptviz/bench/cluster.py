@@ -32,12 +32,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen) -> None:
+    """End a `ray start --block` process (which stops what it started); its own session killed if it lingers."""
     proc.terminate()
     try:
         proc.wait(60)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # its own session: only what this module started
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: only what the caller started
         proc.wait(10)
 
 
@@ -100,7 +101,7 @@ def local_cluster(
             yield f"127.0.0.1:{port}", env
         finally:
             for proc in reversed(procs):  # the workers first, then the head
-                _stop(proc)
+                stop(proc)
             time.sleep(1)
             left = leftovers(temp, port)
             for pid in left:  # never expected: killed by pid, so nothing of it outlives the bench

@@ -74,10 +74,11 @@ def document_losses(a, b) -> pd.DataFrame:
     pa, pb = _per_document(a), _per_document(b)
     docs = pa.index.union(pb.index)
     pa, pb = pa.reindex(docs), pb.reindex(docs)
+    names = _names(a, int(a.summary["docs"]))
     out = pd.DataFrame(
         {
             "doc": docs.to_numpy(np.int64),
-            "document": [_names(a, int(a.summary["docs"]))[d] for d in docs],
+            "document": [names[d] if 0 <= d < len(names) else f"document {d}" for d in docs],
             "tokens_a": pa["tokens"].to_numpy(),
             "tokens_b": pb["tokens"].to_numpy(),
             "loss_a": pa["loss"].to_numpy(),
