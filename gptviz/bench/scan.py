@@ -20,6 +20,7 @@ A benchmark prints numbers; it asserts nothing about them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import resource
@@ -155,7 +156,7 @@ def cluster_driver(address: str, nodes: int, path: str, n: int, T: int, vocab: i
     from .cluster import wait_for_nodes
 
     started = time.perf_counter()
-    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+    ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     try:
         wait_for_nodes(nodes)
         joined = time.perf_counter() - started
@@ -249,11 +250,11 @@ def run(
         if checkpoint:
             from ..formats import load
 
-            real, path = load(checkpoint).model.eval(), checkpoint
+            real = load(checkpoint).model.eval()
             report(
                 out,
                 cluster_model=checkpoint,
-                **cluster_speeds(real, path, min(128, real.config.block_size), 16, ray_windows),
+                **cluster_speeds(real, str(checkpoint), min(128, real.config.block_size), 16, ray_windows),
             )
         else:
             report(out, **cluster_speeds(model, None, T, batch, ray_windows))
