@@ -62,7 +62,7 @@ def test_hand_built_scans_give_the_numbers_worked_out_by_hand():
     assert docs["tokens_a"].tolist() == [6, 3]
 
     heads = head_changes(A, B, "induction")
-    assert heads["name"].tolist() == ["L0H0", "L0H1"]
+    assert heads["name"].tolist() == ["L0 H0", "L0 H1"]
     np.testing.assert_allclose(heads[["a", "b", "change"]].to_numpy(), [[0.1, 0.7, 0.6], [0.2, 0.1, -0.1]])
 
     # k = 2 (B kept 2): neuron 0 keeps {0, 1} in both; neuron 1 {2, 0} against {1, 2}: one shared
@@ -139,10 +139,10 @@ def test_a_head_with_its_query_zeroed_attends_uniformly_and_no_other_layer0_head
     b = gptviz.scan(model, docs, window=16, k=3)
     H16 = sum(1 / j for j in range(1, 17))
     prev = head_changes(a, b, "previous_token").set_index("name")
-    assert prev.loc["L0H1", "b"] == pytest.approx((H16 - 1) / 16, abs=1e-6)
-    assert head_changes(a, b, "self").set_index("name").loc["L0H1", "b"] == pytest.approx(H16 / 16, abs=1e-6)
-    ent = head_changes(a, b, "entropy").set_index("name").loc["L0H1", "b"]
+    assert prev.loc["L0 H1", "b"] == pytest.approx((H16 - 1) / 16, abs=1e-6)
+    assert head_changes(a, b, "self").set_index("name").loc["L0 H1", "b"] == pytest.approx(H16 / 16, abs=1e-6)
+    ent = head_changes(a, b, "entropy").set_index("name").loc["L0 H1", "b"]
     assert ent == pytest.approx(math.lgamma(17) / 16, abs=1e-5)  # sum of ln(i+1) over i < 16, per query
     for score in SCORES:
-        assert head_changes(a, b, score).set_index("name").loc["L0H0", "change"] == pytest.approx(0, abs=1e-6)
+        assert head_changes(a, b, score).set_index("name").loc["L0 H0", "change"] == pytest.approx(0, abs=1e-6)
     assert len(neuron_overlap(a, b)) == 2 * 4 * model.config.n_embd

@@ -61,24 +61,26 @@ def head_change_figure(changes: pd.DataFrame, score: str) -> go.Figure:
             hoverinfo="skip", showlegend=False,
         )
     )  # fmt: skip
-    top = set(changes.head(5)["name"])  # the five that changed most: their labels in orange
+    # orange and named: the (at most) five that changed most, of those that moved a tenth of the most
+    first = changes.head(5)
+    top = set(first.loc[first["change"].abs() >= 0.1 * first["change"].abs().max(), "name"])
     fig.add_trace(
         go.Scatter(
             x=a,
             y=b,
             mode="markers+text",
-            text=changes["name"].tolist(),
+            text=[n if n in top else "" for n in changes["name"]],  # the rest crowd where nothing moved
+            customdata=list(zip(changes["name"], [number(c, "+.4f") for c in changes["change"]])),
             textposition="top center",
             marker=dict(size=10, color=[ORANGE if n in top else BLUE for n in changes["name"]],
                         line=dict(color=INK, width=1)),
-            customdata=[number(c, "+.4f") for c in changes["change"]],
-            hovertemplate="%{text}<br>A: %{x:.4f}<br>B: %{y:.4f}<br>change: %{customdata}<extra></extra>",
+            hovertemplate="%{customdata[0]}<br>A: %{x:.4f}<br>B: %{y:.4f}<br>change: %{customdata[1]}<extra></extra>",
             showlegend=False,
         )
     )  # fmt: skip
     style(
         fig, f"{name} per head: scan A against scan B", height=460,
-        subtitle="one point per head; above the dotted diagonal it rose; orange: the five that changed most",
+        subtitle="one point per head; above the dotted diagonal it rose; orange, named: those that changed most",
     )  # fmt: skip
     fig.update_xaxes(title_text=f"{name} in scan A")
     fig.update_yaxes(title_text=f"{name} in scan B")

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import GptvizError
+from ..figures.corpus import head_label
 from .heads import NoHeadData, head_metrics
 
 
@@ -124,7 +125,7 @@ def head_changes(a, b, score: str) -> pd.DataFrame:
         {
             "layer": m["layer"].astype(np.int64),
             "head": m["head"].astype(np.int64),
-            "name": [f"L{l}H{h}" for l, h in zip(m["layer"], m["head"])],
+            "name": [head_label(l, h) for l, h in zip(m["layer"], m["head"])],  # as the heads tab names them
             "a": m[f"{score}_a"].astype(np.float64),
             "b": m[f"{score}_b"].astype(np.float64),
         }
