@@ -377,10 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
     p.add_argument(
         "--parts",
-        help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray); "
+        help="with --scan: any of speed,memory,ray,threads,cluster (default: speed,memory,ray); "
         "with --load: any of load,numbers,speed",
     )
-    p.add_argument("--checkpoint", type=cli_args.path, help="with --scan --parts threads: time this model's scan")
+    p.add_argument(
+        "--checkpoint", type=cli_args.path, help="with --scan --parts threads or cluster: time this model's scan"
+    )
     p.add_argument(
         "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
     )

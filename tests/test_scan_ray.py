@@ -21,6 +21,7 @@ import pytest
 from conftest import tiny_model
 
 import gptviz
+from gptviz.bench.cluster import free_port, leftovers, stop
 
 pytestmark = pytest.mark.slow  # starting Ray takes seconds
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,14 +68,28 @@ def test_ray_in_this_process_equals_local(docs, monkeypatch, ray_files_here):
     on_ray = gptviz.scan(model, docs, window=8, k=3, batch_size=3, engine="ray")
     same_tables(local, on_ray)
     assert on_ray.summary["engine"] == "ray" and on_ray.summary["windows"] == local.summary["windows"]
+    cores = min(os.cpu_count() or 1, 8)  # a Ray started here takes at most 8 cores; 2 threads a worker
+    want = {
+        "workers": max(1, cores // min(cores, 2)),
+        "threads": [min(cores, 2)],
+        "omp_wait_policy": [os.environ["OMP_WAIT_POLICY"]],
+    }
+    assert on_ray.summary["ray_workers"] == want
     assert not ray.is_initialized()  # the Ray it started is shut down after
     assert list(ray_files_here.glob("ray/session_*"))  # its files went where the fixture removes them
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_workers_fit_the_nodes_they_run_on():
+    """plan(node CPUs, threads) -> (threads per worker, CPUs each reserves, workers): an actor reserves
+    no more than one node has (two 1-CPU nodes took a 2-CPU actor that never started)."""
+    from gptviz.scanning.ray_engine import plan
+
+    assert plan([1, 1], None) == (1, 1, 2)
+    assert plan([2], None) == (2, 2, 1)
+    assert plan([2], 1) == (1, 1, 2)
+    assert plan([2], 4) == (4, 2, 1)  # more threads than a node's cores: they share its 2
+    assert plan([4, 2], 2) == (2, 2, 3)
+    assert plan([0.5], None) == (1, 1, 1)
 
 
 @pytest.fixture
@@ -85,7 +100,7 @@ def ray_head(tmp_path_factory):
     port = free_port()
     temp = Path(os.path.realpath(f"/tmp/rs{port}"))  # short: Ray's socket paths must fit in 107 bytes
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"},  # a head started without gptviz's
         "PYTHONPATH": str(ROOT),
         "RAY_AUTH_MODE": "token",  # a cluster with a token, as Ray makes by default
         "RAY_AUTH_TOKEN": os.urandom(32).hex(),
@@ -120,17 +135,11 @@ def ray_head(tmp_path_factory):
                 time.sleep(0.2)
         yield {**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
     finally:
-        head.terminate()
-        try:
-            head.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)  # its own session: only what this fixture started
-            head.wait(10)
+        stop(head)  # SIGTERM, then its own session killed if it does not end in 60 s
         time.sleep(1)
-        left = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-        mine = [line for line in left.splitlines() if str(temp) in line or f"--port={port}" in line]
-        for line in mine:  # never expected; killed by pid so no later test inherits them
-            os.kill(int(line.split()[0]), signal.SIGKILL)
+        mine = leftovers(temp, port)
+        for pid in mine:  # never expected; killed by pid so no later test inherits them
+            os.kill(pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)  # the head's sessions and logs: nothing of it stays in /tmp
         assert not mine, f"Ray processes left behind: {mine}"
 
@@ -151,8 +160,8 @@ def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
     assert local.returncode == 0, local.stderr
     relative = [a if a != str(ckpt) else ckpt.name for a in run]
     on_ray = subprocess.run(
-        [*relative, "--out", str(tmp_path / "ray"), "--engine", "ray"],
-        env=ray_head,
+        [*relative, "--out", str(tmp_path / "ray"), "--engine", "ray", "--threads", "1"],
+        env={**ray_head, "OMP_WAIT_POLICY": "passive"},  # the user's own spelling, which gptviz keeps
         capture_output=True,
         text=True,
         cwd=ckpt.parent,
@@ -160,7 +169,11 @@ def test_ray_head_in_its_own_process_through_ray_address(ray_head, tmp_path):
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     assert "(ray)" in on_ray.stdout
     same_tables(gptviz.load_scan(tmp_path / "local"), gptviz.load_scan(tmp_path / "ray"))
-    assert gptviz.load_scan(tmp_path / "ray").summary["engine"] == "ray"
+    summary = gptviz.load_scan(tmp_path / "ray").summary
+    assert summary["engine"] == "ray"
+    # --threads reached the workers: 1 thread each, so 2 workers on the head's 2 CPUs (2 threads and 1
+    # worker when ignored); their OpenMP waits as the driver's does (the head's environment has no policy)
+    assert summary["ray_workers"] == {"workers": 2, "threads": [1], "omp_wait_policy": ["passive"]}
     tokenless = {k: v for k, v in ray_head.items() if k != "RAY_AUTH_TOKEN"} | {"HOME": str(tmp_path / "nohome")}
     denied = subprocess.run(
         [*run, "--out", str(tmp_path / "denied"), "--engine", "ray", "--ray-timeout", "20"],
@@ -185,3 +198,22 @@ def test_bench_scan_runs_on_a_tiny_model(tmp_path):
         result
     )
     assert result["scan_s"] > 0 and result["peak_rss_3x_mb"] > 0
+
+
+def test_bench_scan_cluster_of_two_nodes_on_a_tiny_model(tmp_path):
+    """`bench --scan --parts cluster`: two `ray start` nodes of 1 CPU on 127.0.0.1, the Ray engine's
+    driver in its own process: two workers of 1 thread scan, and no process of the cluster is left."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "gptviz", "bench", "--scan", "--tiny", "--parts", "cluster", "--ray-windows", "8"]
+    done = subprocess.run([*cmd, "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["cluster_workers"] == {
+        "workers": 2,
+        "threads": [1],
+        "omp_wait_policy": [os.environ["OMP_WAIT_POLICY"]],
+    }
+    assert result["cluster_tokens_per_s"] > 0 and result["local_tokens_per_s_before"] > 0
+    assert result["ray_processes_left"] == 0
+    wrong = subprocess.run([*cmd[:-4], "--parts", "clusters"], capture_output=True, text=True, timeout=300)
+    assert wrong.returncode == 2 and "unknown --parts clusters" in wrong.stderr, wrong.stderr

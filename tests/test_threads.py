@@ -57,3 +57,13 @@ def test_threads_zero_is_one_line(capsys):
         main(["info", "--checkpoint", "x", "--threads", "0"])
     assert e.value.code == 2
     assert "--threads" in capsys.readouterr().err
+
+
+def test_a_local_scan_runs_with_its_threads_and_gives_this_process_its_own_back():
+    before = torch.get_num_threads()
+    other = 1 if before != 1 else 2
+    s = gptviz.scan(tiny_model(), [[1, 2, 3, 4, 5, 6]], window=4, k=2, threads=other)
+    assert s.summary["threads"] == other and torch.get_num_threads() == before
+    assert gptviz.scan(tiny_model(), [[1, 2, 3]], window=4, k=2).summary["threads"] == before
+    with pytest.raises(gptviz.GptvizError, match="threads"):
+        gptviz.scan(tiny_model(), [[1, 2, 3]], window=4, k=2, threads=0)

@@ -8,6 +8,7 @@ import streamlit as st
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import keys, pages, scan_form, widgets
 from gptviz.dashboard.classmode import class_mode, client_address, scans_allowed, uploads_allowed
+from gptviz.dashboard.corpus_compare import compare_tab
 from gptviz.dashboard.corpus_heads import heads_tab
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import view
@@ -136,7 +137,7 @@ st.caption(
 )
 if runnable and sm.get("checkpoint") and Path(sm["checkpoint"]).name != checkpoint_path(v.source).name:
     st.warning("This scan was made with another checkpoint than the sidebar's: its tokens are shown with this one's.")
-tab_w, tab_h, tab_n = st.tabs(["Windows by loss", "Heads over windows", "Neurons"])
+tab_w, tab_h, tab_n, tab_c = st.tabs(["Windows by loss", "Heads over windows", "Neurons", "Compare two scans"])
 
 with tab_w:
     ranked = cp.ranked_windows(*version, v.model_key)
@@ -193,3 +194,6 @@ with tab_n:
         c2.button("Attention", key=f"corpus_attn_{r.rank}", on_click=open_as_prompt, args=("attention", prefix))
         c3.button("Next token", key=f"corpus_next_{r.rank}", on_click=open_as_prompt, args=("next", prefix))
     widgets.download("neurons (CSV)", lambda: scan.neurons, "neurons.csv", key="corpus_dl_neurons")
+
+with tab_c:
+    compare_tab(version, v.model_key)

@@ -7,7 +7,11 @@
   waiting passively as every gptviz command sets it) against every other count, optionally beside
   --burners busy-looping processes (a laptop whose other core is busy); goal: the default >= 0.9x the best;
 - the Ray engine (a Ray started here) against the local engine on 512 windows, tokens/s of both,
-  with Ray's own start-up (ray.init) timed apart.
+  with Ray's own start-up (ray.init) timed apart;
+- cluster (--parts cluster): the Ray engine on a "cluster" of two nodes on this machine (two `ray start`
+  processes on 127.0.0.1, 1 CPU and a small object store each: gptviz/bench/cluster.py) against the
+  local engine on the same 512 windows, the local engine timed before and after (the load moves), with
+  the load average; --checkpoint: of that model at its block size (at most 128 tokens a window).
 
 A GPT-2-small-shaped model with random weights (--tiny: a tiny one, to prove the bench runs).
 A benchmark prints numbers; it asserts nothing about them.
@@ -16,6 +20,7 @@ A benchmark prints numbers; it asserts nothing about them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import resource
@@ -29,6 +34,7 @@ import numpy as np
 import torch
 
 from ..config import GPTConfig
+from ..errors import GptvizError
 from ..model import GPT
 from .forward import GPT2_SMALL, TINY
 
@@ -103,6 +109,61 @@ def thread_speeds(model, T: int, batch: int, n: int, burners: int, rounds: int =
         **{f"tokens_per_s_{c}_threads": round(v) for c, v in sorted(best.items())},
         "default_over_best": round(best[default] / top, 3),
     }
+
+
+def cluster_speeds(model, path: str | None, T: int, batch: int, n: int) -> dict:
+    """Tokens/s of the local engine (before and after) and of the Ray engine on two 1-CPU nodes started
+    here, on the same n windows of T tokens; the workers load the checkpoint at path (model saved to a
+    temporary folder when None). The Ray driver is a process of its own (cluster_driver)."""
+    from ..formats import save
+    from .cluster import local_cluster
+
+    docs = windows(n, T, model.config.vocab_size, seed=1)
+    tokens = n * T
+    out: dict = {"cluster_windows": n, "cluster_window_tokens": T, "load_average_start": os.getloadavg()}
+    before, _ = scan_seconds(model, docs, T, batch)
+    left: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = path or str(save(model, Path(tmp) / "model"))
+        with local_cluster(nodes=2, cpus=1, report=left.extend) as (address, env):
+            args = json.dumps([address, 2, str(path), n, T, model.config.vocab_size, batch])
+            code = f"import gptviz.bench.scan as b, json; b.cluster_driver(*json.loads({args!r}))"
+            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    on = json.loads(done.stdout.splitlines()[-1])
+    after, _ = scan_seconds(model, docs, T, batch)
+    local = tokens / ((before + after) / 2)
+    out.update(
+        local_tokens_per_s_before=round(tokens / before),
+        local_tokens_per_s_after=round(tokens / after),
+        local_threads=torch.get_num_threads(),
+        cluster_nodes=2,
+        cluster_workers=on["workers"],
+        cluster_join_s=round(on["join_s"], 2),
+        cluster_scan_s=round(on["scan_s"], 2),
+        cluster_tokens_per_s=round(tokens / on["scan_s"]),
+        cluster_over_local_throughput=round(tokens / on["scan_s"] / local, 3),
+        load_average_end=os.getloadavg(),
+        ray_processes_left=len(left),
+    )
+    return out
+
+
+def cluster_driver(address: str, nodes: int, path: str, n: int, T: int, vocab: int, batch: int) -> None:
+    """The Ray engine's driver for cluster_speeds, in a process started with the cluster's token: join
+    (timed apart, with the wait for every node), then scan the same windows; prints JSON."""
+    import ray
+
+    from .cluster import wait_for_nodes
+
+    started = time.perf_counter()
+    ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        wait_for_nodes(nodes)
+        joined = time.perf_counter() - started
+        seconds, summary = scan_seconds(path, windows(n, T, vocab, seed=1), T, batch, engine="ray")
+    finally:
+        ray.shutdown()
+    print(json.dumps({"join_s": joined, "scan_s": seconds, "workers": summary["ray_workers"]}))
 
 
 def report(out: dict, **values) -> None:
@@ -185,12 +246,30 @@ def run(
             ray_tokens_per_s=round(tokens / on_ray),
             ray_over_local_throughput=round(local_many / on_ray, 3),
         )
+    if "cluster" in parts:
+        if checkpoint:
+            from ..formats import load
+
+            real = load(checkpoint).model.eval()
+            report(
+                out,
+                cluster_model=checkpoint,
+                **cluster_speeds(real, str(checkpoint), min(128, real.config.block_size), 16, ray_windows),
+            )
+        else:
+            report(out, **cluster_speeds(model, None, T, batch, ray_windows))
     report(out, maxrss_this_process_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
     return out
 
 
+PARTS = ("speed", "memory", "ray", "threads", "cluster")
+
+
 def main(args) -> None:
     parts = set((args.parts or "speed,memory,ray").split(","))
+    unknown = sorted(parts - set(PARTS))
+    if unknown:
+        raise GptvizError(f"unknown --parts {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     result = run(args.tiny, args.threads, parts, args.ray_windows, args.mem_windows, args.burners, args.checkpoint)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

@@ -137,7 +137,9 @@ def context_html(labels: Sequence[str], at: int, value: float) -> str:
             parts.append(_MARK.format(bg="#ffd8b0", edge=ORANGE, tip=tip, tok=t))
         else:
             parts.append(t)
-    return '<span style="font-family:monospace;white-space:pre-wrap">' + "".join(parts) + "</span>"
+    # overflow-wrap: a context without spaces (code, symbols) still wraps within its column
+    css = "font-family:monospace;white-space:pre-wrap;overflow-wrap:anywhere"
+    return f'<span style="{css}">' + "".join(parts) + "</span>"
 
 
 def ranked_context_html(rank: int, value: float, window: int, labels: Sequence[str], at: int) -> str:

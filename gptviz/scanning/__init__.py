@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from ..analysis.heads import SCORES
 from ..checks import whole
@@ -161,6 +162,7 @@ def scan(
     ray_timeout: float | None = None,
     progress: ProgressFn | None = None,
     saes: Sequence = (),
+    threads: int | None = None,
 ) -> Scan:
     """Scan a corpus (see docs/architecture.md, "The corpus scan").
 
@@ -173,6 +175,9 @@ def scan(
     device: where the model runs.
     window: tokens per window (the default 128 is cut to the model's block_size; a larger one given
     on purpose is an error). k: contexts kept per neuron.
+    threads: torch CPU threads: of this process for the local engine (its own setting comes back after), of
+    each worker for Ray (default 2, or a node's cores if fewer); every Ray worker's OpenMP waits passively.
+    The summary records the threads used (`threads`; with Ray, `ray_workers` as the workers reported them).
     saes: SAEs (gptviz.load_sae) read in the same pass: `scan.features` (feature, rank, value, window,
     position, and `sae`, its index in saes) and `scan.feature_density` (how often each fires).
     """
@@ -206,12 +211,21 @@ def scan(
     step = reporter.tick
     reporter.start()
     features = FeatureScan(saes, k) if saes else None
+    threads = None if threads is None else whole(threads, "threads", low=1)
+    ran: dict = {}
     if engine == "local":
-        acc = run_local(model, corpus.windows, k, batch_size, step, features)
+        before = torch.get_num_threads()
+        try:
+            if threads:
+                torch.set_num_threads(threads)
+            ran["threads"] = torch.get_num_threads()
+            acc = run_local(model, corpus.windows, k, batch_size, step, features)
+        finally:
+            torch.set_num_threads(before)
     else:
         from .ray_engine import run_ray
 
-        acc = run_ray(
+        acc, workers = run_ray(
             checkpoint if isinstance(source, (str, Path)) else model,
             corpus.windows,
             k,
@@ -220,7 +234,9 @@ def scan(
             ray_address=ray_address,
             ray_timeout=ray_timeout,
             device=device,
+            threads=threads,
         )
+        ran = {"threads": max(workers["threads"], default=0), "ray_workers": workers}
     part = acc.result()
     result = tables(corpus, part, cfg.n_layer, cfg.n_head)
     predicted = int((part.n_tokens - 1).sum())
@@ -236,6 +252,7 @@ def scan(
         "checkpoint": checkpoint,
         "data": str(data) if isinstance(data, (str, Path)) else f"a list of {corpus.docs} documents",
         "doc_names": corpus.names[:1000],  # where each document came from (the first 1,000)
+        **ran,
     }
     s = Scan(**result, summary=summary)
     if features is not None:

@@ -35,7 +35,10 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
     p.add_argument(
-        "--threads", type=cli_args.whole(1), help="torch CPU threads (default: one per core, OpenMP waiting passively)"
+        "--threads",
+        type=cli_args.whole(1),
+        help="torch CPU threads, of each Ray worker with --engine ray (default: one per core here, 2 per Ray "
+        "worker; OpenMP waiting passively)",
     )
     p.add_argument("--batch-size", type=cli_args.whole(1), help="windows per batch (default: 2,048 tokens' worth)")
     p.add_argument(
@@ -81,6 +84,7 @@ def run(args) -> None:
             ray_address=args.ray_address,
             ray_timeout=args.ray_timeout,
             progress=progress,
+            threads=args.threads,
         )
     except BaseException as e:
         bar.close()

@@ -43,12 +43,15 @@ class RayEngineError(GptvizError, RuntimeError):
 
 
 class ScanWorker:
-    """One actor of the pool: loads the model once, then reduces the batches it is given."""
+    """One actor of the pool: loads the model once, then reduces the batches it is given. It runs with
+    `threads` torch threads, and OpenMP waits as the driver's does (WORKER_ENV: set as the worker
+    process starts, before torch loads OpenMP, which reads it once)."""
 
     def __init__(self, source, device: str, threads: int):
         import torch
 
         torch.set_num_threads(threads)
+        self.threads = torch.get_num_threads()
         if isinstance(source, str):  # a checkpoint path, loaded where the worker runs
             from ..formats import load
 
@@ -75,7 +78,29 @@ class ScanWorker:
             batch = np.split(np.asarray(ids, dtype=np.int64), np.cumsum(lengths)[:-1])
             acc.add(run_batch(self.model, list(windows), batch, acc.k))
         n = sum(len(w) for w in rows["windows"])
-        return {"part": np.array([acc.result().to_bytes()], dtype=object), "n": np.array([n])}
+        return {
+            "part": np.array([acc.result().to_bytes()], dtype=object),
+            "n": np.array([n]),
+            # what this worker ran with, as it sees it: the scan's summary records it
+            "threads": np.array([self.threads]),
+            "wait": np.array([os.environ.get("OMP_WAIT_POLICY", "")], dtype=object),
+        }
+
+
+def worker_env(threads: int) -> dict[str, str]:
+    """The environment a worker process starts with: OpenMP waiting as it does here (passive unless the
+    user chose otherwise: gptviz/threads.py) and as many OpenMP threads as torch's."""
+    return {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), "OMP_NUM_THREADS": str(threads)}
+
+
+def plan(node_cpus: Sequence[float], threads: int | None) -> tuple[int, int, int]:
+    """(threads per worker, CPUs each reserves, workers) on nodes of these CPU counts. An actor's CPUs
+    must fit on one node (reserving more than any node has leaves it waiting for good), so it reserves
+    at most the largest node's; by default 2 threads, or fewer where a node has fewer cores."""
+    per_node = max([int(c) for c in node_cpus if c >= 1], default=1)
+    threads = threads or max(1, min(per_node, 2))
+    reserve = min(threads, per_node)
+    return threads, reserve, max(1, sum(int(c) // reserve for c in node_cpus))
 
 
 def _weights(model) -> dict:
@@ -212,9 +237,11 @@ def run_ray(
     ray_timeout: float | None = None,
     device: str | None = None,
     threads: int | None = None,
-) -> Accumulator:
+) -> tuple[Accumulator, dict]:
     """source: a checkpoint path (each worker loads it) or a GPT (its weights go to the object store).
-    ray_timeout: seconds to wait for the cluster (connect_timeout)."""
+    ray_timeout: seconds to wait for the cluster (connect_timeout). threads: torch threads per worker
+    (default: plan's). Returns the merged partials and what the workers ran with (workers, threads,
+    omp_wait_policy), as they reported it."""
     try:
         import ray
         import ray.data
@@ -230,9 +257,8 @@ def run_ray(
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        threads = threads or max(1, min(cpus, 2))
-        actors = max(1, cpus // threads)
+        nodes = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+        threads, reserve, actors = plan(nodes, threads)
         rows = [
             {
                 "windows": np.array([w.window for w in group], dtype=np.int64),
@@ -252,16 +278,20 @@ def run_ray(
             batch_size=group,
             compute=ray.data.ActorPoolStrategy(size=actors),
             fn_constructor_kwargs={"source": model_source, "device": device, "threads": threads},
-            num_cpus=threads,
+            num_cpus=reserve,
             num_gpus=gpus,
             batch_format="numpy",
+            runtime_env={"env_vars": worker_env(threads)},
         )
         acc = Accumulator(k)
+        ran: dict[str, set] = {"threads": set(), "omp_wait_policy": set()}
         for row in parts.iter_rows():
             acc.add(Partial.from_bytes(row["part"]))
+            ran["threads"].add(int(row["threads"]))
+            ran["omp_wait_policy"].add(str(row["wait"]))
             if progress is not None:
                 progress(int(row["n"]))
-        return acc
+        return acc, {"workers": actors, **{key: sorted(v) for key, v in ran.items()}}
     finally:
         if started_here:
             ray.shutdown()

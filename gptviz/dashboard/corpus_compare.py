@@ -1,0 +1,110 @@
+"""The Corpus page's comparison tab: the opened scan (A) against another scan of the same corpus (B), such
+as two checkpoints of one run. What each document's loss, each head's score and each neuron's strongest
+contexts became; the comparison itself is gptviz.scanning.compare's (a notebook calls it the same way).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ..errors import GptvizError
+from ..figures import corpus as cfig
+from ..figures import scan_compare as sfig
+from ..scanning import compare
+from ..scanning.queries import context, neuron_contexts, scan_version, token_texts
+from . import widgets
+from .caches import ModelKey, bundle_for, cached
+from .corpus import scan_at
+from .scan_form import scan_folder
+
+Version = tuple[str, float]
+SHOWN = 5  # a neuron's contexts drawn per scan (whole windows, in half the page's width)
+
+
+@cached(max_entries=4, show_spinner=False)
+def documents(a: Version, b: Version) -> pd.DataFrame:
+    return compare.document_losses(scan_at(*a), scan_at(*b))
+
+
+@cached(max_entries=16, show_spinner=False)
+def heads(a: Version, b: Version, score: str) -> pd.DataFrame:
+    return compare.head_changes(scan_at(*a), scan_at(*b), score)
+
+
+@cached(max_entries=4, show_spinner=False)
+def neurons(a: Version, b: Version) -> pd.DataFrame | str:
+    """The neurons lowest overlap first, or why they cannot be compared (a cached message, not an error)."""
+    try:
+        return compare.neuron_overlap(scan_at(*a), scan_at(*b))
+    except compare.ScanCompareError as e:
+        return str(e)
+
+
+def compare_tab(a: Version, model: ModelKey) -> None:
+    """Draw the tab for the opened scan at version a, the second scan typed in the tab."""
+    st.caption(
+        "Scan A is the scan opened above; scan B, another scan that read the same documents (another checkpoint "
+        "of the run, or another model). Every change is B minus A."
+    )
+    typed = st.text_input("Scan B: the folder of a second scan, same corpus", key="corpus_compare_folder")
+    if not typed:
+        st.info("Type the folder of a second scan (`python -m gptviz scan --out`) to compare it with this one.")
+        return
+    try:
+        b = scan_version(scan_folder(typed))  # a class server: its roots only
+        sa, sb = scan_at(*a), scan_at(*b)
+        compare.check_same_corpus(sa, sb)
+    except GptvizError as e:
+        st.error(f"Scan B not compared: {widgets.plain(e)}")
+        return
+    m = st.columns([1, 1, 1, 3])
+    loss = compare.summary_changes(sa, sb)
+    m[0].metric("Mean loss, A (nats)", f"{loss['loss_a']:.3f}")
+    m[1].metric("Mean loss, B (nats)", f"{loss['loss_b']:.3f}")
+    m[2].metric("Change (B − A)", f"{loss['change']:+.3f}", delta=f"{loss['change']:+.3f}", delta_color="inverse")
+    names = (widgets.plain(s.summary.get("checkpoint") or "a model") for s in (sa, sb))
+    m[3].caption("A: {}  \nB: {}".format(*names))
+
+    st.subheader("Loss per document")
+    docs = documents(a, b)
+    widgets.chart(sfig.document_loss_figure(docs), key="corpus_cmp_docs_fig")
+    st.dataframe(docs, key="corpus_cmp_docs", hide_index=True, height=220)
+
+    st.subheader("Head scores")
+    scores = compare.comparable_scores(sa, sb)
+    score = st.selectbox("Score", scores, index=scores.index("induction"), key="corpus_cmp_score",
+                         format_func=lambda s: s.replace("_", " "))  # fmt: skip
+    changes = heads(a, b, score)
+    widgets.chart(sfig.head_change_figure(changes, score), key="corpus_cmp_heads_fig")
+    st.caption("Every head, the largest change either way first.")
+    st.dataframe(changes, key="corpus_cmp_heads", hide_index=True, height=220)
+    neuron_changes(a, b, model)
+
+
+def neuron_changes(a: Version, b: Version, model: ModelKey) -> None:
+    st.subheader("Neurons whose top contexts changed")
+    table = neurons(a, b)
+    if isinstance(table, str):
+        st.info(widgets.plain(table))
+        return
+    st.caption(
+        "overlap: the share of a neuron's top-k windows found in both scans, lowest first; click a row to see "
+        "its contexts in each."
+    )
+    event = st.dataframe(table, key="corpus_cmp_neurons", hide_index=True, height=240, on_select="rerun",
+                         selection_mode="single-row")  # fmt: skip
+    rows = list(getattr(getattr(event, "selection", None), "rows", None) or [0])
+    row = table.iloc[min(rows[0], len(table) - 1)]
+    layer, neuron = int(row["layer"]), int(row["neuron"])
+    st.markdown(
+        f"**Layer {layer}, neuron {neuron}**: {int(row['shared'])} of its top {int(row['k'])} windows shared; "
+        f"the {SHOWN} strongest contexts in each scan."
+    )
+    tok = bundle_for(model).tokenizer
+    for col, version, name in zip(st.columns(2), (a, b), ("A", "B")):
+        scan = scan_at(*version)
+        col.markdown(f"**Scan {name}**")
+        for r in neuron_contexts(scan, layer, neuron).head(SHOWN).itertuples():
+            ids, at = context(scan, int(r.window), int(r.position))
+            col.html(cfig.ranked_context_html(r.rank, r.value, r.window, token_texts(tok, ids), at))
