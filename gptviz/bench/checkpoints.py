@@ -52,16 +52,18 @@ _FILL = [*range(0x4E00, 0xA000), *range(0xAC00, 0xD7A4), *range(0x20000, 0x2A6E0
 GPT2_SMALL_CHARS = CHARS + [chr(c) for c in _FILL[: 50257 - len(CHARS)]]
 
 
-def make_gpt2_small_checkpoint(root: Path) -> Path:
+def make_gpt2_small_checkpoint(root: Path, n_embd: int = 768) -> Path:
     """root/gpt2-small-char: GPT-2 small's shape (12 layers, 12 heads, C = 768, V = 50,257,
-    block 1,024; about 500 MB of float32 weights), random weights, a character tokenizer."""
+    block 1,024; about 500 MB of float32 weights), random weights, a character tokenizer.
+    A narrower n_embd keeps every layer, head, position and id (so every map, table and message the
+    dashboard sends has its full size) at a fraction of the compute."""
     torch.manual_seed(1234)
-    shape: dict[str, Any] = GPT2_SMALL
+    shape: dict[str, Any] = GPT2_SMALL | {"n_embd": n_embd}
     model = gptviz.GPT(gptviz.GPTConfig(**shape))
     gptviz.save(
         model,
         root / GPT2_SMALL_NAME,
         gptviz.CharTokenizer(GPT2_SMALL_CHARS),
-        card={"note": "test fixture: GPT-2 small shape, random weights"},
+        card={"note": f"test fixture: GPT-2 small shape (C = {n_embd}), random weights"},
     )
     return root

@@ -1,8 +1,10 @@
-"""The dashboard at full context on a GPT-2-small-sized model: 1,024-token prompts, every page
-drawn in a real Chromium, and no chart larger than 3 MB on the wire.
+"""The dashboard at full context on a model of GPT-2 small's layout (12 layers, 12 heads, 50,257 ids,
+1,024 positions; narrower, C = 192, so that CI's two cores run it in seconds: what reaches the
+browser depends on layers, heads, T and V, not on C): 1,024-token prompts, every page drawn in a
+real Chromium, and no chart larger than 3 MB on the wire.
 
 How long each page takes is written to artifacts/e2e/long_prompt.json: a record, not a test
-(tests/e2e/measure.py --long prints it next to the model's forward time)."""
+(`gptviz bench --dashboard -- --long` times the full-width model next to its forward pass)."""
 
 from __future__ import annotations
 
@@ -24,12 +26,12 @@ from gptviz.bench.checkpoints import GPT2_SMALL_NAME, make_gpt2_small_checkpoint
 
 T = 1024
 MAX_FIGURE_BYTES = 3 * 2**20
-SLOW = 300_000  # ms: CI's two cores run a 124M-parameter model here
+SLOW = 300_000  # ms: a loaded machine's two cores, 1,024 tokens through 12 layers
 
 
 @pytest.fixture(scope="module")
 def gpt2_small_url(tmp_path_factory):
-    root = make_gpt2_small_checkpoint(tmp_path_factory.mktemp("gpt2-small"))
+    root = make_gpt2_small_checkpoint(tmp_path_factory.mktemp("gpt2-small"), n_embd=192)
     with streamlit_server(root, GPT2_SMALL_NAME, ARTIFACTS / "streamlit-gpt2-small.log") as url:
         yield url
 
