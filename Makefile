@@ -37,10 +37,12 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Every test: library, AppTest, the built wheel, and a real headless Chromium.
+# Every test: library, AppTest, the built wheel, and a real headless Chromium. Two workers, a test
+# file each at a time (a browser module shares one server); JOBS=1 runs them in one process.
+JOBS ?= 2
 test: setup browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
 
 # The quick loop: no browser, no wheel build, no training or benchmark runs.
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not browser"
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not slow and not browser"

@@ -17,21 +17,10 @@ from ..config import GPTConfig
 from ..dashboard.pages import reads
 from ..model import GPT
 from .families import LLAMA
+from .load import SHAPES
 
-LLAMA_1B = dict(
-    LLAMA,
-    vocab_size=128256,
-    block_size=16384,  # gptviz.limits caps it; the real model reads 131,072
-    n_layer=16,
-    n_embd=2048,
-    n_head=32,
-    n_kv_head=8,
-    n_inner=8192,
-    rope_theta=500000.0,
-    rope_scaling="llama3",
-    rope_factor=32.0,
-    rope_original_max=8192,
-)
+# load.py's Llama-3.2-1B, with more positions than T needs (gptviz.limits caps them; the real model reads 131,072)
+LLAMA_1B = dict(SHAPES["1b"], block_size=16384)
 TINY = dict(LLAMA, vocab_size=97, block_size=64, n_layer=2, n_embd=32, n_head=4, n_kv_head=2, n_inner=64)
 
 
