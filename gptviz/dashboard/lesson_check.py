@@ -71,11 +71,13 @@ def check_slide(where: str, slide: Slide) -> None:
         if slide.highlight is not None or slide.position is not None:
             raise LessonError(f"{where}: {what} draws no heatmap; remove 'highlight' and 'position'")
         return
+    if content.real_model(slide):
+        of += " on its prompt"
     if slide.position is not None:
-        _in(where, "position", slide.position, tokens, "tokens", f"{of} on its prompt")
+        _in(where, "position", slide.position, tokens, "tokens", of)
     if slide.highlight is not None:
         for at in slide.highlight.at:
-            _in(where, f"highlight {slide.highlight.kind}", at, tokens, "tokens", f"{of} on its prompt")
+            _in(where, f"highlight {slide.highlight.kind}", at, tokens, "tokens", of)
 
 
 def check_lesson(lesson: Lesson) -> None:

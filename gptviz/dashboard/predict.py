@@ -92,9 +92,7 @@ def teacher(slide: Slide, table: pd.DataFrame | None, at: At, presentation: bool
         _prompt(slide)
         if not at.code:
             st.caption("Start teaching and the class answers from their own pages; Reveal shows the model's answer.")
-        st.button(
-            "Reveal the model's answer (r)", key="poll_reveal", on_click=_reveal, args=(at,), disabled=revealed
-        )
+        st.button("Reveal the model's answer (r)", key="poll_reveal", on_click=_reveal, args=(at,), disabled=revealed)
         st.html(REVEAL_JS, unsafe_allow_javascript=True)
         if revealed and table is not None:
             st.table(table.set_index("token"))
@@ -136,7 +134,9 @@ def follower(slide: Slide, table: pd.DataFrame | None, at: At) -> None:
             mine = live.my_guess(at.code, at.key, voter)
         if mine is not None:
             with st.container(key="poll_mine"):
-                st.markdown(f"Your guess: **{plain(mine)}**" + ("" if snap.revealed else " (send another to change it)"))
+                st.markdown(
+                    f"Your guess: **{plain(mine)}**" + ("" if snap.revealed else " (send another to change it)")
+                )
     with right:
         if snap.revealed:
             draw_tally(snap, model_top(table), True, key="follow_tally")

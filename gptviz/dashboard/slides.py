@@ -23,7 +23,7 @@ from .. import figures
 from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import caches, keys, live, predict, sources
+from . import caches, join, keys, live, predict, sources
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
 from .lesson_check import check_lesson, slide_checkpoint, slide_prompt
@@ -280,6 +280,7 @@ def class_bar(lesson_open: bool = True) -> None:
         return
     with st.container(horizontal=True, vertical_alignment="center", key="class_bar"):
         st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
+        join.join_button(code)
         st.button("End the class", key="end_class", on_click=end_class)
     if not lesson_open:
         st.caption("Your class waits for the next lesson you open: it comes up under the same code.")
