@@ -26,6 +26,7 @@ from .widgets import plain
 
 QR_SCALE = 10  # px per module: a 37-module code is 450 px with its border, read from the back of a room
 QR_BORDER = 4  # modules of quiet zone, as the QR standard asks
+QR_WIDTH = 380  # px on screen: beside the link, the whole join screen fits a 1280 × 720 projector
 _HOST = re.compile(r"[A-Za-z0-9.\-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")  # a name, IPv4 or [IPv6]: nothing else
 WILDCARD = ("", "0.0.0.0", "::", "[::]")
 
@@ -55,13 +56,18 @@ def follow_link(browser_url: str, bound: str, code: str, lan: str | None, base_p
     host = parts.hostname or ""
     shown = f"[{host}]" if ":" in host else host
     if not _HOST.fullmatch(shown) or loopback(host):
-        if bound.strip() not in WILDCARD and not loopback(bound):
+        if loopback(bound):  # only this machine reaches the server: no other address would work
+            shown = shown if _HOST.fullmatch(shown) else "127.0.0.1"
+        elif bound.strip() not in WILDCARD:
             shown = bound.strip()  # the one address the server listens on
         elif lan:
             shown = lan
         elif not _HOST.fullmatch(shown):
             shown = "127.0.0.1"
-    port = f":{parts.port}" if parts.port else ""
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a port that is no number (a hostile Host header): the default port
+        port = ""
     scheme = parts.scheme if parts.scheme in ("http", "https") else "http"
     base = "/" + base_path.strip("/") + "/" if base_path.strip("/") else "/"
     return f"{scheme}://{shown}{port}{base}?follow={code}"
@@ -87,13 +93,15 @@ def this_link(code: str) -> str:
 def join_screen(code: str) -> None:
     """The link in large type and its QR code, for the projector while students arrive."""
     link = this_link(code)
-    with st.container(key="join_screen"):
+    qr, words = st.columns([1, 1.4], vertical_alignment="center")
+    qr.image(qr_png(link), caption="Scan to follow the class", width=QR_WIDTH)
+    with words:
         st.html(
-            f'<p style="font-size:2.6rem;font-weight:700;margin:0">Class code {html.escape(code)}</p>'
+            f'<p style="font-size:2.6rem;font-weight:700;margin:0 0 1rem 0">Class code {html.escape(code)}</p>'
+            '<p style="font-size:1.5rem;margin:0">Open this address, or type the code in "Join a class":</p>'
             f'<p class="gptviz-join-link" style="font-size:2rem;line-height:1.2;word-break:break-all;margin:0">'
             f"{html.escape(link)}</p>"
         )
-        st.image(qr_png(link), caption="Scan to follow the class", width=420)
     host = urlsplit(link).hostname or ""
     if loopback(host) or loopback(bound_address()):
         st.warning(

@@ -4,27 +4,34 @@ beside it (the Reveal button, or the key r), which closes the poll and shows the
 
 The tally lives with the class code (live.vote / live.poll / live.reveal); the teacher's screen reads
 it from a small fragment every TALLY_POLL_S, so answers show up without anyone pressing anything and
-without rerunning the slide. Guesses are anonymous: a voter is its follower session, which no page shows.
+without rerunning the slide. Guesses are anonymous: a voter is a random token of its follower session
+(keys.POLL_VOTER), which no page shows.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from .. import figures
 from ..lessons import Lesson, Slide
+from ..lessons.content import FIGURE_HEIGHT
 from ..lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
-from . import live
+from . import keys, live
 from .lesson_check import slide_checkpoint, slide_prompt
 from .widgets import CHART_CONFIG, plain
 
 TALLY_POLL_S = 1.0  # how often the teacher's tally looks for new answers (one small fragment, one session)
 REVEALED = "_poll_revealed"  # session key: polls this teacher revealed without a class (no code)
+REVEALED_ROWS = 5  # the model's top tokens listed beside the tally (the chart shows PREDICT_K)
 PROMPT_TAIL = 240  # characters of the prompt a slide shows: its end is what the class continues
+
+# The prompt is what the class reads to guess: as large as a slide's numbers.
+PROMPT_CSS = "<style>.st-key-poll_prompt code { font-size: 1.5rem; line-height: 1.35; }</style>"
 
 # The key r presses Reveal on the teacher's page (as the clicker keys press Back / Next).
 REVEAL_JS = """<script>
@@ -67,7 +74,9 @@ def model_top(table: pd.DataFrame | None) -> pd.DataFrame | None:
 def _prompt(slide: Slide) -> None:
     text = slide_prompt(slide, slide_checkpoint(slide))
     st.markdown("**What comes next?** The prompt ends:")
-    st.code(("…" if len(text) > PROMPT_TAIL else "") + text[-PROMPT_TAIL:], language=None, wrap_lines=True)
+    st.html(PROMPT_CSS)
+    with st.container(key="poll_prompt"):
+        st.code(("…" if len(text) > PROMPT_TAIL else "") + text[-PROMPT_TAIL:], language=None, wrap_lines=True)
 
 
 def _reveal(at: At) -> None:
@@ -95,7 +104,7 @@ def teacher(slide: Slide, table: pd.DataFrame | None, at: At, presentation: bool
         st.button("Reveal the model's answer (r)", key="poll_reveal", on_click=_reveal, args=(at,), disabled=revealed)
         st.html(REVEAL_JS, unsafe_allow_javascript=True)
         if revealed and table is not None:
-            st.table(table.set_index("token"))
+            st.table(table.head(REVEALED_ROWS).set_index("token"))
     with right:
         _tally(at, model_top(table), presentation, live_poll=bool(at.code) and not revealed)
 
@@ -109,21 +118,23 @@ def _tally(at: At, top: pd.DataFrame | None, presentation: bool, live_poll: bool
             st.rerun()
         with st.container(key="poll_count"):
             st.markdown(f"**{snap.answers}** answer{'s' if snap.answers != 1 else ''}")
-        draw_tally(snap, top if revealed else None, revealed)
+        draw_tally(snap, top if revealed else None, revealed, presentation)
 
     tally()
 
 
-def draw_tally(snap: Snapshot, top: pd.DataFrame | None, revealed: bool, key: str = "poll_tally") -> None:
-    fig = tally_figure(tally_table(snap, top), snap.answers, revealed)
+def draw_tally(
+    snap: Snapshot, top: pd.DataFrame | None, revealed: bool, presentation: bool, key: str = "poll_tally"
+) -> None:
+    fig = figures.presentation(tally_figure(tally_table(snap, top), snap.answers, revealed), presentation)
+    fig.update_layout(height=FIGURE_HEIGHT)  # beside the prompt, under the title, at 1280 × 720
     st.plotly_chart(fig, key=key, width="stretch", config=CHART_CONFIG)
 
 
-def follower(slide: Slide, table: pd.DataFrame | None, at: At) -> None:
+def follower(slide: Slide, table: pd.DataFrame | None, at: At, presentation: bool) -> None:
     """A student's side: the prompt and their guess (picked or typed); once the teacher reveals,
     the class's tally beside the model's answer."""
-    ctx = get_script_run_ctx()
-    voter = ctx.session_id if ctx is not None else "test"
+    voter = st.session_state.setdefault(keys.POLL_VOTER, secrets.token_urlsafe(12))
     snap = live.poll(at.code, at.key) if at.code else Snapshot((), 0, False, 0)
     mine = live.my_guess(at.code, at.key, voter) if at.code else None
     left, right = st.columns([1, 1.3])
@@ -139,7 +150,7 @@ def follower(slide: Slide, table: pd.DataFrame | None, at: At) -> None:
                 )
     with right:
         if snap.revealed:
-            draw_tally(snap, model_top(table), True, key="follow_tally")
+            draw_tally(snap, model_top(table), True, presentation, key="follow_tally")
         else:
             st.info("Send your guess: the teacher's screen shows the class's answers, then the model's.")
 

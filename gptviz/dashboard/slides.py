@@ -325,7 +325,7 @@ def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | 
         return
     if slide.page == "predict" and at is not None:  # the class answers before the model's answer shows
         if key == "follow":
-            predict.follower(slide, shown.content.table, at)
+            predict.follower(slide, shown.content.table, at, presentation)
         else:
             predict.teacher(slide, shown.content.table, at, presentation)
         return
