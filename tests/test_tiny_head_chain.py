@@ -7,6 +7,8 @@ when the file loads, each error on one line naming the slide's line."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ import torch
 from gptviz.analysis import worked
 from gptviz.config import GPTConfig
 from gptviz.dashboard.lesson_check import check_lesson
-from gptviz.lessons import LessonError, STEPS, content, parse_lesson, shipped_lesson
+from gptviz.lessons import STEPS, LessonError, content, parse_lesson, shipped_lesson
 from gptviz.model import CausalSelfAttention
 
 OWN = """title = "own"
@@ -171,3 +173,15 @@ def test_what_a_slide_frames_exists_in_the_teachers_numbers():
     no_heatmap = parse_lesson(OWN.replace("{step}", "qkv") + "highlight = { row = 1 }\n", "own")
     with pytest.raises(LessonError, match="at step 'qkv' draws no heatmap"):
         check_lesson(no_heatmap)
+
+
+def test_the_docs_lesson_examples_load():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "classroom.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.S)
+    assert len(blocks) >= 3
+    for block in blocks:
+        lesson = parse_lesson(block, "docs")
+        if all(s.page in ("tiny-head", "predict") for s in lesson.slides):  # the others name no model here
+            check_lesson(lesson)
+    own = next(parse_lesson(b, "docs").slides[0] for b in blocks if "Wq" in b)
+    assert own.numbers is not None and own.step == "scores"
