@@ -272,7 +272,8 @@ def vote(code: str, key: PollKey, voter: str, text: str) -> str:
     """A follower's guess on the poll of the slide its class shows (a second replaces the first):
     the guess as tallied, or GuessError with the line the student reads."""
     with _lock:
-        if _current(code) != key or _live[code].lesson.slides[key[2]].page != "predict":
+        lesson = _live[code].lesson if _current(code) == key else None
+        if lesson is None or lesson.slides[key[2]].page != "predict":
             raise GuessError("the teacher has moved on to another slide")
         polls, tally = _tally(code, key)
         held = sum(len(t.answers) for t in polls.values())

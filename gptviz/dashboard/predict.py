@@ -19,7 +19,7 @@ import streamlit as st
 
 from .. import figures
 from ..lessons import Lesson, Slide
-from ..lessons.content import FIGURE_HEIGHT
+from ..lessons.content import FIGURE_HEIGHT, Content
 from ..lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
 from . import keys, live
 from .lesson_check import slide_checkpoint, slide_prompt
@@ -71,12 +71,15 @@ def model_top(table: pd.DataFrame | None) -> pd.DataFrame | None:
     return pd.DataFrame({"token": table["token"], "probability": [float(p) for p in table["probability"]]})
 
 
-def _prompt(slide: Slide) -> None:
+def _prompt(slide: Slide, c: Content) -> None:
+    """The prompt's end as text, and its last tokens as the model reads them (position: token)."""
     text = slide_prompt(slide, slide_checkpoint(slide))
     st.markdown("**What comes next?** The prompt ends:")
     st.html(PROMPT_CSS)
     with st.container(key="poll_prompt"):
         st.code(("…" if len(text) > PROMPT_TAIL else "") + text[-PROMPT_TAIL:], language=None, wrap_lines=True)
+    if c.prompt_tail is not None:
+        st.table(c.prompt_tail)
 
 
 def _reveal(at: At) -> None:
@@ -92,13 +95,14 @@ def _revealed_here(at: At) -> bool:
     return at.key in st.session_state.get(REVEALED, set())
 
 
-def teacher(slide: Slide, table: pd.DataFrame | None, at: At, presentation: bool) -> None:
+def teacher(slide: Slide, c: Content, at: At, presentation: bool) -> None:
     """The teacher's side: the prompt and Reveal (left), the class's tally, live (right)."""
+    table = c.table
     snap = live.poll(at.code, at.key) if at.code else Snapshot((), 0, False, 0)
     revealed = snap.revealed or _revealed_here(at)
     left, right = st.columns([1, 1.3])
     with left:
-        _prompt(slide)
+        _prompt(slide, c)
         if not at.code:
             st.caption("Start teaching and the class answers from their own pages; Reveal shows the model's answer.")
         st.button("Reveal the model's answer (r)", key="poll_reveal", on_click=_reveal, args=(at,), disabled=revealed)
@@ -116,22 +120,20 @@ def _tally(at: At, top: pd.DataFrame | None, presentation: bool, live_poll: bool
         revealed = snap.revealed or _revealed_here(at)
         if live_poll and revealed:  # revealed from another of the teacher's tabs: stop polling
             st.rerun()
-        with st.container(key="poll_count"):
-            st.markdown(f"**{snap.answers}** answer{'s' if snap.answers != 1 else ''}")
         draw_tally(snap, top if revealed else None, revealed, presentation)
 
     tally()
 
 
 def draw_tally(
-    snap: Snapshot, top: pd.DataFrame | None, revealed: bool, presentation: bool, key: str = "poll_tally"
+    snap: Snapshot, top: pd.DataFrame | None, revealed: bool, presentation: bool, key: str = "slide_figure"
 ) -> None:
     fig = figures.presentation(tally_figure(tally_table(snap, top), snap.answers, revealed), presentation)
     fig.update_layout(height=FIGURE_HEIGHT)  # beside the prompt, under the title, at 1280 × 720
     st.plotly_chart(fig, key=key, width="stretch", config=CHART_CONFIG)
 
 
-def follower(slide: Slide, table: pd.DataFrame | None, at: At, presentation: bool) -> None:
+def follower(slide: Slide, c: Content, at: At, presentation: bool) -> None:
     """A student's side: the prompt and their guess (picked or typed); once the teacher reveals,
     the class's tally beside the model's answer."""
     voter = st.session_state.setdefault(keys.POLL_VOTER, secrets.token_urlsafe(12))
@@ -139,7 +141,7 @@ def follower(slide: Slide, table: pd.DataFrame | None, at: At, presentation: boo
     mine = live.my_guess(at.code, at.key, voter) if at.code else None
     left, right = st.columns([1, 1.3])
     with left:
-        _prompt(slide)
+        _prompt(slide, c)
         if not snap.revealed and at.code:
             _guess_form(slide, at, voter)
             mine = live.my_guess(at.code, at.key, voter)
@@ -150,7 +152,7 @@ def follower(slide: Slide, table: pd.DataFrame | None, at: At, presentation: boo
                 )
     with right:
         if snap.revealed:
-            draw_tally(snap, model_top(table), True, presentation, key="follow_tally")
+            draw_tally(snap, model_top(c.table), True, presentation, key="follow_figure")
         else:
             st.info("Send your guess: the teacher's screen shows the class's answers, then the model's.")
 

@@ -325,9 +325,9 @@ def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | 
         return
     if slide.page == "predict" and at is not None:  # the class answers before the model's answer shows
         if key == "follow":
-            predict.follower(slide, shown.content.table, at, presentation)
+            predict.follower(slide, shown.content, at, presentation)
         else:
-            predict.teacher(slide, shown.content.table, at, presentation)
+            predict.teacher(slide, shown.content, at, presentation)
         return
     c = shown.content
     wide = c.table is not None and len(c.table.columns) >= 4  # a 4 × 4 matrix needs more of the width

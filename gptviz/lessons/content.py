@@ -36,6 +36,7 @@ class Content:
     table: pd.DataFrame | None
     facts: tuple[tuple[str, str], ...]  # (label, value) pairs shown as large numbers
     caption: str
+    prompt_tail: pd.DataFrame | None = None  # a predict slide's last prompt tokens, one row (position columns)
 
 
 def real_model(slide: Slide) -> bool:
@@ -273,6 +274,7 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
 
 
 PREDICT_K = 8  # the model's most likely next tokens a predict slide shows
+PROMPT_TOKENS = 8  # the prompt's last tokens a predict slide lists (with their positions)
 
 
 def predict_top(bundle: Bundle, trace: Trace, k: int = PREDICT_K) -> pd.DataFrame:
@@ -292,12 +294,17 @@ def _predict(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     fig.update_yaxes(title_text="probability (%)", range=[0, 100])
     fig.update_xaxes(type="category")
     table = pd.DataFrame({"token": list(top["token"]), "probability": [num(float(p)) for p in top["probability"]]})
+    last = words[-PROMPT_TOKENS:]
+    tail = pd.DataFrame(
+        [[w.split(" ", 1)[1] for w in last]], index=["token"], columns=[w.split(" ", 1)[0] for w in last]
+    )
     return Content(
         fig,
         f"the model's {len(top)} most likely next tokens",
         table,
         (("last token of the prompt", words[-1].split(" ", 1)[-1]), ("tokens", str(len(words)))),
         "Probabilities from the softmax of the logits at the prompt's last position.",
+        prompt_tail=tail,
     )
 
 

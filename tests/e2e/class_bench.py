@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -230,8 +231,9 @@ async def count_on_screen(page, n: int, t0: float, timeout: float = 60) -> list[
     seen: list[float] = []
     deadline = time.monotonic() + timeout
     while len(seen) < n and time.monotonic() < deadline:
-        text = await page.locator(".st-key-poll_count").inner_text()
-        shown = int(text.split()[0]) if text.split() and text.split()[0].isdigit() else 0
+        title = await page.locator(".st-key-slide_figure .gtitle").first.text_content() or ""
+        found = re.search(r"guesses: (\d+) answer", title)
+        shown = int(found.group(1)) if found else 0
         now = time.monotonic() - t0
         seen += [now] * (min(shown, n) - len(seen))
         await asyncio.sleep(0.05)
@@ -295,7 +297,7 @@ async def class_lesson(url: str, pid: int, n: int, n_browsers: int) -> dict:
         out["after_reload_next"] = {"simulated": summary(d) if d else None, "missed": m}
         out["after_reload_next"]["chromium_all_seen"] = summary(r) if r else None
         print(f"after the reload: {len(d)} of {n} followers on the predict slide", flush=True)
-        await screen.locator(".st-key-poll_count").wait_for(timeout=STEP_S * 1000)
+        await screen.locator(".st-key-slide_figure .gtitle").first.wait_for(timeout=STEP_S * 1000)
         # every simulated follower guesses at once
         t0 = time.monotonic()
         counting = asyncio.create_task(count_on_screen(screen, n, t0))

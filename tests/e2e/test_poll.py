@@ -17,8 +17,10 @@ import pytest
 import segno
 from e2e_server import ARTIFACTS, streamlit_server, wait_for_app_run
 from PIL import Image
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
+import gptviz
+from gptviz.analysis import top_k
 from gptviz.lessons import shipped_lesson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,8 +37,11 @@ def url():
         yield u
 
 
-def answers(page: Page) -> str:
-    return page.locator(".st-key-poll_count").inner_text()
+def model_top():
+    """The model's own next-token probabilities after the slide's prompt, computed here."""
+    bundle = gptviz.load(ROOT / "checkpoints" / "shakespeare-char")
+    ids = bundle.tokenizer.encode(LESSON.slides[K].prompt)
+    return top_k(gptviz.trace(bundle.model, ids).part("logits", -1), 5)
 
 
 def test_the_class_answers_and_the_teacher_reveals(browser: Browser, url, shot):
@@ -84,16 +89,18 @@ def test_the_class_answers_and_the_teacher_reveals(browser: Browser, url, shot):
     second.get_by_role("button", name="Send my guess").click()
     expect(first.get_by_text("Your guess: e")).to_be_visible(timeout=30_000)
     expect(second.get_by_text("Your guess: i")).to_be_visible(timeout=30_000)
-    expect(teacher.locator(".st-key-poll_count")).to_have_text("2 answers", timeout=15_000)  # nobody pressed a thing
+    title = teacher.locator(".st-key-slide_figure .gtitle").first
+    expect(title).to_have_text("The class's guesses: 2 answers", timeout=15_000)  # nobody pressed a thing
     shot(teacher, "poll_tally")
 
     teacher.locator("body").press("r")  # the teacher's key: reveal
     expect(teacher.get_by_role("button", name="Reveal the model's answer (r)")).to_be_disabled(timeout=30_000)
-    legend = teacher.locator(".st-key-poll_tally .legendtext")
+    legend = teacher.locator(".st-key-slide_figure .legendtext")
     expect(legend).to_have_text(["class (2 answers)", "model"], timeout=30_000)
-    expect(teacher.get_by_test_id("stTable")).to_contain_text("e")  # the model's top tokens, with numbers
+    top = model_top()  # the model's top tokens, with numbers, beside the tally
+    expect(teacher.get_by_test_id("stTable").nth(1)).to_contain_text(f"{top['probability'].iloc[0]:.4f}")
     for student in (first, second):
-        expect(student.locator(".st-key-follow_tally .legendtext")).to_have_text(
+        expect(student.locator(".st-key-follow_figure .legendtext")).to_have_text(
             ["class (2 answers)", "model"], timeout=30_000
         )
         expect(student.get_by_role("button", name="Send my guess")).to_have_count(0)  # the poll is closed
