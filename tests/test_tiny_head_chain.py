@@ -17,7 +17,7 @@ import torch
 from gptviz.analysis import worked
 from gptviz.config import GPTConfig
 from gptviz.dashboard.lesson_check import check_lesson
-from gptviz.lessons import STEPS, LessonError, content, parse_lesson, shipped_lesson
+from gptviz.lessons import STEPS, LessonError, chain, content, parse_lesson, shipped_lesson
 from gptviz.model import CausalSelfAttention
 
 OWN = """title = "own"
@@ -102,7 +102,8 @@ def test_every_step_shows_the_numbers_a_hand_computation_gives(source):
     assert np.allclose(weights, h["weights"]) and np.allclose(output, h["output"])
     assert np.allclose(cells(c["output"].table), h["V"], **close)
     # each cell's number is written in it, to 4 decimals, as the tables write them
-    assert c["output"].figure.data[1].text[0][0] == content.num(h["output"][0][0])
+    assert c["output"].figure.data[1].text[0][0] == chain.short(h["output"][0][0])
+    assert chain.short(3.0) == "3" and chain.short(-0.25) == "−0.25" and chain.short(6.36396) == "6.364"
 
 
 @pytest.mark.parametrize("mask", [True, False])

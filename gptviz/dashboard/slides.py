@@ -111,7 +111,8 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
     # a real model's slide may run it again (the mask-leak slide: twice); a toy slide runs nothing
     with caches.FORWARD if key is not None else contextlib.nullcontext():
         c = content.build(slide, bundle, trace)
-    if slide.page not in ("softmax", "heads"):  # an attention heatmap: short titles, the caption says the rest
+    if slide.page not in ("softmax", "heads", "predict") and slide.step in (None, "weights"):
+        # an attention heatmap: short titles, the caption says the rest
         c.figure.update_layout(title_subtitle_text="")
         c.figure.update_xaxes(title_text="key (what is read)")
         c.figure.update_yaxes(title_text="query (who reads)")

@@ -47,7 +47,8 @@ def matrices_figure(panels: list[tuple[str, np.ndarray, list[str], list[str]]], 
         column_widths=widths,
         horizontal_spacing=0.06,
     )
-    for c, (_, m, rows, cols) in enumerate(panels, start=1):
+    for c, (_, m, rows, cols) in enumerate(panels, start=1):  # rows are shared: labelled on the first only
+        text = [[short(x) for x in row] for row in m]
         finite = np.where(np.isfinite(m), m, np.nan)
         lim = float(np.nanmax(np.abs(finite))) if np.isfinite(finite).any() else 1.0
         fig.add_trace(
@@ -55,9 +56,9 @@ def matrices_figure(panels: list[tuple[str, np.ndarray, list[str], list[str]]], 
                 z=finite,
                 x=cols,
                 y=rows,
-                text=[[num(x) for x in row] for row in m],
+                text=text,
                 texttemplate="%{text}",
-                textfont=dict(size=13),
+                textfont=dict(size=cell_font(text)),
                 colorscale=MATRIX_SCALE,
                 zmid=0,
                 zmin=-(lim or 1.0),
@@ -68,11 +69,24 @@ def matrices_figure(panels: list[tuple[str, np.ndarray, list[str], list[str]]], 
             row=1,
             col=c,
         )
-        fig.update_yaxes(autorange="reversed", type="category", row=1, col=c)
-        fig.update_xaxes(type="category", side="top", row=1, col=c)
+        fig.update_yaxes(autorange="reversed", type="category", showticklabels=c == 1, row=1, col=c)
+        fig.update_xaxes(type="category", row=1, col=c)
     style(fig, title, height=FIGURE_HEIGHT)
-    fig.update_layout(margin=dict(t=110))
     return fig
+
+
+def cell_font(text: list[list[str]]) -> int:
+    """px for a matrix's cell numbers: as large as a projector wants (24) where they are short
+    enough to fit a narrow cell, smaller for longer ones."""
+    longest = max(len(t) for row in text for t in row)
+    return 24 if longest <= 2 else 20 if longest <= 4 else 16
+
+
+def short(x: float) -> str:
+    """A number in a matrix cell: num's 4 decimals without the zeros that say nothing (3, 0.25,
+    6.364), so a cell of a narrow matrix still holds it on a projector; −∞ as num writes it."""
+    s = num(float(x))
+    return s.rstrip("0").rstrip(".") if "." in s else s
 
 
 def _cols(prefix: str, n: int) -> list[str]:
@@ -95,7 +109,7 @@ def build(slide: Slide) -> Content:
                 ("Wk", x["Wk"], feats, _cols("k", dk)),
                 ("Wv", x["Wv"], feats, _cols("v", dv)),
             ],
-            "the head's weights: C rows each",
+            "the head's weights, one row per feature of X",
         )
         return Content(
             fig,
@@ -109,11 +123,11 @@ def build(slide: Slide) -> Content:
         fig = matrices_figure(
             [
                 ("X", r["X"], toks, feats),
-                ("Q = X·Wq", r["Q"], toks, _cols("q", dk)),
-                ("K = X·Wk", r["K"], toks, _cols("k", dk)),
-                ("V = X·Wv", r["V"], toks, _cols("v", dv)),
+                ("Q", r["Q"], toks, _cols("q", dk)),
+                ("K", r["K"], toks, _cols("k", dk)),
+                ("V", r["V"], toks, _cols("v", dv)),
             ],
-            "queries, keys and values: X times each weight matrix",
+            "Q = X·Wq, K = X·Wk, V = X·Wv",
         )
         table = shown(W, feats, [*_cols("q", dk), *_cols("k", dk), *_cols("v", dv)])
         return Content(
@@ -125,9 +139,7 @@ def build(slide: Slide) -> Content:
         )
     if slide.step == "scores":
         root = float(np.sqrt(dk))
-        fig = matrices_figure(
-            [("scores = Q·Kᵀ ÷ √d_k", r["scores"], toks, toks)], "how well each query matches each key"
-        )
+        fig = matrices_figure([("rows: queries · columns: keys", r["scores"], toks, toks)], "scores = Q·Kᵀ ÷ √d_k")
         table = shown(np.concatenate([r["Q"], r["K"]], axis=1), toks, [*_cols("q", dk), *_cols("k", dk)])
         return Content(
             fig,
@@ -151,7 +163,7 @@ def build(slide: Slide) -> Content:
     # output
     fig = matrices_figure(
         [("weights", r["weights"], toks, toks), ("output = weights·V", r["output"], toks, _cols("o", dv))],
-        "each token's output: its weights times the values",
+        "output = weights · V",
     )
     return Content(
         fig,

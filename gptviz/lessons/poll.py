@@ -127,9 +127,7 @@ def tally_figure(table: pd.DataFrame, answers: int, revealed: bool, height: int 
     fig = go.Figure(go.Bar(name=f"class ({answers} answers)", x=x, y=table["class %"], marker_color=BLUE))
     if revealed:
         fig.add_bar(name="model", x=x, y=table["model %"].fillna(0.0), marker_color=ORANGE)
-    title = f"The class's guesses: {answers} answer{'' if answers == 1 else 's'}" + (
-        " · the model" if revealed else ""
-    )
+    title = f"The class's guesses: {answers} answer{'' if answers == 1 else 's'}" + (" · the model" if revealed else "")
     style(fig, title, height=height)
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2))
     fig.update_yaxes(title_text="% (of answers; model: probability)", range=[0, 100])
