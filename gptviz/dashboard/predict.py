@@ -166,7 +166,7 @@ def _guess_form(slide: Slide, at: At, voter: str) -> None:
             "…or type your guess" if slide.choices else "Your guess",
             key=f"poll_guess_{at.index}",
             max_chars=MAX_GUESS_CHARS,
-            help="One token: for this model a single character (a space is ␣)",
+            help="One token, as the model writes it (a space is ␣; a character model's token is one character)",
         )
         sent = st.form_submit_button("Send my guess", key=f"poll_send_{at.index}", type="primary")
     if sent and at.code:
