@@ -10,13 +10,14 @@ run through analysis.worked.toy_attention: the same function the Worked examples
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis import worked
 from ..figures.style import style
 from . import Slide
-from .content import FIGURE_HEIGHT, Content, mark, mass_label, num, shown, small_heatmap
+from .content import FIGURE_HEIGHT, Content, mark, mass_label, num, small_heatmap
 
 MATRIX_SCALE = "RdBu"  # diverging around 0: a negative weight reads as the opposite colour
 
@@ -82,6 +83,12 @@ def cell_font(text: list[list[str]]) -> int:
     return 24 if longest <= 2 else 20 if longest <= 4 else 16
 
 
+def matrix_table(a: np.ndarray, rows: list[str], columns: list[str]) -> pd.DataFrame:
+    """A matrix as the slide's table writes it: the same short numbers as the figure's cells (a
+    6-column table of 4-decimal numbers does not fit half of a 1024 px screen)."""
+    return pd.DataFrame([[short(x) for x in row] for row in np.atleast_2d(a)], index=rows, columns=columns)
+
+
 def short(x: float) -> str:
     """A number in a matrix cell: num's 4 decimals without the zeros that say nothing (3, 0.25,
     6.364), so a cell of a narrow matrix still holds it on a projector; −∞ as num writes it."""
@@ -114,7 +121,7 @@ def build(slide: Slide) -> Content:
         return Content(
             fig,
             "input X, one row per token",
-            shown(r["X"], toks, feats),
+            matrix_table(r["X"], toks, feats),
             facts,
             "Each token's row of X will be multiplied by Wq, Wk and Wv: the next slide.",
         )
@@ -129,7 +136,7 @@ def build(slide: Slide) -> Content:
             ],
             "Q = X·Wq, K = X·Wk, V = X·Wv",
         )
-        table = shown(W, feats, [*_cols("q", dk), *_cols("k", dk), *_cols("v", dv)])
+        table = matrix_table(W, feats, [*_cols("q", dk), *_cols("k", dk), *_cols("v", dv)])
         return Content(
             fig,
             "Wq | Wk | Wv side by side (one row per feature of X)",
@@ -140,7 +147,7 @@ def build(slide: Slide) -> Content:
     if slide.step == "scores":
         root = float(np.sqrt(dk))
         fig = matrices_figure([("rows: queries · columns: keys", r["scores"], toks, toks)], "scores = Q·Kᵀ ÷ √d_k")
-        table = shown(np.concatenate([r["Q"], r["K"]], axis=1), toks, [*_cols("q", dk), *_cols("k", dk)])
+        table = matrix_table(np.concatenate([r["Q"], r["K"]], axis=1), toks, [*_cols("q", dk), *_cols("k", dk)])
         return Content(
             fig,
             "Q | K side by side (one row per token)",
@@ -156,7 +163,7 @@ def build(slide: Slide) -> Content:
         return Content(
             fig,
             head,
-            shown(r["masked"], toks, toks),
+            matrix_table(r["masked"], toks, toks),
             ((mass_label(T), num(r["future_mass"])),),
             "weight[i, j] = e^score[i, j] ÷ Σ_k e^score[i, k]: each row sums to 1; e^−∞ = 0.",
         )
@@ -168,7 +175,7 @@ def build(slide: Slide) -> Content:
     return Content(
         fig,
         "V, one row per token",
-        shown(r["V"], toks, _cols("v", dv)),
+        matrix_table(r["V"], toks, _cols("v", dv)),
         (("d_v", str(dv)),),
         "output[i] = Σ_j weight[i, j] · V[j]: a weighted average of the value rows.",
     )

@@ -274,7 +274,7 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
 
 
 PREDICT_K = 8  # the model's most likely next tokens a predict slide shows
-PROMPT_TOKENS = 8  # the prompt's last tokens a predict slide lists (with their positions)
+PROMPT_TOKENS = 6  # the prompt's last tokens a predict slide lists (with their positions): fits 1024 px
 
 
 def predict_top(bundle: Bundle, trace: Trace, k: int = PREDICT_K) -> pd.DataFrame:
