@@ -25,7 +25,7 @@ from . import keys, live
 from .lesson_check import slide_checkpoint, slide_prompt
 from .widgets import CHART_CONFIG, plain
 
-TALLY_POLL_S = 1.0  # how often the teacher's tally looks for new answers (one small fragment, one session)
+TALLY_POLL_S = 0.5  # how often the teacher's tally looks for new answers: one small fragment of one session
 REVEALED = "_poll_revealed"  # session key: polls this teacher revealed without a class (no code)
 REVEALED_ROWS = 5  # the model's top tokens listed beside the tally (the chart shows PREDICT_K)
 PROMPT_TAIL = 240  # characters of the prompt a slide shows: its end is what the class continues

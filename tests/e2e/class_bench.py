@@ -209,14 +209,24 @@ async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = 
 
 
 LESSON = "how-attention-works"
-POLL_SLIDE = 12  # the shipped lesson's predict slide (from 1)
+
+
+def predict_slide(app_dir: Path) -> int | None:
+    """The shipped lesson's predict slide in that checkout (from 1), None where it has none (a
+    checkout from before the poll: its lesson is run without one, for the before figures)."""
+    from gptviz.lessons import parse_lesson  # this checkout's reader, on that checkout's file
+
+    lesson = parse_lesson((app_dir / "gptviz" / "lessons" / f"{LESSON}.toml").read_bytes(), LESSON)
+    return next((i + 1 for i, s in enumerate(lesson.slides) if s.page == "predict"), None)
+
+
 GUESSES = "eiao"
 
 
-async def guess(s: Student, text: str) -> float:
+async def guess(s: Student, text: str, slide: int) -> float:
     """A follower sends a guess on the predict slide (its form: the text and the submit together);
     the monotonic time its own run (which records the guess) has finished."""
-    i = POLL_SLIDE - 1
+    i = slide - 1
     states = [WidgetState(id=s.widgets[f"poll_guess_{i}"], string_value=text)]
     states.append(WidgetState(id=s.widgets[f"poll_send_{i}"], trigger_value=True))
     await s._send(states)
@@ -240,16 +250,18 @@ async def count_on_screen(page, n: int, t0: float, timeout: float = 60) -> list[
     return seen
 
 
-async def class_lesson(url: str, pid: int, n: int, n_browsers: int) -> dict:
+async def class_lesson(url: str, pid: int, n: int, n_browsers: int, poll: int | None) -> dict:
     """A class on a class-mode server: the teacher (simulated) starts teaching, n simulated followers
     and n_browsers real ones follow; the teacher presses Next three times (seconds until each
     follower shows the new slide); the teacher's tab is reloaded (a real Chromium page opened on the
     teacher's URL, its ?teach= key) and presses Next onto the predict slide (seconds until each
     follower shows it); every simulated follower sends a guess at once (seconds until the teacher's
-    screen counts it); the server's RSS."""
+    screen counts it); the server's RSS. poll: the predict slide (from 1); None: a lesson without
+    one, where the reloaded teacher's Next lands on slide 5 and nobody guesses."""
     out: dict = {"load_before": os.getloadavg()}
+    target = poll or 5
     teacher = Student(url)
-    await teacher.open(lesson=LESSON, slide=str(POLL_SLIDE - 4))
+    await teacher.open(lesson=LESSON, slide=str(target - 4))
     await teacher.click("start_teaching", STEP_S)
     code = next(t.split("**")[1] for t in teacher.last.texts if t.startswith("Class code"))
     followers = [Student(url) for _ in range(n)]
@@ -259,7 +271,7 @@ async def class_lesson(url: str, pid: int, n: int, n_browsers: int) -> dict:
         real = [await browser.new_page(viewport={"width": 1280, "height": 720}) for _ in range(n_browsers)]
         for p in real:
             await p.goto(f"{url}/?follow={code}")
-            await p.get_by_text(f"slide {POLL_SLIDE - 4} of").first.wait_for(timeout=STEP_S * 1000)
+            await p.get_by_text(f"slide {target - 4} of").first.wait_for(timeout=STEP_S * 1000)
 
         async def everyone_sees(k: int, t0: float) -> tuple[list[float], list[float], int]:
             watch = [asyncio.create_task(f.follow_until(lambda x, k=k: f"slide {k} of" in x, 60)) for f in followers]
@@ -272,7 +284,7 @@ async def class_lesson(url: str, pid: int, n: int, n_browsers: int) -> dict:
             return delays, ([time.monotonic() - t0] if ok and real else []), n - len(delays)
 
         nxt, nxt_real, missed = [], [], 0
-        for k in range(POLL_SLIDE - 3, POLL_SLIDE):
+        for k in range(target - 3, target):
             t0 = time.monotonic()
             await teacher._send([WidgetState(id=teacher.widgets["slide_next"], trigger_value=True)])
             waiting = asyncio.create_task(everyone_sees(k, t0))
@@ -288,21 +300,26 @@ async def class_lesson(url: str, pid: int, n: int, n_browsers: int) -> dict:
         screen = await browser.new_page(viewport={"width": 1280, "height": 720})
         t_open = time.monotonic()
         await screen.goto(f"{url}/lesson?{query}")
-        await screen.get_by_text(f"slide {POLL_SLIDE - 1} of").first.wait_for(timeout=STEP_S * 1000)
+        await screen.get_by_text(f"slide {target - 1} of").first.wait_for(timeout=STEP_S * 1000)
         await drawn(screen)
         out["teacher_reload_s"] = round(time.monotonic() - t_open, 3)
         t0 = time.monotonic()
         await screen.keyboard.press("PageDown")
-        d, r, m = await everyone_sees(POLL_SLIDE, t0)
+        d, r, m = await everyone_sees(target, t0)
         out["after_reload_next"] = {"simulated": summary(d) if d else None, "missed": m}
         out["after_reload_next"]["chromium_all_seen"] = summary(r) if r else None
-        print(f"after the reload: {len(d)} of {n} followers on the predict slide", flush=True)
+        print(f"after the reload: {len(d)} of {n} followers on slide {target}", flush=True)
+        if poll is None:
+            await browser.close()
+            for f in followers:
+                await f.close()
+            return {**out, "poll": None, "server_mb": rss_mb(pid), "load_after": os.getloadavg()}
         await screen.locator(".st-key-slide_figure .gtitle").first.wait_for(timeout=STEP_S * 1000)
         # every simulated follower guesses at once
         t0 = time.monotonic()
         counting = asyncio.create_task(count_on_screen(screen, n, t0))
         acks = await asyncio.wait_for(
-            asyncio.gather(*(guess(f, GUESSES[i % len(GUESSES)]) for i, f in enumerate(followers))), STEP_S
+            asyncio.gather(*(guess(f, GUESSES[i % len(GUESSES)], poll) for i, f in enumerate(followers))), STEP_S
         )
         shown = await counting
         out["poll"] = {
@@ -371,7 +388,8 @@ def main() -> None:
     env = {"GPTVIZ_CLASS": "1"} if args.class_lesson else None
     with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log", env) as (url, pid):
         if args.class_lesson:
-            result = asyncio.run(class_lesson(url, pid, args.students, args.browsers))
+            poll = predict_slide(args.app_dir.resolve())
+            result = asyncio.run(class_lesson(url, pid, args.students, args.browsers, poll))
         elif args.views:  # only the cached views of these pages, after one warm-up open
             result = {"page_view_cached": asyncio.run(views_only(url, args.views)), "server_mb": rss_mb(pid)}
         elif args.generate:
