@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from gptviz import analysis, figures
-from gptviz.dashboard import caches, layout, widgets
+from gptviz.dashboard import caches, join, layout, widgets
 
+join.join_box()  # a student arriving with a class code follows from here
 v = widgets.require_trace() or st.stop()
 t = v.trace
 st.title("Overview")

@@ -14,6 +14,12 @@ real Chromium pages, all on 127.0.0.1, each step bounded in time.
 
     .venv/bin/gptviz bench --classroom -- [--students 30] [--browsers 3] [--app-dir DIR]
                                          [--label after] [--json FILE] [--every-page]
+                                         [--class-lesson]
+
+--class-lesson runs instead a lesson on a class-mode server (GPTVIZ_CLASS=1): the teacher's Next (to
+every follower), the teacher's tab reloaded (its ?teach= link in a real Chromium page) and its next
+Next onto the predict slide, every student sending a guess at once (until the teacher's screen counts
+it), the server's RSS and the load average before and after.
 
 --app-dir runs another copy of the dashboard (e.g. `git archive main | tar -x -C DIR` for the
 figures before a change); its own checkpoints/ are used. Prints a table and writes JSON
@@ -27,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -61,9 +68,9 @@ def rss_mb(pid: int) -> dict:
 
 
 @contextlib.contextmanager
-def server(app_dir: Path, log: Path):
+def server(app_dir: Path, log: Path, env: dict | None = None):
     """The app in app_dir on the shipped checkpoints, importing that checkout's gptviz."""
-    extra = {"PYTHONPATH": str(app_dir)}
+    extra = {"PYTHONPATH": str(app_dir), **(env or {})}
     with server_process(app_dir / "checkpoints", "shakespeare-char", log, extra, app_dir) as (url, proc):
         yield url, proc.pid
 
@@ -200,6 +207,135 @@ async def bench(url: str, pid: int, n: int, n_browsers: int, every_page: bool = 
     return out
 
 
+LESSON = "how-attention-works"
+
+
+def predict_slide(app_dir: Path) -> int | None:
+    """The shipped lesson's predict slide in that checkout (from 1), None where it has none (a
+    checkout from before the poll: its lesson is run without one, for the before figures)."""
+    from gptviz.lessons import parse_lesson  # this checkout's reader, on that checkout's file
+
+    lesson = parse_lesson((app_dir / "gptviz" / "lessons" / f"{LESSON}.toml").read_bytes(), LESSON)
+    return next((i + 1 for i, s in enumerate(lesson.slides) if s.page == "predict"), None)
+
+
+GUESSES = "eiao"
+
+
+async def guess(s: Student, text: str, slide: int) -> float:
+    """A follower sends a guess on the predict slide (its form: the text and the submit together);
+    the monotonic time its own run (which records the guess) has finished."""
+    i = slide - 1
+    states = [WidgetState(id=s.widgets[f"poll_guess_{i}"], string_value=text)]
+    states.append(WidgetState(id=s.widgets[f"poll_send_{i}"], trigger_value=True))
+    await s._send(states)
+    while True:
+        run = await s._read_run(STEP_S)
+        if not run.fragment:
+            return run.finished
+
+
+async def count_on_screen(page, n: int, t0: float, timeout: float = 60) -> list[float]:
+    """Seconds from t0 until the teacher's screen first shows at least k answers, for k = 1..n."""
+    seen: list[float] = []
+    deadline = time.monotonic() + timeout
+    while len(seen) < n and time.monotonic() < deadline:
+        title = await page.locator(".st-key-slide_figure .gtitle").first.text_content() or ""
+        found = re.search(r"guesses: (\d+) answer", title)
+        shown = int(found.group(1)) if found else 0
+        now = time.monotonic() - t0
+        seen += [now] * (min(shown, n) - len(seen))
+        await asyncio.sleep(0.05)
+    return seen
+
+
+async def class_lesson(url: str, pid: int, n: int, n_browsers: int, poll: int | None) -> dict:
+    """A class on a class-mode server: the teacher (simulated) starts teaching, n simulated followers
+    and n_browsers real ones follow; the teacher presses Next three times (seconds until each
+    follower shows the new slide); the teacher's tab is reloaded (a real Chromium page opened on the
+    teacher's URL, its ?teach= key) and presses Next onto the predict slide (seconds until each
+    follower shows it); every simulated follower sends a guess at once (seconds until the teacher's
+    screen counts it); the server's RSS. poll: the predict slide (from 1); None: a lesson without
+    one, where the reloaded teacher's Next lands on slide 5 and nobody guesses."""
+    out: dict = {"load_before": os.getloadavg()}
+    target = poll or 5
+    teacher = Student(url)
+    await teacher.open(lesson=LESSON, slide=str(target - 4))
+    await teacher.click("start_teaching", STEP_S)
+    code = next(t.split("**")[1] for t in teacher.last.texts if t.startswith("Class code"))
+    followers = [Student(url) for _ in range(n)]
+    await asyncio.wait_for(asyncio.gather(*(f.open(follow=code) for f in followers)), STEP_S)
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        real = [await browser.new_page(viewport={"width": 1280, "height": 720}) for _ in range(n_browsers)]
+        for p in real:
+            await p.goto(f"{url}/?follow={code}")
+            await p.get_by_text(f"slide {target - 4} of").first.wait_for(timeout=STEP_S * 1000)
+
+        async def everyone_sees(k: int, t0: float) -> tuple[list[float], list[float], int]:
+            watch = [asyncio.create_task(f.follow_until(lambda x, k=k: f"slide {k} of" in x, 60)) for f in followers]
+            seen = [asyncio.create_task(p.get_by_text(f"slide {k} of").first.wait_for(timeout=60_000)) for p in real]
+            await asyncio.wait(watch + seen, timeout=65)
+            delays = [t.result() - t0 for t in watch if t.done() and not t.exception()]
+            for t in watch + seen:
+                t.cancel()
+            ok = all(t.done() and not t.cancelled() and not t.exception() for t in seen)
+            return delays, ([time.monotonic() - t0] if ok and real else []), n - len(delays)
+
+        nxt, nxt_real, missed = [], [], 0
+        for k in range(target - 3, target):
+            t0 = time.monotonic()
+            await teacher._send([WidgetState(id=teacher.widgets["slide_next"], trigger_value=True)])
+            waiting = asyncio.create_task(everyone_sees(k, t0))
+            await teacher._read_run(STEP_S)
+            d, r, m = await waiting
+            nxt, nxt_real, missed = nxt + d, nxt_real + r, missed + m
+            print(f"next: slide {k}: {len(d)} of {n} followers", flush=True)
+        out["next"] = {"simulated": summary(nxt), "chromium_all_seen": summary(nxt_real) if nxt_real else None}
+        out["next"]["missed"] = missed
+        # the teacher's tab reloaded: the same URL (its ?teach= key) in a new session, a real page
+        query = teacher.query
+        await teacher.close()
+        screen = await browser.new_page(viewport={"width": 1280, "height": 720})
+        t_open = time.monotonic()
+        await screen.goto(f"{url}/lesson?{query}")
+        await screen.get_by_text(f"slide {target - 1} of").first.wait_for(timeout=STEP_S * 1000)
+        await drawn(screen)
+        out["teacher_reload_s"] = round(time.monotonic() - t_open, 3)
+        t0 = time.monotonic()
+        await screen.keyboard.press("PageDown")
+        d, r, m = await everyone_sees(target, t0)
+        out["after_reload_next"] = {"simulated": summary(d) if d else None, "missed": m}
+        out["after_reload_next"]["chromium_all_seen"] = summary(r) if r else None
+        print(f"after the reload: {len(d)} of {n} followers on slide {target}", flush=True)
+        if poll is None:
+            await browser.close()
+            for f in followers:
+                await f.close()
+            return {**out, "poll": None, "server_mb": rss_mb(pid), "load_after": os.getloadavg()}
+        await screen.locator(".st-key-slide_figure .gtitle").first.wait_for(timeout=STEP_S * 1000)
+        # every simulated follower guesses at once
+        t0 = time.monotonic()
+        counting = asyncio.create_task(count_on_screen(screen, n, t0))
+        acks = await asyncio.wait_for(
+            asyncio.gather(*(guess(f, GUESSES[i % len(GUESSES)], poll) for i, f in enumerate(followers))), STEP_S
+        )
+        shown = await counting
+        out["poll"] = {
+            "guess_acknowledged": summary([a - t0 for a in acks]),
+            "tally_on_teacher_screen": summary(shown) if shown else None,
+            "counted": len(shown),
+        }
+        print(f"poll: {len(shown)} of {n} guesses on the teacher's screen", flush=True)
+        await screen.screenshot(path=str(ARTIFACTS / "class_bench_poll.png"))
+        await browser.close()
+    for f in followers:
+        await f.close()
+    out["server_mb"] = rss_mb(pid)
+    out["load_after"] = os.getloadavg()
+    return out
+
+
 async def generate_at_once(url: str, n: int) -> dict:
     """n students on the Generate page press "Generate 20" at once: seconds until each one's run has
     finished with its 20 new tokens drawn."""
@@ -240,12 +376,21 @@ def main(argv: list[str] | None = None) -> None:
         "--views", nargs="+", metavar="PATH", help="only the cached views of these pages (url paths; all: every page)"
     )
     ap.add_argument("--generate", action="store_true", help="only: every student presses Generate 20 at once")
+    ap.add_argument(
+        "--class-lesson",
+        action="store_true",
+        help="only: a lesson on a class-mode server (GPTVIZ_CLASS=1): Next, a reloaded teacher, every student guessing",
+    )
     args = ap.parse_args(argv)
     if not 1 <= args.students <= 60 or not 0 <= args.browsers <= 5:
         ap.error("--students 1..60, --browsers 0..5: the machine is shared")
     result: dict[str, Any]
-    with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log") as (url, pid):
-        if args.views:  # only the cached views of these pages, after one warm-up open
+    env = {"GPTVIZ_CLASS": "1"} if args.class_lesson else None
+    with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log", env) as (url, pid):
+        if args.class_lesson:
+            poll = predict_slide(args.app_dir.resolve())
+            result = asyncio.run(class_lesson(url, pid, args.students, args.browsers, poll))
+        elif args.views:  # only the cached views of these pages, after one warm-up open
             result = {"page_view_cached": asyncio.run(views_only(url, args.views)), "server_mb": rss_mb(pid)}
         elif args.generate:
             seconds = asyncio.run(generate_at_once(url, args.students))

@@ -25,6 +25,7 @@ LESSON_ERROR = "_lesson_error"  # a ?lesson= that could not be opened: one line,
 CLASS_CODE = "_class_code"  # the code a teacher's live lesson is shared under
 FOLLOW_VERSION = "_follow_version"  # the live lesson's version a follower's page shows (a newer one reruns)
 TEACH_KEY = "_teach_key"  # the teacher key of this session's class, also in its URL (?teach=KEY)
+POLL_VOTER = "_poll_voter"  # a follower's random voter token: one answer per poll per follower session (predict.py)
 TEACH_ERROR = "_teach_error"  # why Start teaching made no code (the server or this computer is full)
 
 # Pages (views/)

@@ -60,17 +60,24 @@ def check_slide(where: str, slide: Slide) -> None:
     else:
         layers = heads = 1  # a worked example is one head
         tokens, of = TOY_TOKENS[slide.page], f"the worked {slide.page} example"
+        if slide.numbers is not None:
+            tokens, of = slide.numbers.tokens, "your own X"
     _in(where, "layer", slide.layer, layers, "layers", of)
     _in(where, "head", slide.head, heads, "heads per layer", of)
+    what = f"a {slide.page} slide"
+    if slide.page == "predict" or slide.step not in (None, "weights"):  # no attention heatmap to frame
+        tokens, what = None, f"a {slide.page} slide" + (f" at step {slide.step!r}" if slide.step else "")
     if tokens is None:
         if slide.highlight is not None or slide.position is not None:
-            raise LessonError(f"{where}: a {slide.page} slide draws no heatmap; remove 'highlight' and 'position'")
+            raise LessonError(f"{where}: {what} draws no heatmap; remove 'highlight' and 'position'")
         return
+    if content.real_model(slide):
+        of += " on its prompt"
     if slide.position is not None:
-        _in(where, "position", slide.position, tokens, "tokens", f"{of} on its prompt")
+        _in(where, "position", slide.position, tokens, "tokens", of)
     if slide.highlight is not None:
         for at in slide.highlight.at:
-            _in(where, f"highlight {slide.highlight.kind}", at, tokens, "tokens", f"{of} on its prompt")
+            _in(where, f"highlight {slide.highlight.kind}", at, tokens, "tokens", of)
 
 
 def check_lesson(lesson: Lesson) -> None:

@@ -14,6 +14,10 @@ nudge that did not arrive. Polling alone (every follower rerunning a fragment tw
 measured to swamp two cores with 30 followers. The registry is process-wide (one Streamlit server
 serves the whole class), bounded in size (a new lesson waits for a place; none is pushed out), and
 forgets a lesson nobody has moved for a few hours.
+
+A code also holds its class's polls: one lessons.poll.Tally per predict slide, fed by the followers'
+guesses (vote), read by the teacher's screen (poll), closed by the teacher's reveal (reveal), bounded
+per code (MAX_ANSWERS_PER_CODE) and gone with the code.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 from ..lessons import Lesson
+from ..lessons.poll import GuessError, Snapshot, Tally
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud or off a projector
 CODE_LENGTH = 4
@@ -61,6 +66,9 @@ _counter = 0
 _owners: dict[str, _Owner] = {}  # code -> its teacher
 _ended: dict[str, tuple[str, float]] = {}  # code -> (ENDED or LEFT, when): what its followers are told
 _guesses: dict[str, dict[str, float]] = {}  # client -> unknown codes it tried, and when
+MAX_ANSWERS_PER_CODE = 2000  # guesses one class holds over all its polls (a 60-slide lesson, 30 students)
+PollKey = tuple[str, str, int]  # (lesson name, lesson title, slide index): one poll per predict slide
+_polls: dict[str, dict[PollKey, Tally]] = {}  # code -> its polls
 
 
 def new_code() -> str:
@@ -83,6 +91,7 @@ def _sweep(now: float) -> None:
     for c in [c for c, v in _live.items() if c not in _owners and now - v.updated > IDLE_S]:
         del _live[c]
         _followers.pop(c, None)
+        _polls.pop(c, None)
     for c in [c for c, (_, t) in _ended.items() if now - t > ENDED_KEEP_S]:
         del _ended[c]
 
@@ -208,6 +217,7 @@ def end(code: str, why: str = ENDED) -> list[str]:
 def _end(code: str, why: str, now: float) -> None:
     _live.pop(code, None)
     _followers.pop(code, None)
+    _polls.pop(code, None)
     if _owners.pop(code, None) is not None:
         _ended[code] = (why, now)
 
@@ -233,3 +243,70 @@ def followers(code: str) -> list[str]:
 def unfollow(code: str, session_id: str) -> None:
     with _lock:
         _followers.get(code, {}).pop(session_id, None)
+
+
+def poll_key(lesson: Lesson, slide: int) -> PollKey:
+    return (lesson.name, lesson.title, slide)
+
+
+def _current(code: str) -> PollKey | None:
+    """Under _lock: the poll of the slide code's class shows now (None between lessons)."""
+    live = _live.get(code)
+    return poll_key(live.lesson, live.slide) if live is not None and live.lesson is not None else None
+
+
+MAX_POLLS = 64  # polls one code keeps (a lesson has at most 60 slides); the oldest goes first
+
+
+def _tally(code: str, key: PollKey) -> tuple[dict[PollKey, Tally], Tally]:
+    """Under _lock: code's polls and the one of key, made if new."""
+    polls = _polls.setdefault(code, {})
+    if key not in polls:
+        polls[key] = Tally()
+        while len(polls) > MAX_POLLS:
+            del polls[next(iter(polls))]
+    return polls, polls[key]
+
+
+def vote(code: str, key: PollKey, voter: str, text: str) -> str:
+    """A follower's guess on the poll of the slide its class shows (a second replaces the first):
+    the guess as tallied, or GuessError with the line the student reads."""
+    with _lock:
+        lesson = _live[code].lesson if _current(code) == key else None
+        if lesson is None or lesson.slides[key[2]].page != "predict":
+            raise GuessError("the teacher has moved on to another slide")
+        polls, tally = _tally(code, key)
+        held = sum(len(t.answers) for t in polls.values())
+        if voter not in tally.answers and held >= MAX_ANSWERS_PER_CODE:
+            raise GuessError(f"this class has given its {MAX_ANSWERS_PER_CODE} answers")
+        return tally.vote(voter, text)
+
+
+def poll(code: str, key: PollKey) -> Snapshot:
+    """What the teacher's screen shows of a poll (an empty one if nobody has answered)."""
+    with _lock:
+        tally = _polls.get(code, {}).get(key)
+        return (tally or Tally()).snapshot()
+
+
+def my_guess(code: str, key: PollKey, voter: str) -> str | None:
+    """This follower's guess on a poll, for its own page (only the voter sees it)."""
+    with _lock:
+        tally = _polls.get(code, {}).get(key)
+        return tally.answers.get(voter) if tally is not None else None
+
+
+def reveal(code: str, key: PollKey) -> None:
+    """The teacher reveals the model's answer: the poll closes, and the followers' pages (a new
+    version) show the answer too."""
+    global _counter
+    with _lock:
+        if code not in _owners or _current(code) != key:
+            return
+        _, tally = _tally(code, key)
+        if tally.revealed:
+            return
+        tally.reveal()
+        old = _live[code]
+        _counter += 1
+        _live[code] = Live(code, old.lesson, old.slide, _counter, time.monotonic())

@@ -23,7 +23,7 @@ from .. import figures
 from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import caches, keys, live, sources
+from . import caches, join, keys, live, predict, sources
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
 from .lesson_check import check_lesson, slide_checkpoint, slide_prompt
@@ -111,7 +111,8 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
     # a real model's slide may run it again (the mask-leak slide: twice); a toy slide runs nothing
     with caches.FORWARD if key is not None else contextlib.nullcontext():
         c = content.build(slide, bundle, trace)
-    if slide.page not in ("softmax", "heads"):  # an attention heatmap: short titles, the caption says the rest
+    if slide.page not in ("softmax", "heads", "predict") and slide.step in (None, "weights"):
+        # an attention heatmap: short titles, the caption says the rest
         c.figure.update_layout(title_subtitle_text="")
         c.figure.update_xaxes(title_text="key (what is read)")
         c.figure.update_yaxes(title_text="query (who reads)")
@@ -280,6 +281,7 @@ def class_bar(lesson_open: bool = True) -> None:
         return
     with st.container(horizontal=True, vertical_alignment="center", key="class_bar"):
         st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
+        join.join_button(code)
         st.button("End the class", key="end_class", on_click=end_class)
     if not lesson_open:
         st.caption("Your class waits for the next lesson you open: it comes up under the same code.")
@@ -307,10 +309,10 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     with share:
         class_bar()
         st.html(CLICKER_JS, unsafe_allow_javascript=True)
-    draw(lesson.slides[i], presentation)
+    draw(lesson.slides[i], presentation, at=predict.At(code, lesson, i, nudge))
 
 
-def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
+def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | None = None) -> None:
     """One slide, read-only: title, note, then its input (left) beside its result (right)."""
     st.html(SLIDE_CSS)
     with st.container(key=f"{key}_head"):
@@ -321,6 +323,12 @@ def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
     shown = slide_content(slide, model_key(slide))
     if isinstance(shown, str):
         st.error(f"This slide cannot be shown: {plain(shown)}")
+        return
+    if slide.page == "predict" and at is not None:  # the class answers before the model's answer shows
+        if key == "follow":
+            predict.follower(slide, shown.content, at, presentation)
+        else:
+            predict.teacher(slide, shown.content, at, presentation)
         return
     c = shown.content
     wide = c.table is not None and len(c.table.columns) >= 4  # a 4 × 4 matrix needs more of the width
@@ -409,7 +417,7 @@ def follower(code: str, presentation: bool) -> None:
     n = len(now.lesson.slides)
     with st.container(key="follow_bar"):
         st.markdown(f"Following **{code}** · **{plain(now.lesson.title)}** · slide {now.slide + 1} of {n}")
-    draw(now.lesson.slides[now.slide], presentation, key="follow")
+    draw(now.lesson.slides[now.slide], presentation, key="follow", at=predict.At(code, now.lesson, now.slide))
     # Only now, with the slide drawn: a run cut short (a poll arriving during it) must not leave the
     # version saying this page is up to date, or the next poll would see no change.
     st.session_state[keys.FOLLOW_VERSION] = shown_version

@@ -14,6 +14,10 @@ and a short note for the class:
     head = 1
     highlight = { row = 30 }            # or { cell = [30, 10] }, or { token = 5 }
 
+A "tiny-head" slide may give `step` (one stage of the head's chain, in order: STEPS) and the
+teacher's own `X`, `Wq`, `Wk`, `Wv` (numbers.py). A "predict" slide asks the class for the next
+token of its prompt; `choices` lists guesses to pick from (a student may also type one).
+
 A lesson file is untrusted input (a teacher's upload or a path): it is size-bounded and bounded in
 what tomllib would pay for before tomllib reads it (bounded_toml.py), parsed once per content, every
 key is checked against the ones below and an unknown one is refused with one line naming it and where.
@@ -30,6 +34,8 @@ from pathlib import Path
 
 from ..errors import GptvizError
 from .bounded_toml import TomlBoundError, load, tomllib
+from .numbers import MATRICES, Numbers, NumbersError, parse_numbers
+from .poll import GuessError, normal_guess
 
 MAX_BYTES = 64 * 1024  # a lesson of 30 slides with long notes is ~10 KB
 MAX_SLIDES = 60
@@ -45,8 +51,13 @@ PAGES = {
     "attention": "attention",  # one head of a real model on a prompt
     "heads": "heads",  # every layer × head of a real model, and what each head does
     "mask-leak": "mask-leak",  # a real model with its mask switched off
+    "predict": "next-token",  # the class guesses a real model's next token, then sees the model's
 }
 PRESETS = ("textbook", "sharp")  # the worked tiny head's inputs: the teaching text's, or sharper ones
+# The tiny head's chain, one stage a slide: X and the weights; Q, K, V; the scores; the weights; the
+# output. A tiny-head slide without a step shows X beside the weights (the whole head at a glance).
+STEPS = ("input", "qkv", "scores", "weights", "output")
+MAX_CHOICES = 8  # a predict slide's guesses to pick from
 LESSON_KEYS = {"title", "description", "slides"}
 SLIDE_KEYS = {
     "page",
@@ -60,6 +71,12 @@ SLIDE_KEYS = {
     "preset",
     "mask",
     "highlight",
+    "step",
+    "X",
+    "Wq",
+    "Wk",
+    "Wv",
+    "choices",
 }
 HIGHLIGHT_KEYS = {"cell", "row", "token"}
 MAX_TEXT = {"title": 120, "note": 600, "description": 600, "prompt": 2000, "checkpoint": 200}
@@ -95,6 +112,9 @@ class Slide:
     preset: str = "textbook"
     mask: bool = True
     highlight: Highlight | None = None
+    step: str | None = None  # a tiny-head slide's stage of the chain (STEPS); None: X and the weights
+    numbers: Numbers | None = None  # a tiny-head slide's own X, Wq, Wk, Wv (None: its preset's)
+    choices: tuple[str, ...] = ()  # a predict slide's guesses to pick from
 
 
 @dataclass(frozen=True)
@@ -173,7 +193,42 @@ def _slide(i: int, raw, lines: tuple[int, ...] = ()) -> Slide:
         kw["mask"] = raw["mask"]
     if "highlight" in raw:
         kw["highlight"] = _highlight(where, raw["highlight"])
+    kw.update(_tiny_head(where, page, raw), **_predict(where, page, raw))
     return Slide(**kw)
+
+
+def _tiny_head(where: str, page: str, raw: dict) -> dict:
+    """A tiny-head slide's step and own numbers, checked (numbers.py); refused on any other slide."""
+    kw: dict = {}
+    asks = [k for k in ("step", *MATRICES) if k in raw]
+    if asks and page != "tiny-head":
+        raise LessonError(f"{where}: {asks[0]!r} belongs on a tiny-head slide, not a {page} one")
+    if "step" in raw:
+        kw["step"] = _text(where, "step", raw["step"])
+        if kw["step"] not in STEPS:
+            raise LessonError(f"{where}: step {kw['step'][:40]!r} is not one of {', '.join(STEPS)}")
+    try:
+        kw["numbers"] = parse_numbers(raw)
+    except NumbersError as e:
+        raise LessonError(f"{where}: {e}") from None
+    if kw["numbers"] is not None and "preset" in raw:
+        raise LessonError(f"{where}: give either 'preset' or your own X, Wq, Wk, Wv, not both")
+    return kw
+
+
+def _predict(where: str, page: str, raw: dict) -> dict:
+    """A predict slide's choices: at most MAX_CHOICES guesses, each one a student could type."""
+    if "choices" not in raw:
+        return {}
+    if page != "predict":
+        raise LessonError(f"{where}: 'choices' belongs on a predict slide, not a {page} one")
+    value = raw["choices"]
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_CHOICES:
+        raise LessonError(f'{where}: \'choices\' must be a list of 1 to {MAX_CHOICES} guesses, e.g. ["e", "a"]')
+    try:
+        return {"choices": tuple(dict.fromkeys(normal_guess(_text(where, "choices", c)) for c in value))}
+    except GuessError as e:
+        raise LessonError(f"{where}: 'choices': {e}") from None
 
 
 MAX_PARSED = 64  # lessons kept parsed (by content): every rerun and every session asks again

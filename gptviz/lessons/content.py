@@ -18,7 +18,7 @@ from .. import analysis, figures
 from ..analysis import leak, worked
 from ..analysis.attention import attention_mask
 from ..analysis.heads import LABEL_NAMES
-from ..figures.style import BLUE, ORANGE, deep_update, from_spec, style
+from ..figures.style import BLUE, ORANGE, deep_update, from_spec, plotly_text, style
 from ..formats import Bundle
 from ..record import Trace
 from . import Highlight, Slide
@@ -36,11 +36,12 @@ class Content:
     table: pd.DataFrame | None
     facts: tuple[tuple[str, str], ...]  # (label, value) pairs shown as large numbers
     caption: str
+    prompt_tail: pd.DataFrame | None = None  # a predict slide's last prompt tokens, one row (position columns)
 
 
 def real_model(slide: Slide) -> bool:
     """Whether the slide needs a checkpoint and its run of the slide's prompt."""
-    return slide.page in ("attention", "heads", "mask-leak")
+    return slide.page in ("attention", "heads", "mask-leak", "predict")
 
 
 def num(x: float) -> str:
@@ -104,16 +105,22 @@ def mark(fig: go.Figure, h: Highlight | None, T: int) -> go.Figure:
 
 
 def _tiny_head(slide: Slide) -> Content:
-    d = worked.TOY_PRESETS[slide.preset]
-    r = worked.toy_attention(**d, causal=slide.mask)
-    mask = np.tril(np.ones((3, 3), bool)) if slide.mask else np.ones((3, 3), bool)
+    from . import chain  # chain builds on this module's helpers
+
+    if slide.step is not None:
+        return chain.build(slide)
+    r = chain.run(slide)
+    toks = chain.tokens(slide)
+    T = len(toks)
+    mask = np.tril(np.ones((T, T), bool)) if slide.mask else np.ones((T, T), bool)
     title = "weights = softmax(Q·Kᵀ ÷ √d_k)" + ("" if slide.mask else " · mask OFF")
-    fig = mark(small_heatmap(r["weights"], TOY_TOKENS, title, mask), slide.highlight, 3)
-    facts = ((mass_label(3), num(r["future_mass"])), ("d_k", str(r["Q"].shape[1])))
+    fig = mark(small_heatmap(r["weights"], toks, title, mask), slide.highlight, T)
+    facts = ((mass_label(T), num(r["future_mass"])), ("d_k", str(r["Q"].shape[1])))
+    whose = "your own" if slide.numbers is not None else slide.preset
     return Content(
         fig,
-        f"input X ({slide.preset} numbers), one row per token",
-        shown(r["X"], TOY_TOKENS, [f"c{i}" for i in range(r["X"].shape[1])]),
+        f"input X ({whose} numbers), one row per token",
+        shown(r["X"], toks, [f"c{i}" for i in range(r["X"].shape[1])]),
         facts,
         "Q = X·Wq, K = X·Wk; each row of weights is one query's softmax over the keys, and sums to 1.",
     )
@@ -266,6 +273,41 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     )
 
 
+PREDICT_K = 8  # the model's most likely next tokens a predict slide shows
+PROMPT_TOKENS = 6  # the prompt's last tokens a predict slide lists (with their positions): fits 1024 px
+
+
+def predict_top(bundle: Bundle, trace: Trace, k: int = PREDICT_K) -> pd.DataFrame:
+    """The model's k most likely next tokens after the prompt's last one (analysis.top_k)."""
+    tok = bundle.tokenizer
+    display = tok.display if tok is not None else None
+    return analysis.top_k(trace.part("logits", -1), k, display=display)
+
+
+def _predict(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
+    """The model's answer to a predict slide: what the teacher reveals beside the class's tally
+    (and what the handout shows)."""
+    top = predict_top(bundle, trace)
+    words = _labels(bundle, trace, for_plotly=False)
+    fig = go.Figure(go.Bar(x=[plotly_text(t) for t in top["token"]], y=100 * top["probability"], marker_color=ORANGE))
+    style(fig, f"{slide.checkpoint or 'the model'}: its next token after the prompt", height=FIGURE_HEIGHT)
+    fig.update_yaxes(title_text="probability (%)", range=[0, 100])
+    fig.update_xaxes(type="category")
+    table = pd.DataFrame({"token": list(top["token"]), "probability": [num(float(p)) for p in top["probability"]]})
+    last = words[-PROMPT_TOKENS:]
+    tail = pd.DataFrame(
+        [[w.split(" ", 1)[1] for w in last]], index=["token"], columns=[w.split(" ", 1)[0] for w in last]
+    )
+    return Content(
+        fig,
+        f"the model's {len(top)} most likely next tokens",
+        table,
+        (("last token of the prompt", words[-1].split(" ", 1)[-1]), ("tokens", str(len(words)))),
+        "Probabilities from the softmax of the logits at the prompt's last position.",
+        prompt_tail=tail,
+    )
+
+
 def _clamp(slide: Slide, bundle: Bundle, trace: Trace) -> tuple[int, int]:
     return min(slide.layer, trace.n_layer - 1), min(slide.head, bundle.model.config.n_head - 1)
 
@@ -281,4 +323,5 @@ def build(slide: Slide, bundle: Bundle | None = None, trace: Trace | None = None
         return _softmax(slide)
     if bundle is None or trace is None:
         raise ValueError(f"a {slide.page!r} slide needs a model and its run")
-    return {"attention": _attention, "heads": _heads, "mask-leak": _mask_leak}[slide.page](slide, bundle, trace)
+    pages = {"attention": _attention, "heads": _heads, "mask-leak": _mask_leak, "predict": _predict}
+    return pages[slide.page](slide, bundle, trace)
