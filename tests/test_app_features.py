@@ -3,6 +3,7 @@ the library run directly, and a bad or mismatched SAE as one line."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,12 @@ from dashboard_fixtures import NAME, make_checkpoints
 from sae_helpers import random_sae
 
 import gptviz
+from gptviz.dashboard.classmode import CLASS_ENV
+from gptviz.dashboard.saes import SAEPick
 from gptviz.dashboard.state import PRESET_PROMPT
 from gptviz.features import save_sae
+from gptviz.features.reading import top_features
+from gptviz.figures.style import WORD_JOINER
 
 SITE = "blocks.1.resid_post"
 
@@ -22,6 +27,10 @@ SITE = "blocks.1.resid_post"
 def ckpt_root(tmp_path_factory) -> Path:
     root = make_checkpoints(tmp_path_factory.mktemp("checkpoints"))
     save_sae(random_sae("topk", d_in=32, d_sae=96, site=SITE, k=8), root / NAME / "saes" / "tiny-sae")
+    save_sae(
+        random_sae("standard", d_in=32, d_sae=64, site="blocks.0.resid_post", seed=3),
+        root / NAME / "saes" / "tiny-sae-2",
+    )
     save_sae(random_sae("topk", d_in=16, site=SITE), root / "other-sae")
     samples = tmp_path_factory.mktemp("samples")
     (samples / "shakespeare").mkdir()
@@ -72,15 +81,80 @@ def test_features_page_draws_the_prompts_features_and_edits_one(monkeypatch, ckp
 
 def test_a_bad_or_mismatched_sae_is_one_line(monkeypatch, ckpt_root):
     at = open_page(monkeypatch, ckpt_root, "views/features.py")
-    at.selectbox(key="ft_sae").set_value("a local path…")
+    at.sidebar.selectbox(key="sae_choice").set_value(SAEPick.PATH)
     ok(at.run())
-    at.text_input(key="ft_path").set_value(str(ckpt_root[0] / "other-sae"))
+    at.sidebar.text_input(key="sae_path").set_value(str(ckpt_root[0] / "other-sae"))
     at.run()
     assert not at.exception
     assert "trained on another model" in at.error[0].value and "\n" not in at.error[0].value
-    at.text_input(key="ft_path").set_value(str(ckpt_root[0] / "nothing-here"))
+    at.sidebar.text_input(key="sae_path").set_value(str(ckpt_root[0] / "nothing-here"))
     at.run()
     assert not at.exception and "no such file" in at.error[0].value
+
+
+def _heat_features(at) -> list[int]:
+    return [int(x[1:]) for x in figure(at, "ft_heatmap")["data"][0]["x"]]
+
+
+def test_the_sae_is_one_sidebar_choice_kept_in_the_url(monkeypatch, ckpt_root):
+    root, _ = ckpt_root
+    at = open_page(monkeypatch, ckpt_root, "views/features.py")
+    assert at.sidebar.selectbox(key="sae_choice").value == "tiny-sae"  # the first shipped one
+    assert "sae" not in at.query_params  # the default is not written
+    acts = gptviz.feature_activations(_run(root)[2], gptviz.load_sae(root / NAME / "saes" / "tiny-sae-2"))
+    ok(at.sidebar.selectbox(key="sae_choice").set_value("tiny-sae-2").run())
+    assert at.query_params["sae"] == "tiny-sae-2"
+    assert _heat_features(at) == top_features(acts, 12).tolist()
+    # a new session opened on that URL shows the same SAE; the page switch keeps it
+    fresh = ok(app_session("views/next_token.py", timeout=180, sae="tiny-sae-2"))
+    assert fresh.sidebar.selectbox(key="sae_choice").value == "tiny-sae-2"
+    ok(fresh.switch_page("views/features.py").run())
+    assert _heat_features(fresh) == top_features(acts, 12).tolist()
+    assert fresh.query_params["sae"] == "tiny-sae-2"
+    # none, and a path, round-trip too
+    none = ok(app_session("views/features.py", timeout=180, sae="none"))
+    assert none.sidebar.selectbox(key="sae_choice").value == SAEPick.NONE
+    assert "Pick an SAE" in none.info[0].value and not none.get("plotly_chart")
+    path = str(root / NAME / "saes" / "tiny-sae-2")
+    typed = ok(app_session("views/features.py", timeout=180, sae=path))
+    assert typed.sidebar.text_input(key="sae_path").value == path and typed.query_params["sae"] == path
+    assert _heat_features(typed) == top_features(acts, 12).tolist()
+
+
+def _sae_files(folder: Path) -> list:
+    return [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted(folder.iterdir())]
+
+
+def test_an_uploaded_sae_is_read_from_memory_and_checked(monkeypatch, ckpt_root):
+    root, _ = ckpt_root
+    at = open_page(monkeypatch, ckpt_root, "views/features.py")
+    ok(at.sidebar.selectbox(key="sae_choice").set_value(SAEPick.UPLOAD).run())
+    assert at.query_params["sae"] == "upload" and "Pick an SAE" in at.info[0].value
+    ok(at.get_by_key("sae_upload").set_value(_sae_files(root / NAME / "saes" / "tiny-sae-2")).run())
+    acts = gptviz.feature_activations(_run(root)[2], gptviz.load_sae(root / NAME / "saes" / "tiny-sae-2"))
+    assert _heat_features(at) == top_features(acts, 12).tolist()
+    captions = "".join(re.sub(r"\\(.)", r"\1", c.value).replace(WORD_JOINER, "") for c in at.caption)
+    assert "upload: cfg.json, sae_weights.safetensors" in captions
+    assert str(root) not in captions  # named by its files, never a server path
+    at.get_by_key("sae_upload").set_value(_sae_files(root / "other-sae")).run()
+    assert not at.exception and "trained on another model" in at.error[0].value
+    at.get_by_key("sae_upload").set_value([("model.pt", b"x", "application/octet-stream")]).run()
+    assert not at.exception and "not an SAE file" in at.sidebar.error[0].value
+
+
+def test_a_class_server_opens_no_sae_path_and_takes_no_sae_upload(monkeypatch, ckpt_root, tmp_path):
+    monkeypatch.setenv(CLASS_ENV, "1")
+    root, _ = ckpt_root
+    at = open_page(monkeypatch, ckpt_root, "views/features.py")
+    assert _heat_features(at)  # the shipped SAE is in the class's data roots
+    ok(at.sidebar.selectbox(key="sae_choice").set_value(SAEPick.UPLOAD).run())
+    assert not at.get("file_uploader") and any("Uploads are off" in i.value for i in at.sidebar.info)
+    shown = []
+    fits = save_sae(gptviz.load_sae(root / NAME / "saes" / "tiny-sae"), tmp_path / "fits")  # outside the roots
+    for path in (fits, "/etc", tmp_path / "nothing"):
+        opened = app_session("views/features.py", timeout=180, sae=str(path))
+        shown.append(opened.error[0].value)
+    assert len(set(shown)) == 1 and "class server" in shown[0]
 
 
 def test_steering_panel_matches_the_library(monkeypatch, ckpt_root):

@@ -11,7 +11,6 @@ from gptviz.dashboard import widgets
 from gptviz.features.activations import feature_activations
 from gptviz.features.reading import logit_effect, top_features
 
-PATH = "a local path…"
 CONTEXT = 24  # tokens shown on each side of a context's firing token
 
 v = widgets.require_trace() or st.stop()
@@ -22,27 +21,12 @@ st.caption(
     "directions, its features. Below: which features fire on each token of the prompt, what one feature "
     "writes into the prediction, where it fires most in the sample corpus, and what changes when it is removed."
 )
-shipped = fc.shipped_saes(v.source)
-pick = st.selectbox(
-    "SAE", [*shipped, PATH], key="ft_sae", format_func=lambda p: p if p == PATH else f"shipped: {fc.sae_label(p)}"
-)
-path = (
-    st.text_input("SAE folder (cfg.json + sae_weights.safetensors) or params.npz", key="ft_path")
-    if pick == PATH
-    else pick
-)
-if not path:
-    st.info(
-        "No SAE ships with this checkpoint: give the folder of one (SAELens's format or Gemma Scope's), "
-        "or train one with `python -m gptviz sae train`."
-    )
-    st.stop()
-sae = fc.sae_for(v.model_key, path)
-if isinstance(sae, str):
-    st.error(f"Cannot use that SAE: {widgets.plain(sae)}")
-    st.stop()
+sae = fc.require_sae(v) or st.stop()
 k_note = f", k = {sae.k}" if sae.k else ""
-st.caption(f"{sae.architecture} SAE reading {sae.site}: {sae.d_in} → {sae.d_sae:,} features{k_note}.")
+st.caption(
+    f"{widgets.plain(v.sae_label)}: {sae.architecture} SAE reading {sae.site}, "
+    f"{sae.d_in} → {sae.d_sae:,} features{k_note}."
+)
 
 acts = feature_activations(t, sae)  # [T, d_sae]
 n = st.slider("Features shown", 4, 40, 12, key="ft_n")
@@ -77,7 +61,7 @@ with right:
     where = "this prompt's tokens"
     density = None
     if st.toggle("Contexts from the sample corpus", key="ft_scan", help="Scans the sample corpus once per process"):
-        s = fc.sample_scan(v.model_key, path)
+        s = fc.sample_scan(v.model_key, v.sae)
         dens = s.feature_density.set_index("feature")
         density, where = float(dens.loc[feature, "density"]), f"{s.summary['tokens']:,} corpus tokens"
     widgets.chart(figures.activation_histogram(acts[:, feature], feature, where, density), key="ft_hist")
@@ -99,7 +83,7 @@ st.subheader(f"Edit feature {feature} and watch the next token after {v.labels[p
 c1, c2 = st.columns([1, 2])
 how = c1.segmented_control("Set it to", ["zero", "a value"], key="ft_how", default="zero", required=True)
 value = c2.number_input("Value (clamp)", value=float(np.round(acts[:, feature].max() * 2, 3)), key="ft_value")
-edit = fc.feature_edit_run(v.key, path, (feature,), "zero" if how == "zero" else float(value))
+edit = fc.feature_edit_run(v.key, v.sae, (feature,), "zero" if how == "zero" else float(value))
 before, after = t.part("logits", pos), edit.part("logits", pos)
 a, b = st.columns(2)
 with a:

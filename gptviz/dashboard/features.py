@@ -8,58 +8,83 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import streamlit as st
 
 from ..capture import trace
 from ..errors import GptvizError
 from ..features import SAE, load_sae
 from ..features.edits import edit_features
+from ..formats import MemoryPath
 from ..generation import generate
 from ..record import Trace
 from ..scanning import Scan, scan
 from ..shipped import shipped_dir
 from ..steering import steer, steering_sweep, steering_vector
-from .caches import FORWARD, RUN_ENTRIES, ModelKey, RunKey, bundle_for, cached
-from .sources import checkpoints_dir
+from . import uploads
+from .caches import FORWARD, RUN_ENTRIES, ModelKey, RunKey, SAEKey, bundle_for, cached
+from .classmode import allowed_path
+from .state import View
+from .widgets import plain
 
 SAMPLE_CORPUS = "shakespeare"  # samples/<this>: the corpus a feature's contexts come from
-
-
-def shipped_saes(source: str) -> list[str]:
-    """The SAEs shipped beside a shipped checkpoint (checkpoints/<name>/saes/<sae>), as paths."""
-    folder = checkpoints_dir() / source / "saes"
-    if not folder.is_dir():
-        return []
-    return sorted(str(p) for p in folder.iterdir() if (p / "cfg.json").is_file())
+NO_UPLOAD = "this session holds no such upload: choose 'upload an SAE…' in the sidebar and upload its files"
 
 
 @cached(max_entries=8, show_spinner="Loading the SAE…")
-def sae_for(model: ModelKey, path: str) -> SAE | str:
-    """The SAE at path, checked against the model (its site and width); or the one-line reason."""
+def _load(model: ModelKey, sae: SAEKey) -> SAE | str:
+    """The SAE, checked against the model (its site and width); or the one-line reason, remembered
+    per version of its files like a checkpoint's."""
     try:
+        if uploads.is_upload(sae.source):
+            upload = uploads.owned(sae.owner, sae.source)
+            if upload is None:
+                return NO_UPLOAD
+            path: str | Path | MemoryPath = upload.path
+        else:
+            path = allowed_path(sae.source)  # a class server opens only its data roots
         return load_sae(path, model=bundle_for(model).model)
     except GptvizError as e:
         return str(e)
 
 
-def _sae(model: ModelKey, path: str) -> SAE:
-    got = sae_for(model, path)
+def sae_for(model: ModelKey, sae: SAEKey) -> SAE | str:
+    """The SAE the sidebar picked, loaded once per process; or why it cannot be used, in one line."""
+    if uploads.is_upload(sae.source) and uploads.owned(sae.owner, sae.source) is None:
+        return NO_UPLOAD  # not remembered: the session may upload it next
+    return _load(model, sae)
+
+
+def _sae(model: ModelKey, key: SAEKey) -> SAE:
+    got = sae_for(model, key)
     if isinstance(got, str):
         raise GptvizError(got)
     return got
 
 
+def require_sae(v: View) -> SAE | None:
+    """The sidebar's SAE for the View's model; otherwise say in the page why there is none."""
+    if v.sae is None or v.model_key is None:
+        st.info("Pick an SAE in the sidebar (SAE): a shipped one, a folder, or an upload of its files.")
+        return None
+    got = sae_for(v.model_key, v.sae)
+    if isinstance(got, str):
+        st.error(f"Cannot use that SAE: {plain(got)}")
+        return None
+    return got
+
+
 @cached(max_entries=RUN_ENTRIES, show_spinner="Running with the features edited…")
-def feature_edit_run(key: RunKey, path: str, features: tuple[int, ...], how: str | float) -> Trace:
-    bundle, sae = bundle_for(key.model), _sae(key.model, path)
+def feature_edit_run(key: RunKey, sae_key: SAEKey, features: tuple[int, ...], how: str | float) -> Trace:
+    bundle, sae = bundle_for(key.model), _sae(key.model, sae_key)
     with FORWARD:
         return trace(bundle.model, list(key.ids), bundle.tokenizer, [edit_features(sae, list(features), how)])
 
 
 @cached(max_entries=2, show_spinner="Scanning the sample corpus with the SAE (once per process)…")
-def sample_scan(model: ModelKey, path: str) -> Scan:
+def sample_scan(model: ModelKey, sae: SAEKey) -> Scan:
     """The shipped sample corpus scanned with the SAE: each feature's strongest contexts and density."""
     bundle = bundle_for(model)
-    return scan(bundle.model, shipped_dir("samples") / SAMPLE_CORPUS, bundle.tokenizer, k=8, saes=[_sae(model, path)])
+    return scan(bundle.model, shipped_dir("samples") / SAMPLE_CORPUS, bundle.tokenizer, k=8, saes=[_sae(model, sae)])
 
 
 def vector_from_pairs(model: ModelKey, pairs: tuple[tuple[str, str], ...], site: str) -> np.ndarray:
@@ -95,7 +120,3 @@ def steered_run(key: RunKey, vector: tuple[float, ...], site: str, coeff: float)
         return trace(
             bundle.model, list(key.ids), bundle.tokenizer, [steer(site, np.asarray(vector, np.float32), coeff)]
         )
-
-
-def sae_label(path: str) -> str:
-    return Path(path).name

@@ -14,6 +14,7 @@ from . import keys, uploads
 from .caches import ModelKey, RunKey, bundle_for, run_trace
 from .classmode import UPLOADS_ENV, class_mode, upload_total_bytes, uploads_allowed
 from .layout import sidebar_for
+from .saes import pick_sae
 from .sources import (
     CHECKPOINT_HELP,
     DEMO,
@@ -227,6 +228,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
     source, label = _pick_checkpoint()
     device = _pick_device()
     dtype = _pick_dtype()
+    sae, sae_label, sae_url = pick_sae(source or "")
     with st.sidebar.form("prompt_form", border=False):
         st.text_area(
             "Prompt", key="prompt", height=100, help="Several lines are fine. Press Ctrl+Enter or Run to run the model"
@@ -238,6 +240,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
         st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
     prompt = st.session_state.get("prompt", "")
     v = View(source=source or "", device=device, prompt=prompt, presentation=presentation, label=label, dtype=dtype)
+    v.sae, v.sae_label, v.sae_url = sae, sae_label, sae_url
     set_view(v)
     if source is None:
         st.info("Choose a checkpoint in the sidebar: a local path, or upload its files.")

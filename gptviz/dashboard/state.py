@@ -21,7 +21,7 @@ from ..devices import COMPUTE_DTYPES, DEVICES
 from ..formats import Bundle
 from ..record import Trace
 from . import keys
-from .caches import ModelKey, RunKey
+from .caches import ModelKey, RunKey, SAEKey
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
@@ -30,6 +30,7 @@ URL_KEYS = (
     "upload",
     "device",
     "dtype",
+    "sae",
     "prompt",
     "keep_last",
     "drop_unknown",
@@ -67,6 +68,9 @@ class View:
     presentation: bool = False
     label: str = ""  # how the page names the source: an upload by its file names, never its server path
     dtype: str = "auto"  # what the model computes in (gptviz.load's dtype)
+    sae: SAEKey | None = None  # the SAE the sidebar picked (saes.py), loaded by the pages that read it
+    sae_label: str = ""  # how the page names it: a shipped SAE's name, a path, an upload's file names
+    sae_url: str = ""  # what ?sae= says ("" for the checkpoint's default SAE)
 
     @property
     def source_label(self) -> str:
@@ -133,6 +137,9 @@ def read_url() -> None:
         st.session_state["ckpt_choice"], st.session_state["ckpt_path"] = Pick.PATH, source
     st.session_state["device"] = q.get("device", "cpu") if q.get("device", "cpu") in DEVICES else "cpu"
     st.session_state["dtype"] = q.get("dtype", "auto") if q.get("dtype", "auto") in COMPUTE_DTYPES else "auto"
+    from .saes import from_url  # it draws with widgets.py, which reads this module
+
+    from_url(q.get("sae"), source)
     # newlines arrive %0A-encoded and are kept; a shipped checkpoint may name its own preset
     st.session_state["prompt"] = q.get("prompt", preset_prompt(source) or PRESET_PROMPT)
     if q.get("keep_last") == "1":
@@ -163,6 +170,8 @@ def write_url(v: View) -> None:
         wanted["device"] = v.device
     if v.dtype != "auto":
         wanted["dtype"] = v.dtype
+    if v.sae_url:
+        wanted["sae"] = v.sae_url
     if v.trace is not None:
         wanted.update(layer=str(v.layer), head=str(v.head), position=str(v.position))
     if v.presentation:

@@ -48,12 +48,9 @@ def _vector(v: View, model: GPT, model_key: ModelKey, site: str, source: str) ->
         width = cfg.mlp_dim  # every block's mlp.c_proj is built as nn.Linear(mlp_dim, n_embd)
         neuron = c2.number_input("Neuron", 0, width - 1, 0, key="st_neuron")
         return neuron_direction(model, int(layer), int(neuron))
-    saes = fc.shipped_saes(v.source)
-    path = st.selectbox("SAE", saes, key="st_sae", format_func=fc.sae_label) if saes else None
-    path = path or st.text_input("SAE folder", key="st_sae_path")
-    if not path:
-        raise GptvizError("no SAE ships with this checkpoint: give the folder of one")
-    sae = fc.sae_for(model_key, path)
+    if v.sae is None or v.model_key is None:
+        raise GptvizError("no SAE is picked: choose one in the sidebar (SAE)")
+    sae = fc.sae_for(v.model_key, v.sae)
     if isinstance(sae, str):
         raise GptvizError(sae)
     feature = st.number_input("Feature", 0, sae.d_sae - 1, 0, key="st_feature")
