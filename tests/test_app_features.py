@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from apptest_helpers import app_session, array, figure, ok, serve
 from dashboard_fixtures import NAME, make_checkpoints
 from sae_helpers import random_sae
@@ -188,3 +189,52 @@ def test_steering_panel_matches_the_library(monkeypatch, ckpt_root):
     at.text_area(key="st_pairs").set_value("no bar here")
     at.run()
     assert not at.exception and "between its positive and negative" in at.error[0].value
+
+
+def _by_hand(model, ids, sae, features, to: float) -> np.ndarray:
+    """The last position's logits with `features` of the topk SAE at blocks.1.resid_post set to `to`,
+    computed in a forward hook from the SAE's equations (not gptviz's SAE module or edit_features):
+    x + (f' - f) @ W_dec, the reconstruction's error term left as it was."""
+    W_enc, b_enc, W_dec, b_dec = (getattr(sae, n).detach().double() for n in ("W_enc", "b_enc", "W_dec", "b_dec"))
+
+    def hook(module, args, out):
+        x = out.double()  # [1, T, C]
+        pre = (x - b_dec) @ W_enc + b_enc
+        top = pre.topk(sae.k, dim=-1)
+        f = torch.zeros_like(pre).scatter(-1, top.indices, top.values.clamp_min(0))
+        g = f.clone()
+        g[..., list(features)] = to
+        return (x + (g - f) @ W_dec).to(out.dtype)
+
+    handle = model.transformer.h[1].register_forward_hook(hook)  # a block's output is its resid_post
+    try:
+        with torch.no_grad():
+            return model(torch.tensor([ids]))[0, -1].double().numpy()
+    finally:
+        handle.remove()
+
+
+def test_interventions_zero_and_clamp_sae_features_as_a_hook_does(monkeypatch, ckpt_root):
+    root, _ = ckpt_root
+    at = open_page(monkeypatch, ckpt_root, "views/interventions.py")
+    bundle, ids, t = _run(root)
+    sae = gptviz.load_sae(root / NAME / "saes" / "tiny-sae")
+    acts = gptviz.feature_activations(t, sae)
+    firing = top_features(acts[-1:], 2).tolist()  # two features that fire on the last token
+    at.sidebar.select_slider(key="position").set_value(len(ids) - 1)
+    at.multiselect(key="iv_features").set_value(firing)
+    ok(at.run())
+    assert any("edit features" in c.value for c in at.caption)
+    for how, to in (("zero", 0.0), ("a value", 3.5)):
+        ok(at.button_group(key="iv_fhow").set_value(how).run())
+        if how != "zero":  # the value box is off while zero is chosen
+            ok(at.number_input(key="iv_fvalue").set_value(to).run())
+        logits = _by_hand(bundle.model, ids, sae, firing, to)
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        change = at.dataframe[0].value
+        np.testing.assert_allclose(change["after"], probs[change["id"]], atol=1e-5)
+        after = figure(at, "iv_top_after")["data"][0]
+        np.testing.assert_allclose(array(after["x"]), np.sort(probs)[::-1][: len(array(after["x"]))], atol=1e-5)
+    plain = np.exp(t["logits"][-1] - t["logits"][-1].max())
+    assert np.abs(probs - plain / plain.sum()).max() > 1e-3  # the edit moved the prediction
