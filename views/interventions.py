@@ -19,7 +19,7 @@ st.caption(
     "Take a part of the model out and run the prompt again. A head is ablated on its output before the "
     "heads are merged (attn.z, the input of c_proj), so only that head goes; an MLP on what it adds to the "
     "residual stream (mlp.out). Zero puts 0 there; mean puts its mean over this prompt's positions. "
-    "An SAE's features (the sidebar's SAE) are zeroed or clamped with its error term kept."
+    "The features of the SAE picked in the sidebar are zeroed or clamped with its error term kept."
 )
 
 HEADS = [whatif.head_name(l, h) for l in range(L) for h in range(H)]

@@ -64,9 +64,8 @@ def ablated_run(
 
 def feature_pick(v: View) -> FeaturePick | None:
     """The Interventions page's SAE features to edit: the sidebar's SAE, its features chosen in a box
-    and zeroed or clamped; None (and a line saying how) when no SAE is picked or none is chosen."""
+    and zeroed or clamped; None when no SAE is picked (the page's caption says where) or none is chosen."""
     if v.sae is None or v.model_key is None:
-        st.caption("Pick an SAE in the sidebar to zero or clamp its features here too.")
         return None
     sae = sae_for(v.model_key, v.sae)
     if isinstance(sae, str):
