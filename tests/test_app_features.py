@@ -20,6 +20,7 @@ from gptviz.dashboard.state import PRESET_PROMPT
 from gptviz.features import save_sae
 from gptviz.features.reading import top_features
 from gptviz.figures.style import WORD_JOINER
+from gptviz.steering_spec import SteeringSpec
 
 SITE = "blocks.1.resid_post"
 
@@ -238,3 +239,51 @@ def test_interventions_zero_and_clamp_sae_features_as_a_hook_does(monkeypatch, c
         np.testing.assert_allclose(array(after["x"]), np.sort(probs)[::-1][: len(array(after["x"]))], atol=1e-5)
     plain = np.exp(t["logits"][-1] - t["logits"][-1].max())
     assert np.abs(probs - plain / plain.sum()).max() > 1e-3  # the edit moved the prediction
+
+
+def test_steering_round_trips_through_the_url_and_steers_generate(monkeypatch, ckpt_root):
+    root, _ = ckpt_root
+    at = open_page(monkeypatch, ckpt_root, "views/next_token.py")
+    assert "steer" not in at.query_params
+    at.toggle(key="st_on").set_value(True)
+    ok(at.run())
+    ok(at.segmented_control(key="st_source").set_value("an SAE feature").run())
+    at.number_input(key="st_feature").set_value(7)
+    at.selectbox(key="st_layer").set_value(0)
+    at.slider(key="st_coeff").set_value(-3.5)
+    ok(at.run())
+    spec = SteeringSpec("feature", 0, -3.5, feature=7)
+    assert at.query_params["steer"] == spec.text  # written by the run that chose it
+    bars = array(figure(at, "st_top_steered")["data"][0]["x"])
+    # a new session on that URL: the panel shows the same steering, and Generate applies it
+    fresh = ok(app_session("views/next_token.py", timeout=180, steer=spec.text))
+    assert fresh.toggle(key="st_on").value and fresh.number_input(key="st_feature").value == 7
+    assert fresh.selectbox(key="st_layer").value == 0 and fresh.slider(key="st_coeff").value == -3.5
+    np.testing.assert_array_equal(array(figure(fresh, "st_top_steered")["data"][0]["x"]), bars)
+    ok(fresh.switch_page("views/generate.py").run())
+    assert fresh.query_params["steer"] == spec.text and fresh.toggle(key="st_on").value
+    fresh.slider(key="gen_temperature").set_value(0.0)
+    fresh.number_input(key="gen_n").set_value(12)
+    ok(fresh.button(key="gen_run").click().run())
+    bundle, ids, _ = _run(root)
+    sae = gptviz.load_sae(root / NAME / "saes" / "tiny-sae")
+    iv = gptviz.steer("blocks.0.resid_post", sae.W_dec[7], -3.5)
+    want = gptviz.generate(bundle.model, ids, 12, temperature=0, crop_context=True, interventions=[iv])
+    plain = gptviz.generate(bundle.model, ids, 12, temperature=0, crop_context=True)
+    assert fresh.session_state["gen"]["ids"] == want.new_ids != plain.new_ids
+    # off: the URL drops it, and Generate runs unsteered
+    ok(fresh.run())  # Clear was drawn before the tokens came
+    ok(fresh.button(key="gen_clear").click().run())
+    ok(fresh.toggle(key="st_on").set_value(False).run())
+    assert "steer" not in fresh.query_params
+    ok(fresh.button(key="gen_run").click().run())
+    assert fresh.session_state["gen"]["ids"] == plain.new_ids
+
+
+def test_a_bad_steering_link_is_one_line_and_steers_nothing(monkeypatch, ckpt_root):
+    at = open_page(monkeypatch, ckpt_root, "views/next_token.py")
+    bad = app_session("views/next_token.py", timeout=180, steer="vector:1,2@0*4")
+    assert not bad.exception and not bad.toggle(key="st_on").value
+    assert any("steering was not used" in w.value and "comes from" in w.value for w in bad.warning)
+    assert "steer" not in bad.query_params
+    assert at  # the server the two sessions share

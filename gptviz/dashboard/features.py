@@ -19,7 +19,8 @@ from ..generation import generate
 from ..record import Trace
 from ..scanning import Scan, scan
 from ..shipped import shipped_dir
-from ..steering import steer, steering_sweep, steering_vector
+from ..steering import steer, steering_sweep
+from ..steering_spec import SteeringSpec
 from . import uploads
 from .caches import FORWARD, RUN_ENTRIES, ModelKey, RunKey, SAEKey, bundle_for, cached
 from .classmode import allowed_path
@@ -87,10 +88,30 @@ def sample_scan(model: ModelKey, sae: SAEKey) -> Scan:
     return scan(bundle.model, shipped_dir("samples") / SAMPLE_CORPUS, bundle.tokenizer, k=8, saes=[_sae(model, sae)])
 
 
-def vector_from_pairs(model: ModelKey, pairs: tuple[tuple[str, str], ...], site: str) -> np.ndarray:
+@cached(max_entries=16, show_spinner="Building the steering vector…")
+def _spec_vector(model: ModelKey, spec: SteeringSpec, sae: SAEKey | None) -> np.ndarray | str:
     bundle = bundle_for(model)
-    with FORWARD:
-        return steering_vector(bundle.model, pairs, site, bundle.tokenizer)
+    try:
+        loaded = _sae(model, sae) if sae is not None else None
+        with FORWARD:  # prompt pairs run the model
+            vec = spec.vector(bundle, sae=loaded)
+    except GptvizError as e:
+        return str(e)
+    vec.flags.writeable = False  # shared by every session
+    return vec
+
+
+def spec_vector(model: ModelKey, spec: SteeringSpec, sae: SAEKey | None) -> np.ndarray:
+    """The vector a steering spec names on this model (sae: the sidebar's, for an SAE feature), built
+    once per process; GptvizError in one line when it cannot be."""
+    if spec.kind == "feature" and sae is None:
+        raise GptvizError("no SAE is picked: choose one in the sidebar (SAE)")
+    if sae is not None and isinstance(sae_for(model, sae), str):
+        raise GptvizError(str(sae_for(model, sae)))
+    got = _spec_vector(model, spec, sae)
+    if isinstance(got, str):
+        raise GptvizError(got)
+    return got
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Steering every layer at every strength…")

@@ -28,6 +28,10 @@ FOLLOW_VERSION = "_follow_version"  # the live lesson's version a follower's pag
 TEACH_KEY = "_teach_key"  # the teacher key of this session's class, also in its URL (?teach=KEY)
 TEACH_ERROR = "_teach_error"  # why Start teaching made no code (the server or this computer is full)
 
+# Steering (steering_panel.py; state.py reads and writes it as ?steer=)
+STEER = "_steer"  # the session's SteeringSpec (None: off), kept across pages that do not draw the panel
+STEER_ERROR = "_steer_error"  # why a link's ?steer= was not used: one line, shown once by the panel
+
 # Pages (views/)
 HEADS_OPEN_ATTENTION = "_heads_open_attention"  # Heads: a click asked to open its head in Attention
 CORPUS_OPEN = "_corpus_open"  # Corpus: the page key an "open as prompt" click asked for

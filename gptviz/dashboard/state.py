@@ -20,6 +20,7 @@ from .. import figures
 from ..devices import COMPUTE_DTYPES, DEVICES
 from ..formats import Bundle
 from ..record import Trace
+from ..steering_spec import SteeringSpec, SteeringSpecError
 from . import keys
 from .caches import ModelKey, RunKey, SAEKey
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
@@ -31,6 +32,7 @@ URL_KEYS = (
     "device",
     "dtype",
     "sae",
+    "steer",
     "prompt",
     "keep_last",
     "drop_unknown",
@@ -140,6 +142,7 @@ def read_url() -> None:
     from .saes import from_url  # it draws with widgets.py, which reads this module
 
     from_url(q.get("sae"), source)
+    _read_steer(q.get("steer"))
     # newlines arrive %0A-encoded and are kept; a shipped checkpoint may name its own preset
     st.session_state["prompt"] = q.get("prompt", preset_prompt(source) or PRESET_PROMPT)
     if q.get("keep_last") == "1":
@@ -154,6 +157,35 @@ def read_url() -> None:
     if "position" in st.session_state:
         st.session_state[keys.POSITION_FOR] = (source, st.session_state["prompt"])
     st.session_state["presentation"] = q.get("present") == "1"
+
+
+def _read_steer(text: str | None) -> None:
+    """?steer= into the session's spec; the panel's widgets then follow it (steering_panel._fill)."""
+    from .steering_panel import WIDGETS  # it draws with widgets.py, which reads this module
+
+    for key in WIDGETS:
+        st.session_state.pop(key, None)
+    st.session_state[keys.STEER] = None
+    if text is None:
+        return
+    try:
+        st.session_state[keys.STEER] = SteeringSpec.from_text(text)
+    except SteeringSpecError as e:
+        st.session_state[keys.STEER_ERROR] = str(e)
+
+
+def set_steer(spec: SteeringSpec | None) -> None:
+    """The session's steering (None: off), in the URL at once: the sidebar wrote this run's URL
+    before the page chose it."""
+    st.session_state[keys.STEER] = spec
+    written = st.session_state.get(keys.URL_WRITTEN)
+    if not isinstance(written, dict) or written.get("steer") == (spec.text if spec else None):
+        return
+    if spec is None:
+        written.pop("steer", None)
+        st.query_params.pop("steer", None)
+    else:
+        written["steer"] = st.query_params["steer"] = spec.text
 
 
 def write_url(v: View) -> None:
@@ -172,6 +204,9 @@ def write_url(v: View) -> None:
         wanted["dtype"] = v.dtype
     if v.sae_url:
         wanted["sae"] = v.sae_url
+    spec = st.session_state.get(keys.STEER)
+    if isinstance(spec, SteeringSpec):
+        wanted["steer"] = spec.text
     if v.trace is not None:
         wanted.update(layer=str(v.layer), head=str(v.head), position=str(v.position))
     if v.presentation:
