@@ -287,3 +287,51 @@ def test_a_bad_steering_link_is_one_line_and_steers_nothing(monkeypatch, ckpt_ro
     assert any("steering was not used" in w.value and "comes from" in w.value for w in bad.warning)
     assert "steer" not in bad.query_params
     assert at  # the server the two sessions share
+
+
+LESSON_HEAD = 'title = "Mine"\n\n[[slides]]\npage = "mask"\ntitle = "first"\n\n[[slides]]\ntitle = "second"\n'
+
+
+def _open_lesson(monkeypatch, ckpt_root, tmp_path, slide: str):
+    monkeypatch.setenv(CLASS_ENV, "0")  # a teacher's own machine: the path box opens files
+    f = tmp_path / "mine.toml"
+    f.write_text(LESSON_HEAD + slide + "\n")
+    at = open_page(monkeypatch, ckpt_root, "views/lesson.py")
+    at.text_input(key="lesson_path").input(str(f)).run()
+    at.button(key="lesson_path_open").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize(
+    "slide, said",
+    [
+        (f'page = "features"\ncheckpoint = "{NAME}"\nsae = "no-such-sae"', "ships no SAE 'no-such-sae'"),
+        (f'page = "features"\ncheckpoint = "{NAME}"\nfeature = 96', "feature 96 does not exist"),
+        (f'page = "heads"\ncheckpoint = "{NAME}"\nsteer = {{ feature = 1, layer = 5, coeff = 1 }}', "the model has 2"),
+        (f'page = "heads"\ncheckpoint = "{NAME}"\nsteer = {{ neuron = [0, 999], layer = 0, coeff = 1 }}', "neurons"),
+    ],
+)
+def test_a_features_or_steered_slide_the_model_cannot_show_refuses_the_file(
+    monkeypatch, ckpt_root, tmp_path, slide, said
+):
+    at = _open_lesson(monkeypatch, ckpt_root, tmp_path, slide)
+    (msg,) = [e.value for e in at.error]
+    assert "mine: line 7, slide 2: " in msg.replace("\\", "") and said in msg.replace("\\", "") and "\n" not in msg
+
+
+def test_a_steered_features_slide_shows_the_librarys_numbers(monkeypatch, ckpt_root, tmp_path):
+    root, _ = ckpt_root
+    slide = f'page = "features"\ncheckpoint = "{NAME}"\nsae = "tiny-sae-2"\n'
+    slide += 'prompt = "To be, or not"\nsteer = { neuron = [1, 3], layer = 0, coeff = 2.5 }'
+    at = ok(_open_lesson(monkeypatch, ckpt_root, tmp_path, slide))
+    ok(at.button(key="slide_next").click().run())
+    bundle = gptviz.load(root / NAME)
+    sae = gptviz.load_sae(root / NAME / "saes" / "tiny-sae-2")
+    ids = bundle.tokenizer.encode("To be, or not")
+    iv = gptviz.steer("blocks.0.resid_post", gptviz.neuron_direction(bundle.model, 1, 3), 2.5)
+    want = gptviz.feature_activations(gptviz.trace(bundle.model, ids, interventions=[iv]), sae)
+    f = int(np.argmax(want[-1]))  # no feature named: the strongest at the last token
+    np.testing.assert_allclose(array(figure(at, "slide_figure")["data"][0]["y"]), want[:, f], atol=1e-5)
+    plain = gptviz.feature_activations(gptviz.trace(bundle.model, ids), sae)
+    assert np.abs(plain - want).max() > 1e-4  # the slide's run is steered

@@ -130,12 +130,12 @@ def pick_sae(source: str) -> tuple[SAEKey | None, str, str]:
         path = st.sidebar.text_input("SAE path", key="sae_path", help=SAE_HELP).strip()
         if not path:
             return None, "", ""
-        return SAEKey(path, version=_version(path)), shown_name(path), path
+        return SAEKey(path, version=sae_version(path)), shown_name(path), path
     path = shipped_path(source, choice)
-    return SAEKey(path, version=_version(path)), choice, url
+    return SAEKey(path, version=sae_version(path)), choice, url
 
 
-def _version(path: str) -> str:
+def sae_version(path: str) -> str:
     """When the SAE's files last changed ("" for a path that cannot be read: the loader says why)."""
     try:
         p = allowed_path(path)

@@ -59,7 +59,7 @@ def _fill(spec: SteeringSpec | None, cfg, sources: tuple[str, ...]) -> None:
             )
     for key, value in defaults.items():
         # a widget of another page with this key is another widget: its value is handed on as the session's
-        state[key] = state[key] if key in state else value
+        state[key] = state.get(key, value)
 
 
 def _spec(cfg, source: str, layer: int, coeff: float) -> SteeringSpec:
