@@ -49,7 +49,9 @@ def _coeff(value, what: str = "the coefficient") -> float:
     except (TypeError, ValueError):
         c = math.nan
     if not math.isfinite(c) or abs(c) > MAX_COEFF:
-        raise SteeringSpecError(f"{what} must be a number from -{MAX_COEFF:g} to {MAX_COEFF:g}, not {str(value)[:20]!r}")
+        raise SteeringSpecError(
+            f"{what} must be a number from -{MAX_COEFF:g} to {MAX_COEFF:g}, not {str(value)[:20]!r}"
+        )
     return c
 
 
@@ -77,7 +79,9 @@ class SteeringSpec:
         object.__setattr__(self, "coeff", _coeff(self.coeff))
         if self.kind == "pairs":
             if not self.pairs or len(self.pairs) > MAX_PAIRS:
-                raise SteeringSpecError(f"give 1 to {MAX_PAIRS} prompt pairs (positive|negative), not {len(self.pairs)}")
+                raise SteeringSpecError(
+                    f"give 1 to {MAX_PAIRS} prompt pairs (positive|negative), not {len(self.pairs)}"
+                )
             for pos, neg in self.pairs:
                 _pair_text(pos, "a positive text")
                 _pair_text(neg, "a negative text")
@@ -131,7 +135,9 @@ class SteeringSpec:
             model, tokenizer = model.model, tokenizer or model.tokenizer
         n_layer = model.config.n_layer
         if self.layer >= n_layer:
-            raise SteeringSpecError(f"steering after block {self.layer}, but the model has {n_layer} (0 … {n_layer - 1})")
+            raise SteeringSpecError(
+                f"steering after block {self.layer}, but the model has {n_layer} (0 … {n_layer - 1})"
+            )
         if self.kind == "feature":
             if sae is None:
                 raise SteeringSpecError("steering with an SAE feature needs the SAE: pick one")

@@ -97,7 +97,7 @@ def controls(v: View) -> tuple[SteeringSpec, np.ndarray] | None:
     layer = c2.selectbox("Add it after block", range(cfg.n_layer), key="st_layer")
     coeff = c3.slider("Coefficient", -COEFF_RANGE, COEFF_RANGE, step=0.5, key="st_coeff")
     try:
-        spec = _spec(cfg, source, int(layer), float(coeff))
+        spec = _spec(cfg, source or sources[0], int(layer), float(coeff))  # required=True: never None
         vec = fc.spec_vector(model_key, spec, v.sae if spec.kind == "feature" else None)
     except GptvizError as e:
         st.error(f"Cannot build the vector: {widgets.plain(e)}")

@@ -17,6 +17,7 @@ import json
 import re
 import zipfile
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -244,7 +245,8 @@ def load_sae(path, model=None, site: str | None = None) -> SAE:
     SAE's site at the SAE's width (one line if not). site: where a Gemma Scope SAE reads, when its
     path does not say; for a SAELens SAE it overrides the cfg's hook_name. path may be a MemoryPath
     (an upload held in memory), read with the same checks."""
-    p = path if isinstance(path, MemoryPath) else user_path(path)
+    # a MemoryPath answers every pathlib call the readers below make (formats/inmemory.py)
+    p = cast(Path, path) if isinstance(path, MemoryPath) else user_path(path)
     if p.is_dir():
         if (p / CFG).is_file():
             sae = _saelens(p, site)

@@ -45,7 +45,7 @@ class FeatureScan:
                 x = as_rows(value, sae.site, batched=True).float()  # [B, T, d_in]
                 pad = torch.arange(x.size(1), device=x.device)[None, :] >= lengths.to(x.device)[:, None]  # [B, T]
                 top = sae.encode_topk(x)
-                self._batch[i] = self._dense(i, sae.encode(x), pad) if top is None else self._sparse(i, *top, pad)
+                self._batch[i] = self._dense(i, sae.encode(x), pad) if top is None else self._sparse(i, top, pad)
                 return value
 
             return fn
@@ -62,9 +62,10 @@ class FeatureScan:
         self.fires[i] += ((f > 0) & ~pad[:, :, None]).sum((0, 1)).cpu().numpy()
         return f.masked_fill(pad[:, :, None], float("-inf")).max(dim=1)
 
-    def _sparse(self, i: int, values: Tensor, index: Tensor, pad: Tensor) -> tuple[Tensor, Tensor]:
+    def _sparse(self, i: int, top: tuple[Tensor, Tensor], pad: Tensor) -> tuple[Tensor, Tensor]:
         """_dense from a topk SAE's k (value, feature) pairs per token [B, T, k]: the same numbers
         from B·T·k entries, not B·T·F (a third of the SAE's cost in the scan)."""
+        values, index = top
         B, T, _ = values.shape
         F = len(self.fires[i])
         live = (values > 0) & ~pad[:, :, None]  # [B, T, k]: the features firing on real tokens
