@@ -228,12 +228,13 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
     source, label = _pick_checkpoint()
     device = _pick_device()
     dtype = _pick_dtype()
-    sae, sae_label, sae_url = pick_sae(source or "")
     with st.sidebar.form("prompt_form", border=False):
         st.text_area(
             "Prompt", key="prompt", height=100, help="Several lines are fine. Press Ctrl+Enter or Run to run the model"
         )
         st.form_submit_button("Run", key="run_btn", type="primary")
+    # under the prompt: Run stays in a 1280 × 720 screen, and the SAE is read by a few pages only
+    sae, sae_label, sae_url = pick_sae(source or "")
     presentation = st.sidebar.toggle("Presentation mode (larger fonts)", key="presentation")
     sidebar_for(presentation)  # fold the sidebar away on turning it on (layout.py)
     if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page

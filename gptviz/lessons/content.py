@@ -21,7 +21,7 @@ from ..analysis.heads import LABEL_NAMES
 from ..features import SAE, SAEError
 from ..features.activations import feature_activations
 from ..features.reading import logit_effect
-from ..figures.style import BLUE, ORANGE, deep_update, from_spec, style
+from ..figures.style import BLUE, ORANGE, deep_update, from_spec, plotly_text, style
 from ..formats import Bundle
 from ..record import Trace
 from . import Highlight, Slide
@@ -282,10 +282,13 @@ def _features(slide: Slide, bundle: Bundle, trace: Trace, sae: SAE) -> Content:
     a = acts[:, f]  # [T]
     T, row = len(a), _row(slide, len(a))
     labels = _labels(bundle, trace)
+    ids = [int(i) for i in trace.token_ids]
+    chars = [plotly_text(t) for t in (bundle.tokenizer.display(ids) if bundle.tokenizer else map(str, ids))]
     colours = [ORANGE if i == row else BLUE for i in range(T)]
     fig = go.Figure(go.Bar(x=list(range(T)), y=a, marker_color=colours, hovertext=labels, hoverinfo="text+y"))
-    style(fig, f"feature {f} of the SAE at {sae.site}, on each token", height=FIGURE_HEIGHT)
-    fig.update_xaxes(tickvals=list(range(T)), ticktext=labels, title_text="token")
+    style(fig, f"feature {f} at {sae.site}", height=FIGURE_HEIGHT)
+    # the tokens alone, upright: a slide's 70 'index token' labels turned on their side could not be read
+    fig.update_xaxes(tickvals=list(range(T)), ticktext=chars, tickangle=0, tickfont=dict(size=10), title_text="token")
     fig.update_yaxes(title_text="activation")
     words = _labels(bundle, trace, for_plotly=False)
     order = np.argsort(-a, kind="stable")[:5]
