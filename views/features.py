@@ -5,16 +5,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from gptviz import analysis, figures
 from gptviz.dashboard import features as fc
 from gptviz.dashboard import widgets
-from gptviz.features.activations import feature_activations
-from gptviz.features.reading import logit_effect, top_features
+from gptviz.features.reading import top_features
 
 CONTEXT = 24  # tokens shown on each side of a context's firing token
 
 v = widgets.require_trace() or st.stop()
-t = v.trace
 st.title("Features")
 st.caption(
     "A sparse autoencoder (SAE) rewrites one point of the model (its site) as a sparse sum of learned "
@@ -28,13 +25,13 @@ st.caption(
     f"{sae.d_in} → {sae.d_sae:,} features{k_note}."
 )
 
-acts = feature_activations(t, sae)  # [T, d_sae]
+acts = fc.activations(v.key, v.sae)  # [T, d_sae]
 n = st.slider("Features shown", 4, 40, 12, key="ft_n")
-shown = top_features(acts, n)
-if not len(shown):
+heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation)  # figures built once per process (features.py)
+if heat is None:
     st.warning("No feature fires anywhere on this prompt.")
     st.stop()
-widgets.chart(figures.feature_heatmap(acts[:, shown], v.labels, shown.tolist()), key="ft_heatmap")
+widgets.figure_chart(heat, key="ft_heatmap")
 
 pos = v.position
 on_token = top_features(acts[pos : pos + 1], 10)
@@ -47,16 +44,15 @@ st.dataframe(
 st.caption("The position is chosen in the sidebar.")
 
 st.subheader("One feature")
-default = int(on_token[0]) if len(on_token) else int(shown[0])
+default = int(on_token[0]) if len(on_token) else int(top_features(acts, 1)[0])
 feature = int(st.number_input("Feature", 0, sae.d_sae - 1, default, key="ft_feature"))
 left, right = st.columns(2)
 with left:
-    try:
-        up, down = logit_effect(v.bundle.model, sae, feature)
-        named = lambda pairs: [(v.display([i])[0], x) for i, x in pairs]  # noqa: E731
-        widgets.chart(figures.logit_effect_bars(named(up), named(down), feature), key="ft_effect")
-    except Exception as e:  # an SAE outside the residual stream's width has no direct logit effect
-        st.info(widgets.plain(e))
+    effect = fc.effect_figure(v.model_key, v.sae, feature, v.presentation)
+    if isinstance(effect, str):  # an SAE outside the residual stream's width has no direct logit effect
+        st.info(widgets.plain(effect))
+    else:
+        widgets.figure_chart(effect, key="ft_effect")
 with right:
     where = "this prompt's tokens"
     density = None
@@ -64,7 +60,7 @@ with right:
         s = fc.sample_scan(v.model_key, v.sae)
         dens = s.feature_density.set_index("feature")
         density, where = float(dens.loc[feature, "density"]), f"{s.summary['tokens']:,} corpus tokens"
-    widgets.chart(figures.activation_histogram(acts[:, feature], feature, where, density), key="ft_hist")
+    widgets.figure_chart(fc.histogram_figure(v.key, v.sae, feature, where, density, v.presentation), key="ft_hist")
 
 if st.session_state.get("ft_scan"):
     rows = s.features[s.features.feature == feature].sort_values("rank")
@@ -83,19 +79,12 @@ st.subheader(f"Edit feature {feature} and watch the next token after {v.labels[p
 c1, c2 = st.columns([1, 2])
 how = c1.segmented_control("Set it to", ["zero", "a value"], key="ft_how", default="zero", required=True)
 value = c2.number_input("Value (clamp)", value=float(np.round(acts[:, feature].max() * 2, 3)), key="ft_value")
-edit = fc.feature_edit_run(v.key, v.sae, (feature,), "zero" if how == "zero" else float(value))
-before, after = t.part("logits", pos), edit.part("logits", pos)
+before, after = fc.edit_figures(v.key, v.sae, feature, "zero" if how == "zero" else float(value), pos, v.presentation)
 a, b = st.columns(2)
 with a:
-    widgets.chart(
-        figures.topk_bars(analysis.top_k(before, 8, display=v.display), position_label=f"{v.labels[pos]} (before)"),
-        key="ft_before",
-    )
+    widgets.figure_chart(before, key="ft_before")
 with b:
-    widgets.chart(
-        figures.topk_bars(analysis.top_k(after, 8, display=v.display), position_label=f"{v.labels[pos]} (edited)"),
-        key="ft_after",
-    )
+    widgets.figure_chart(after, key="ft_after")
 st.caption(
     "The edit keeps the SAE's error term: the site's value x becomes x + decode(f′) − decode(f), so only "
     "this feature's part of the reconstruction changes."

@@ -8,12 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
+from .. import analysis, figures
 from ..capture import trace
 from ..errors import GptvizError
-from ..features import SAE, load_sae
+from ..features import SAE, SAEError, load_sae
+from ..features.activations import feature_activations
 from ..features.edits import edit_features
+from ..features.reading import logit_effect, top_features
 from ..formats import MemoryPath
 from ..generation import generate
 from ..record import Trace
@@ -22,7 +26,18 @@ from ..shipped import shipped_dir
 from ..steering import steer, steering_sweep
 from ..steering_spec import SteeringSpec
 from . import uploads
-from .caches import FORWARD, RUN_ENTRIES, ModelKey, RunKey, SAEKey, bundle_for, cached
+from .caches import (
+    FIGURE_ENTRIES,
+    FORWARD,
+    RUN_ENTRIES,
+    ModelKey,
+    RunKey,
+    SAEKey,
+    bundle_for,
+    cached,
+    run_labels,
+    run_trace,
+)
 from .classmode import allowed_path
 from .state import View
 from .widgets import plain
@@ -141,3 +156,61 @@ def steered_run(key: RunKey, vector: tuple[float, ...], site: str, coeff: float)
         return trace(
             bundle.model, list(key.ids), bundle.tokenizer, [steer(site, np.asarray(vector, np.float32), coeff)]
         )
+
+
+# --- the Features page's figures, built and styled once per process (as caches.py's: a class opens
+# the page together, and building a Plotly figure costs tens of ms); read-only
+@cached(max_entries=RUN_ENTRIES, show_spinner=False)
+def activations(key: RunKey, sae: SAEKey) -> np.ndarray:
+    """[T, d_sae]: the SAE's features on the run, read-only."""
+    acts = feature_activations(run_trace(key), _sae(key.model, sae))
+    acts.flags.writeable = False
+    return acts
+
+
+@cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def heatmap_figure(key: RunKey, sae: SAEKey, n: int, presentation: bool) -> go.Figure | None:
+    """The prompt's n strongest features at each token; None when no feature fires."""
+    acts = activations(key, sae)
+    shown = top_features(acts, n)
+    if not len(shown):
+        return None
+    return figures.presentation(figures.feature_heatmap(acts[:, shown], run_labels(key), shown.tolist()), presentation)
+
+
+def _display(model: ModelKey):
+    tok = bundle_for(model).tokenizer
+    return tok.display if tok is not None else (lambda ids: [str(i) for i in ids])
+
+
+@cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def effect_figure(model: ModelKey, sae: SAEKey, feature: int, presentation: bool) -> go.Figure | str:
+    """A feature's logit effect; or why it has none (an SAE off the residual stream's width)."""
+    try:
+        up, down = logit_effect(bundle_for(model).model, _sae(model, sae), feature)
+    except SAEError as e:
+        return str(e)
+    display = _display(model)
+    named = [[(display([i])[0], x) for i, x in pairs] for pairs in (up, down)]
+    return figures.presentation(figures.logit_effect_bars(*named, feature), presentation)
+
+
+@cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def histogram_figure(
+    key: RunKey, sae: SAEKey, feature: int, where: str, density: float | None, presentation: bool
+) -> go.Figure:
+    fig = figures.activation_histogram(activations(key, sae)[:, feature], feature, where, density)
+    return figures.presentation(fig, presentation)
+
+
+@cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
+def edit_figures(
+    key: RunKey, sae: SAEKey, feature: int, how: str | float, pos: int, presentation: bool
+) -> tuple[go.Figure, go.Figure]:
+    """The next-token bars at pos before and after the feature's edit."""
+    display, label = _display(key.model), run_labels(key)[pos]
+    out = []
+    for run, name in ((run_trace(key), "before"), (feature_edit_run(key, sae, (feature,), how), "edited")):
+        top = analysis.top_k(run.part("logits", pos), 8, display=display)
+        out.append(figures.presentation(figures.topk_bars(top, position_label=f"{label} ({name})"), presentation))
+    return out[0], out[1]
