@@ -76,11 +76,7 @@ def from_url(value: str | None, source: str) -> None:
 
 
 def _owner() -> uploads.SessionUploads:
-    """This session's SAE upload owner: its own, so an SAE upload does not replace the checkpoint's."""
-    owner = st.session_state.get(keys.SAE_UPLOADS)
-    if not isinstance(owner, uploads.SessionUploads):
-        owner = st.session_state[keys.SAE_UPLOADS] = uploads.SessionUploads()
-    return owner
+    return uploads.session_owner(keys.SAE_UPLOADS)  # its own: an SAE upload does not replace the checkpoint's
 
 
 def _upload() -> tuple[SAEKey | None, str]:

@@ -33,11 +33,7 @@ PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
 
 
 def _session_uploads() -> uploads.SessionUploads:
-    """This session's upload owner, kept in its session state: its bytes go when the session does."""
-    owner = st.session_state.get(keys.UPLOADS)
-    if not isinstance(owner, uploads.SessionUploads):
-        owner = st.session_state[keys.UPLOADS] = uploads.SessionUploads()
-    return owner
+    return uploads.session_owner(keys.UPLOADS)
 
 
 def _pick_checkpoint() -> tuple[str | None, str]:
