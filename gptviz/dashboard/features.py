@@ -191,8 +191,8 @@ def effect_figure(model: ModelKey, sae: SAEKey, feature: int, presentation: bool
     except SAEError as e:
         return str(e)
     display = _display(model)
-    named = [[(display([i])[0], x) for i, x in pairs] for pairs in (up, down)]
-    return figures.presentation(figures.logit_effect_bars(*named, feature), presentation)
+    promoted, suppressed = ([(display([i])[0], x) for i, x in pairs] for pairs in (up, down))
+    return figures.presentation(figures.logit_effect_bars(promoted, suppressed, feature), presentation)
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
