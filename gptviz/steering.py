@@ -35,7 +35,8 @@ LOGIT_BUDGET = 1 << 24  # floats of [rows, T, V] logits one batch of the sweep m
 
 
 def _vector(v, what: str = "the steering vector") -> Tensor:
-    t = torch.as_tensor(np.asarray(v.detach().cpu() if isinstance(v, Tensor) else v, dtype=np.float32))
+    # a copy: a read-only array (a cached vector the dashboard shares) cannot back a tensor
+    t = torch.tensor(np.asarray(v.detach().cpu() if isinstance(v, Tensor) else v, dtype=np.float32))
     if t.dim() != 1 or t.numel() == 0:
         raise InterventionError(f"{what} must be one row of numbers, got shape {list(t.shape)}")
     if not torch.isfinite(t).all():

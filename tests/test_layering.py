@@ -33,6 +33,7 @@ LAYERS = (
     "capture",
     "features",  # sparse autoencoders: files, encode/decode, feature edits (training one is in training/)
     "steering",  # steering vectors and the dose-response sweep
+    "steering_spec",  # a steering vector named in words: a link's, a lesson slide's
     "generation",
     "analysis",
     "timeline",

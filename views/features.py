@@ -5,52 +5,33 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from gptviz import analysis, figures
 from gptviz.dashboard import features as fc
 from gptviz.dashboard import widgets
-from gptviz.features.activations import feature_activations
-from gptviz.features.reading import logit_effect, top_features
+from gptviz.features.reading import top_features
 
-PATH = "a local path…"
 CONTEXT = 24  # tokens shown on each side of a context's firing token
 
 v = widgets.require_trace() or st.stop()
-t = v.trace
 st.title("Features")
 st.caption(
     "A sparse autoencoder (SAE) rewrites one point of the model (its site) as a sparse sum of learned "
     "directions, its features. Below: which features fire on each token of the prompt, what one feature "
     "writes into the prediction, where it fires most in the sample corpus, and what changes when it is removed."
 )
-shipped = fc.shipped_saes(v.source)
-pick = st.selectbox(
-    "SAE", [*shipped, PATH], key="ft_sae", format_func=lambda p: p if p == PATH else f"shipped: {fc.sae_label(p)}"
-)
-path = (
-    st.text_input("SAE folder (cfg.json + sae_weights.safetensors) or params.npz", key="ft_path")
-    if pick == PATH
-    else pick
-)
-if not path:
-    st.info(
-        "No SAE ships with this checkpoint: give the folder of one (SAELens's format or Gemma Scope's), "
-        "or train one with `gptviz sae train`."
-    )
-    st.stop()
-sae = fc.sae_for(v.model_key, path)
-if isinstance(sae, str):
-    st.error(f"Cannot use that SAE: {widgets.plain(sae)}")
-    st.stop()
+sae = fc.require_sae(v) or st.stop()
 k_note = f", k = {sae.k}" if sae.k else ""
-st.caption(f"{sae.architecture} SAE reading {sae.site}: {sae.d_in} → {sae.d_sae:,} features{k_note}.")
+st.caption(
+    f"{widgets.plain(v.sae_label)}: {sae.architecture} SAE reading {sae.site}, "
+    f"{sae.d_in} → {sae.d_sae:,} features{k_note}."
+)
 
-acts = feature_activations(t, sae)  # [T, d_sae]
+acts = fc.activations(v.key, v.sae)  # [T, d_sae]
 n = st.slider("Features shown", 4, 40, 12, key="ft_n")
-shown = top_features(acts, n)
-if not len(shown):
+heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation)  # figures built once per process (features.py)
+if heat is None:
     st.warning("No feature fires anywhere on this prompt.")
     st.stop()
-widgets.chart(figures.feature_heatmap(acts[:, shown], v.labels, shown.tolist()), key="ft_heatmap")
+widgets.figure_chart(heat, key="ft_heatmap")
 
 pos = v.position
 on_token = top_features(acts[pos : pos + 1], 10)
@@ -63,24 +44,23 @@ st.dataframe(
 st.caption("The position is chosen in the sidebar.")
 
 st.subheader("One feature")
-default = int(on_token[0]) if len(on_token) else int(shown[0])
+default = int(on_token[0]) if len(on_token) else int(top_features(acts, 1)[0])
 feature = int(st.number_input("Feature", 0, sae.d_sae - 1, default, key="ft_feature"))
 left, right = st.columns(2)
 with left:
-    try:
-        up, down = logit_effect(v.bundle.model, sae, feature)
-        named = lambda pairs: [(v.display([i])[0], x) for i, x in pairs]  # noqa: E731
-        widgets.chart(figures.logit_effect_bars(named(up), named(down), feature), key="ft_effect")
-    except Exception as e:  # an SAE outside the residual stream's width has no direct logit effect
-        st.info(widgets.plain(e))
+    effect = fc.effect_figure(v.model_key, v.sae, feature, v.presentation)
+    if isinstance(effect, str):  # an SAE outside the residual stream's width has no direct logit effect
+        st.info(widgets.plain(effect))
+    else:
+        widgets.figure_chart(effect, key="ft_effect")
 with right:
     where = "this prompt's tokens"
     density = None
     if st.toggle("Contexts from the sample corpus", key="ft_scan", help="Scans the sample corpus once per process"):
-        s = fc.sample_scan(v.model_key, path)
+        s = fc.sample_scan(v.model_key, v.sae)
         dens = s.feature_density.set_index("feature")
         density, where = float(dens.loc[feature, "density"]), f"{s.summary['tokens']:,} corpus tokens"
-    widgets.chart(figures.activation_histogram(acts[:, feature], feature, where, density), key="ft_hist")
+    widgets.figure_chart(fc.histogram_figure(v.key, v.sae, feature, where, density, v.presentation), key="ft_hist")
 
 if st.session_state.get("ft_scan"):
     rows = s.features[s.features.feature == feature].sort_values("rank")
@@ -99,19 +79,12 @@ st.subheader(f"Edit feature {feature} and watch the next token after {v.labels[p
 c1, c2 = st.columns([1, 2])
 how = c1.segmented_control("Set it to", ["zero", "a value"], key="ft_how", default="zero", required=True)
 value = c2.number_input("Value (clamp)", value=float(np.round(acts[:, feature].max() * 2, 3)), key="ft_value")
-edit = fc.feature_edit_run(v.key, path, (feature,), "zero" if how == "zero" else float(value))
-before, after = t.part("logits", pos), edit.part("logits", pos)
+before, after = fc.edit_figures(v.key, v.sae, feature, "zero" if how == "zero" else float(value), pos, v.presentation)
 a, b = st.columns(2)
 with a:
-    widgets.chart(
-        figures.topk_bars(analysis.top_k(before, 8, display=v.display), position_label=f"{v.labels[pos]} (before)"),
-        key="ft_before",
-    )
+    widgets.figure_chart(before, key="ft_before")
 with b:
-    widgets.chart(
-        figures.topk_bars(analysis.top_k(after, 8, display=v.display), position_label=f"{v.labels[pos]} (edited)"),
-        key="ft_after",
-    )
+    widgets.figure_chart(after, key="ft_after")
 st.caption(
     "The edit keeps the SAE's error term: the site's value x becomes x + decode(f′) − decode(f), so only "
     "this feature's part of the reconstruction changes."

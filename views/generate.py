@@ -8,10 +8,11 @@ import streamlit as st
 import gptviz
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
-from gptviz.dashboard import caches, generating, progress, widgets
+from gptviz.dashboard import caches, generating, keys, progress, steering_panel, widgets
 from gptviz.errors import GptvizError
 from gptviz.figures import generation as gfig
 from gptviz.figures.attention import MAX_CELLS
+from gptviz.steering import steer
 
 v = widgets.require_trace() or st.stop()
 st.title("Generate")
@@ -46,6 +47,9 @@ slide = st.checkbox(
     help="As nanoGPT's sample.py: once the text is longer than the model reads, keep its last "
     f"{block} tokens and go on (each step then runs that window afresh). Off: stop at block_size.",
 )
+with st.expander("Steer the generation", expanded=st.session_state.get(keys.STEER) is not None):
+    steered = steering_panel.controls(v)  # the same vector as Next token's panel, kept in the URL
+steering = [steer(steered[0].site, steered[1], steered[0].coeff)] if steered else []
 all_ids = prompt_ids + gen["ids"]
 room = block - len(all_ids)
 stuck = room <= 0 and not slide
@@ -72,6 +76,7 @@ if one or many:
                 crop_context=slide,
                 step_lock=caches.FORWARD,  # one forward pass at a time (caches.FORWARD says why)
                 progress=report,
+                interventions=steering,
             )
     except GptvizError as e:
         st.error(f"Not generated: {widgets.plain(e)}")
@@ -93,17 +98,7 @@ b5.button(
     on_click=partial(st.session_state.__setitem__, "prompt", text),
     help="Continue from here in every page: the prompt becomes the text so far",
 )
-if stuck:
-    st.info(
-        f"The text has reached the model's context, block_size = {block} tokens: it reads no more, so "
-        "generation stops here. Tick *Slide past block_size* to go on with its last tokens, Clear, or use a "
-        "shorter prompt."
-    )
-elif room < 0:
-    st.info(
-        f"The text is longer than the model's context, block_size = {block} tokens: each token past it was "
-        f"predicted from the {block} tokens before it (a sliding window), and its attention rows cover only those."
-    )
+generating.context_note(stuck, room, block)
 
 steps = len(gen["ids"])
 P = len(prompt_ids)

@@ -18,7 +18,8 @@ st.title("Interventions")
 st.caption(
     "Take a part of the model out and run the prompt again. A head is ablated on its output before the "
     "heads are merged (attn.z, the input of c_proj), so only that head goes; an MLP on what it adds to the "
-    "residual stream (mlp.out). Zero puts 0 there; mean puts its mean over this prompt's positions."
+    "residual stream (mlp.out). Zero puts 0 there; mean puts its mean over this prompt's positions. "
+    "The features of the SAE picked in the sidebar are zeroed or clamped with its error term kept."
 )
 
 HEADS = [whatif.head_name(l, h) for l in range(L) for h in range(H)]
@@ -40,12 +41,13 @@ if v.source == "shakespeare-char":
     if st.session_state.get("iv_heads") == ["L0H3"]:
         st.info(PRESET)
 
+features = whatif.feature_pick(v)
 heads = tuple(whatif.parse_head(n) for n in picked)
-if not heads and not mlps:
+if not heads and not mlps and features is None:
     st.info("Choose heads or MLPs to ablate (or click tiles of the grid below) to see what changes.")
     edited = None
 else:
-    edited = whatif.ablated_run(v.key, heads, tuple(mlps), how)
+    edited = whatif.ablated_run(v.key, heads, tuple(mlps), how, features)
     st.caption("Edits: " + "; ".join(widgets.plain(iv.describe()) for iv in edited.interventions))
 
 pos = v.position

@@ -64,14 +64,16 @@ def main(args) -> None:
     batched = _median(lambda: steering_sweep(model, ids, v, "resid_post", COEFFS, target=0), repeats)
     loop = _median(naive, repeats)
     data = shipped_dir("samples") / "shakespeare"
-    plain_s, sae_s = [], []
+    plain_s, sae_s, plain_cpu, sae_cpu = [], [], [], []
     for _ in range(max(1, repeats // 2)):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         s0 = scan(model, data, bundle.tokenizer)
         plain_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
+        plain_cpu.append(time.process_time() - c0)
+        t0, c0 = time.perf_counter(), time.process_time()
         scan(model, data, bundle.tokenizer, saes=[sae])
         sae_s.append(time.perf_counter() - t0)
+        sae_cpu.append(time.process_time() - c0)
     out = {
         "machine": platform.machine(),
         "threads": torch.get_num_threads(),
@@ -85,6 +87,10 @@ def main(args) -> None:
         "scan_s": round(statistics.median(plain_s), 3),
         "scan_with_sae_s": round(statistics.median(sae_s), 3),
         "scan_sae_ratio": round(statistics.median(sae_s) / statistics.median(plain_s), 3),
+        # CPU time: on a shared machine the wall time of the same scan varies several-fold, its CPU time little
+        "scan_cpu_s": round(statistics.median(plain_cpu), 3),
+        "scan_with_sae_cpu_s": round(statistics.median(sae_cpu), 3),
+        "scan_sae_cpu_ratio": round(statistics.median(sae_cpu) / statistics.median(plain_cpu), 3),
         "sae": f"{sae}",
     }
     print(json.dumps(out))

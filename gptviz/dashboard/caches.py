@@ -57,7 +57,7 @@ def text_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def key_bytes(key: ModelKey | RunKey) -> bytes:
+def key_bytes(key: ModelKey | RunKey | SAEKey) -> bytes:
     """A key as the caches hash it: its repr names every field (strings quoted), in a hundredth of the
     time Streamlit takes to walk the dataclass field by field (0.2 ms a call, a dozen calls a run)."""
     return text_bytes(repr(key))
@@ -101,7 +101,17 @@ class RunKey:
     names: tuple[str, ...] | None = None  # what the run keeps (gptviz.trace's names=); None: every name
 
 
-HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes}
+@dataclass(frozen=True)
+class SAEKey:
+    """An SAE the sidebar picked (dashboard/saes.py): a path (a shipped SAE's folder, or typed) or an
+    upload held in its session's memory, named like a checkpoint's (uploads.py)."""
+
+    source: str  # a path, or "upload:<content hash>"
+    owner: str = ""  # an upload's session token: only that session's keys reach its SAE
+    version: str = ""  # the files' times, so an SAE trained again in place loads again
+
+
+HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes, SAEKey: key_bytes}
 
 
 @cached(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")

@@ -49,7 +49,7 @@ def compare_tab(a: Version, model: ModelKey) -> None:
     )
     typed = st.text_input("Scan B: the folder of a second scan, same corpus", key="corpus_compare_folder")
     if not typed:
-        st.info("Type the folder of a second scan (`python -m gptviz scan --out`) to compare it with this one.")
+        st.info("Type the folder of a second scan (`gptviz scan --out`) to compare it with this one.")
         return
     try:
         b = scan_version(scan_folder(typed))  # a class server: its roots only

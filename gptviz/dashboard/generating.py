@@ -29,3 +29,18 @@ def say_why_stopped(g: Generation, display: Callable[[list[int]], list[str]]) ->
         )
     elif g.stopped:
         st.warning(f"Generation {g.stopped}.")  # gptviz's own sentence, no user text
+
+
+def context_note(stuck: bool, room: int, block: int) -> None:
+    """Why generation cannot go on (the text filled the context and sliding is off), or that it slides."""
+    if stuck:
+        st.info(
+            f"The text has reached the model's context, block_size = {block} tokens: it reads no more, so "
+            "generation stops here. Tick *Slide past block_size* to go on with its last tokens, Clear, or use a "
+            "shorter prompt."
+        )
+    elif room < 0:
+        st.info(
+            f"The text is longer than the model's context, block_size = {block} tokens: each token past it was "
+            f"predicted from the {block} tokens before it (a sliding window), and its attention rows cover only those."
+        )

@@ -14,6 +14,7 @@ SIDEBAR_FOR_PRESENTATION = "_sidebar_for_presentation"  # the presentation flag 
 
 # Uploads (sidebar.py)
 UPLOADS = "_uploads"  # this session's SessionUploads owner: its bytes go when the session does
+SAE_UPLOADS = "_sae_uploads"  # this session's SAE upload owner (saes.py), apart from its checkpoint's
 UPLOAD_NAMES = "_upload_names"  # the uploaded files' names, shown when the uploader is empty after a rerun
 
 # Classroom: forward-pass steps, lessons, following a teacher (classroom.py, slides.py)
@@ -27,6 +28,10 @@ FOLLOW_VERSION = "_follow_version"  # the live lesson's version a follower's pag
 TEACH_KEY = "_teach_key"  # the teacher key of this session's class, also in its URL (?teach=KEY)
 POLL_VOTER = "_poll_voter"  # a follower's random voter token: one answer per poll per follower session (predict.py)
 TEACH_ERROR = "_teach_error"  # why Start teaching made no code (the server or this computer is full)
+
+# Steering (steering_panel.py; state.py reads and writes it as ?steer=)
+STEER = "_steer"  # the session's SteeringSpec (None: off), kept across pages that do not draw the panel
+STEER_ERROR = "_steer_error"  # why a link's ?steer= was not used: one line, shown once by the panel
 
 # Pages (views/)
 HEADS_OPEN_ATTENTION = "_heads_open_attention"  # Heads: a click asked to open its head in Attention

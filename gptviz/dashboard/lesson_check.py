@@ -11,7 +11,9 @@ from ..errors import GptvizError
 from ..lessons import Lesson, LessonError, Slide, content
 from ..tokenizers import encode_prompt
 from . import caches, sources
-from .caches import ModelKey
+from .caches import ModelKey, SAEKey
+from .features import sae_for, spec_vector
+from .saes import sae_version, shipped_path, shipped_saes
 from .state import PRESET_PROMPT
 
 # the worked examples' sizes: tokens of the heatmap a highlight frames (None: no heatmap)
@@ -26,6 +28,39 @@ def slide_checkpoint(slide: Slide) -> str:
 def slide_prompt(slide: Slide, name: str) -> str:
     """The prompt a real-model slide runs: its own, else its checkpoint's preset, else the default."""
     return slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
+
+
+def slide_sae(slide: Slide, name: str) -> SAEKey | None:
+    """The SAE a slide reads (a features slide, or one steering with a feature): its `sae` shipped
+    beside its checkpoint, else that checkpoint's first; None when it reads none or none is shipped."""
+    if slide.page != "features" and (slide.steer is None or slide.steer.kind != "feature"):
+        return None
+    names = shipped_saes(name)
+    sae = slide.sae or (names[0] if names else None)
+    if sae is None or sae not in names:
+        return None
+    path = shipped_path(name, sae)
+    return SAEKey(path, version=sae_version(path))
+
+
+def _reads(where: str, slide: Slide, key: ModelKey) -> None:
+    """LessonError unless the slide's SAE is shipped, loads and fits, its feature exists, and its
+    steering vector can be built on its model."""
+    sae_key = slide_sae(slide, key.source)
+    if sae_key is None and (slide.page == "features" or (slide.steer and slide.steer.kind == "feature")):
+        names = ", ".join(shipped_saes(key.source)) or "none"
+        asked = f"SAE {slide.sae!r}" if slide.sae else "an SAE"
+        raise LessonError(f"{where}: checkpoint {key.source!r} ships no {asked}; shipped SAEs: {names}"[:300])
+    sae = sae_for(key, sae_key) if sae_key is not None else None
+    if isinstance(sae, str):
+        raise LessonError(f"{where}: {sae.splitlines()[0][:240]}")
+    if sae is not None and slide.feature is not None:
+        _in(where, "feature", slide.feature, sae.d_sae, "features", f"SAE {slide.sae or 'shipped'}")
+    if slide.steer is not None:
+        try:
+            spec_vector(key, slide.steer, sae_key if slide.steer.kind == "feature" else None)
+        except GptvizError as e:
+            raise LessonError(f"{where}: 'steer': {str(e).splitlines()[0][:240]}") from None
 
 
 def _in(where: str, what: str, value: int, n: int, noun: str, of: str) -> None:
@@ -49,6 +84,7 @@ def _model(where: str, slide: Slide) -> tuple[int, int, int, str]:
         raise
     except GptvizError as e:
         raise LessonError(f"{where}: {str(e).splitlines()[0][:240]}") from None
+    _reads(where, slide, ModelKey(name, "cpu", sources.version(name)))
     return cfg.n_layer, cfg.n_head, len(ids), f"checkpoint {name!r}"
 
 

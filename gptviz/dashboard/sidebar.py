@@ -14,6 +14,7 @@ from . import keys, uploads
 from .caches import ModelKey, RunKey, bundle_for, run_trace
 from .classmode import UPLOADS_ENV, class_mode, upload_total_bytes, uploads_allowed
 from .layout import sidebar_for
+from .saes import pick_sae
 from .sources import (
     CHECKPOINT_HELP,
     DEMO,
@@ -32,11 +33,7 @@ PRESENTATION_ROOT_PX = 21  # Streamlit's default root font is 16 px
 
 
 def _session_uploads() -> uploads.SessionUploads:
-    """This session's upload owner, kept in its session state: its bytes go when the session does."""
-    owner = st.session_state.get(keys.UPLOADS)
-    if not isinstance(owner, uploads.SessionUploads):
-        owner = st.session_state[keys.UPLOADS] = uploads.SessionUploads()
-    return owner
+    return uploads.session_owner(keys.UPLOADS)
 
 
 def _pick_checkpoint() -> tuple[str | None, str]:
@@ -232,12 +229,15 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
             "Prompt", key="prompt", height=100, help="Several lines are fine. Press Ctrl+Enter or Run to run the model"
         )
         st.form_submit_button("Run", key="run_btn", type="primary")
+    # under the prompt: Run stays in a 1280 × 720 screen, and the SAE is read by a few pages only
+    sae, sae_label, sae_url = pick_sae(source or "")
     presentation = st.sidebar.toggle("Presentation mode (larger fonts)", key="presentation")
     sidebar_for(presentation)  # fold the sidebar away on turning it on (layout.py)
     if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page
         st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")
     prompt = st.session_state.get("prompt", "")
     v = View(source=source or "", device=device, prompt=prompt, presentation=presentation, label=label, dtype=dtype)
+    v.sae, v.sae_label, v.sae_url = sae, sae_label, sae_url
     set_view(v)
     if source is None:
         st.info("Choose a checkpoint in the sidebar: a local path, or upload its files.")

@@ -24,9 +24,10 @@ from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
 from . import caches, join, keys, live, predict, sources
+from . import features as fc
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
-from .lesson_check import check_lesson, slide_checkpoint, slide_prompt
+from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae
 from .pages import page_file
 from .state import link_params
 from .widgets import CHART_CONFIG, plain
@@ -94,7 +95,7 @@ def model_key(slide: Slide) -> ModelKey | None:
 def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
     """What the slide shows, once per process for every session and follower; a slide that cannot
     be shown gives its one-line reason instead (remembered too: a class would ask again and again)."""
-    bundle = trace = None
+    bundle = trace = sae = None
     if key is not None:
         if key.source not in (*sources.shipped(), sources.DEMO):
             names = ", ".join(sources.shipped())
@@ -105,13 +106,13 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
             if bundle.tokenizer is None:
                 return f"checkpoint {key.source!r} has no tokenizer: a lesson cannot give it a prompt"
             ids = encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size, keep_last=True)
-            trace = caches.run_trace(RunKey(key, tuple(ids)))
+            trace, sae = _run(slide, RunKey(key, tuple(ids)))
         except GptvizError as e:
             return str(e).splitlines()[0][:300]
     # a real model's slide may run it again (the mask-leak slide: twice); a toy slide runs nothing
     with caches.FORWARD if key is not None else contextlib.nullcontext():
-        c = content.build(slide, bundle, trace)
-    if slide.page not in ("softmax", "heads", "predict") and slide.step in (None, "weights"):
+        c = content.build(slide, bundle, trace, sae)
+    if slide.page not in ("softmax", "heads", "predict", "features") and slide.step in (None, "weights"):
         # an attention heatmap: short titles, the caption says the rest
         c.figure.update_layout(title_subtitle_text="")
         c.figure.update_xaxes(title_text="key (what is read)")
@@ -119,6 +120,22 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
     presented = figures.presentation(c.figure, True)
     presented.update_layout(height=content.FIGURE_HEIGHT)
     return Shown(c, figures.presentation(c.figure, False), presented)
+
+
+def _run(slide: Slide, run: RunKey):
+    """The slide's Trace (steered when the slide steers) and its SAE (a features slide's); GptvizError
+    if either cannot be had."""
+    sae_key = slide_sae(slide, run.model.source)
+    sae = fc.sae_for(run.model, sae_key) if sae_key is not None else None
+    if isinstance(sae, str):
+        raise GptvizError(sae)
+    if slide.page == "features" and sae is None:
+        raise GptvizError(f"checkpoint {run.model.source!r} ships no SAE {slide.sae or ''}".rstrip())
+    if slide.steer is None:
+        return caches.run_trace(run), sae
+    spec = slide.steer
+    vector = fc.spec_vector(run.model, spec, sae_key if spec.kind == "feature" else None)
+    return fc.steered_run(run, tuple(float(x) for x in vector), spec.site, spec.coeff), sae
 
 
 def read_lesson_url() -> None:
@@ -372,6 +389,10 @@ def full_page_link(slide: Slide) -> None:
         name = slide_checkpoint(slide)
         params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
         params["prompt"] = slide_prompt(slide, name)
+        if slide.sae:
+            params["sae"] = slide.sae
+        if slide.steer is not None:  # the page opens with the slide's steering (Next token, Generate)
+            params["steer"] = slide.steer.text
     st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))
 
 

@@ -20,8 +20,9 @@ from .. import figures
 from ..devices import COMPUTE_DTYPES, DEVICES
 from ..formats import Bundle
 from ..record import Trace
+from ..steering_spec import SteeringSpec, SteeringSpecError
 from . import keys
-from .caches import ModelKey, RunKey
+from .caches import ModelKey, RunKey, SAEKey
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
@@ -30,6 +31,8 @@ URL_KEYS = (
     "upload",
     "device",
     "dtype",
+    "sae",
+    "steer",
     "prompt",
     "keep_last",
     "drop_unknown",
@@ -67,6 +70,9 @@ class View:
     presentation: bool = False
     label: str = ""  # how the page names the source: an upload by its file names, never its server path
     dtype: str = "auto"  # what the model computes in (gptviz.load's dtype)
+    sae: SAEKey | None = None  # the SAE the sidebar picked (saes.py), loaded by the pages that read it
+    sae_label: str = ""  # how the page names it: a shipped SAE's name, a path, an upload's file names
+    sae_url: str = ""  # what ?sae= says ("" for the checkpoint's default SAE)
 
     @property
     def source_label(self) -> str:
@@ -133,6 +139,10 @@ def read_url() -> None:
         st.session_state["ckpt_choice"], st.session_state["ckpt_path"] = Pick.PATH, source
     st.session_state["device"] = q.get("device", "cpu") if q.get("device", "cpu") in DEVICES else "cpu"
     st.session_state["dtype"] = q.get("dtype", "auto") if q.get("dtype", "auto") in COMPUTE_DTYPES else "auto"
+    from .saes import from_url  # it draws with widgets.py, which reads this module
+
+    from_url(q.get("sae"), source)
+    _read_steer(q.get("steer"))
     # newlines arrive %0A-encoded and are kept; a shipped checkpoint may name its own preset
     st.session_state["prompt"] = q.get("prompt", preset_prompt(source) or PRESET_PROMPT)
     if q.get("keep_last") == "1":
@@ -149,6 +159,35 @@ def read_url() -> None:
     st.session_state["presentation"] = q.get("present") == "1"
 
 
+def _read_steer(text: str | None) -> None:
+    """?steer= into the session's spec; the panel's widgets then follow it (steering_panel._fill)."""
+    from .steering_panel import WIDGETS  # it draws with widgets.py, which reads this module
+
+    for key in WIDGETS:
+        st.session_state.pop(key, None)
+    st.session_state[keys.STEER] = None
+    if text is None:
+        return
+    try:
+        st.session_state[keys.STEER] = SteeringSpec.from_text(text)
+    except SteeringSpecError as e:
+        st.session_state[keys.STEER_ERROR] = str(e)
+
+
+def set_steer(spec: SteeringSpec | None) -> None:
+    """The session's steering (None: off), in the URL at once: the sidebar wrote this run's URL
+    before the page chose it."""
+    st.session_state[keys.STEER] = spec
+    written = st.session_state.get(keys.URL_WRITTEN)
+    if not isinstance(written, dict) or written.get("steer") == (spec.text if spec else None):
+        return
+    if spec is None:
+        written.pop("steer", None)
+        st.query_params.pop("steer", None)
+    else:
+        written["steer"] = st.query_params["steer"] = spec.text
+
+
 def write_url(v: View) -> None:
     upload = st.session_state.get("ckpt_choice") is Pick.UPLOAD
     wanted = {"checkpoint": "upload" if upload else v.source}
@@ -163,6 +202,11 @@ def write_url(v: View) -> None:
         wanted["device"] = v.device
     if v.dtype != "auto":
         wanted["dtype"] = v.dtype
+    if v.sae_url:
+        wanted["sae"] = v.sae_url
+    spec = st.session_state.get(keys.STEER)
+    if isinstance(spec, SteeringSpec):
+        wanted["steer"] = spec.text
     if v.trace is not None:
         wanted.update(layer=str(v.layer), head=str(v.head), position=str(v.position))
     if v.presentation:

@@ -9,80 +9,119 @@ import streamlit as st
 
 from .. import analysis, figures
 from ..errors import GptvizError
-from ..model import GPT
-from ..names import point
-from ..steering import neuron_direction
+from ..steering_spec import MAX_INDEX, SteeringSpec, parse_pairs
 from . import features as fc
-from . import widgets
-from .caches import ModelKey
-from .state import View
+from . import keys, widgets
+from .state import View, set_steer
 
 SOURCES = ("prompt pairs", "an SAE feature", "a neuron")
+KIND = dict(zip(SOURCES, ("pairs", "feature", "neuron")))
 COEFFS = (-16.0, -8.0, -4.0, -2.0, 2.0, 4.0, 8.0, 16.0)
+COEFF_RANGE = 20.0  # the slider's reach; a link's larger coefficient is shown at its end
 EXAMPLE = "I love thee | I hate thee\nsweet joy | bitter grief"
+WIDGETS = ("st_on", "st_source", "st_layer", "st_coeff", "st_pairs", "st_feature", "st_nlayer", "st_neuron")
 
 
 def _pairs(text: str) -> tuple[tuple[str, str], ...]:
-    """'positive | negative' per line; a line without '|' is an error naming it."""
-    out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        if "|" not in line:
-            raise GptvizError(f"line {n} has no '|' between its positive and negative text")
-        pos, neg = line.split("|", 1)
-        out.append((pos.strip(" "), neg.strip(" ")))
-    if not out:
-        raise GptvizError("type at least one pair: positive | negative")
-    return tuple(out)
+    """'positive | negative' per line, the spaces around the bar dropped; a line without '|' is an
+    error naming it."""
+    return tuple((pos.strip(" "), neg.strip(" ")) for pos, neg in parse_pairs(text))
 
 
-def _vector(v: View, model: GPT, model_key: ModelKey, site: str, source: str) -> np.ndarray:
-    cfg = model.config
+def _fill(spec: SteeringSpec | None, cfg, sources: tuple[str, ...]) -> None:
+    """Set the panel's widgets from the session's spec (a link's, or the one this panel made on another
+    page) where they have no value: Streamlit forgets a widget's value on a page that does not draw it."""
+    state = st.session_state
+    defaults = {
+        "st_on": spec is not None,
+        "st_source": sources[0],
+        "st_layer": cfg.n_layer // 2,
+        "st_coeff": 4.0,
+        "st_pairs": EXAMPLE,
+        "st_feature": 0,
+        "st_nlayer": 0,
+        "st_neuron": 0,
+    }
+    if spec is not None:
+        source = next(s for s, k in KIND.items() if k == spec.kind)
+        defaults.update(
+            st_source=source if source in sources else sources[0],
+            st_layer=min(spec.layer, cfg.n_layer - 1),
+            st_coeff=max(-COEFF_RANGE, min(COEFF_RANGE, spec.coeff)),
+        )
+        if spec.kind == "pairs":
+            defaults["st_pairs"] = "\n".join(f"{p} | {n}" for p, n in spec.pairs)
+        elif spec.kind == "feature":
+            defaults["st_feature"] = spec.feature
+        else:
+            defaults.update(
+                st_nlayer=min(spec.neuron[0], cfg.n_layer - 1), st_neuron=min(spec.neuron[1], cfg.mlp_dim - 1)
+            )
+    for key, value in defaults.items():
+        # a widget of another page with this key is another widget: its value is handed on as the session's
+        state[key] = state.get(key, value)
+
+
+def _spec(cfg, source: str, layer: int, coeff: float) -> SteeringSpec:
+    """The spec the panel's inputs name; the kind's own inputs are drawn here."""
     if source == "prompt pairs":
-        text = st.text_area("Pairs: positive | negative, one per line", EXAMPLE, key="st_pairs", height=90)
-        return fc.vector_from_pairs(model_key, _pairs(text), site)
+        text = st.text_area("Pairs: positive | negative, one per line", key="st_pairs", height=90)
+        return SteeringSpec("pairs", layer, coeff, pairs=_pairs(text))
     if source == "a neuron":
         c1, c2 = st.columns(2)
-        layer = c1.number_input("Neuron's layer", 0, cfg.n_layer - 1, 0, key="st_nlayer")
-        width = cfg.mlp_dim  # every block's mlp.c_proj is built as nn.Linear(mlp_dim, n_embd)
-        neuron = c2.number_input("Neuron", 0, width - 1, 0, key="st_neuron")
-        return neuron_direction(model, int(layer), int(neuron))
-    saes = fc.shipped_saes(v.source)
-    path = st.selectbox("SAE", saes, key="st_sae", format_func=fc.sae_label) if saes else None
-    path = path or st.text_input("SAE folder", key="st_sae_path")
-    if not path:
-        raise GptvizError("no SAE ships with this checkpoint: give the folder of one")
-    sae = fc.sae_for(model_key, path)
-    if isinstance(sae, str):
-        raise GptvizError(sae)
-    feature = st.number_input("Feature", 0, sae.d_sae - 1, 0, key="st_feature")
-    return sae.W_dec[int(feature)].detach().numpy()
+        block = c1.number_input("Neuron's layer", 0, cfg.n_layer - 1, key="st_nlayer")
+        # every block's mlp.c_proj is built as nn.Linear(mlp_dim, n_embd)
+        neuron = c2.number_input("Neuron", 0, cfg.mlp_dim - 1, key="st_neuron")
+        return SteeringSpec("neuron", layer, coeff, neuron=(int(block), int(neuron)))
+    feature = st.number_input("Feature (of the SAE picked in the sidebar)", 0, MAX_INDEX, key="st_feature")
+    return SteeringSpec("feature", layer, coeff, feature=int(feature))
+
+
+def controls(v: View) -> tuple[SteeringSpec, np.ndarray] | None:
+    """The steering toggle and the vector's inputs, shared by Next token and Generate: the spec
+    (kept for the session and in the URL as ?steer=) and its vector; None when steering is off or
+    the vector cannot be built (said in the page)."""
+    bundle, model_key = v.bundle, v.model_key
+    if bundle is None or model_key is None:
+        return None
+    cfg = bundle.model.config
+    sources = SOURCES if bundle.tokenizer is not None else SOURCES[1:]  # pairs are typed text
+    _fill(st.session_state.get(keys.STEER), cfg, sources)
+    if keys.STEER_ERROR in st.session_state:
+        st.warning(f"The link's steering was not used: {widgets.plain(st.session_state.pop(keys.STEER_ERROR))}")
+    if not st.toggle("Steer: add a vector inside the model", key="st_on"):
+        set_steer(None)
+        return None
+    c1, c2, c3 = st.columns([2, 1, 2])
+    source = c1.segmented_control("Vector from", sources, key="st_source", required=True)
+    layer = c2.selectbox("Add it after block", range(cfg.n_layer), key="st_layer")
+    coeff = c3.slider("Coefficient", -COEFF_RANGE, COEFF_RANGE, step=0.5, key="st_coeff")
+    try:
+        spec = _spec(cfg, source or sources[0], int(layer), float(coeff))  # required=True: never None
+        vec = fc.spec_vector(model_key, spec, v.sae if spec.kind == "feature" else None)
+    except GptvizError as e:
+        st.error(f"Cannot build the vector: {widgets.plain(e)}")
+        return None
+    set_steer(spec)
+    st.caption(
+        f"Adds {spec.coeff:g} × a vector of norm {float(np.linalg.norm(vec)):.3g} to {spec.site} at every position."
+    )
+    return spec, vec
 
 
 def render(v: View) -> None:
     """The panel, for the run and position of the sidebar; off until asked (it runs the model more)."""
     st.subheader("Steer the model")
-    if not st.toggle("Steer: add a vector inside the model and compare", key="st_on"):
-        return
-    bundle, trace, key, model_key = v.bundle, v.trace, v.key, v.model_key
-    if bundle is None or trace is None or key is None or model_key is None:
+    bundle, trace, key = v.bundle, v.trace, v.key
+    if bundle is None or trace is None or key is None:
         st.info("Steering needs a run of the model: choose a checkpoint and a prompt in the sidebar.")
         return
-    cfg = bundle.model.config
-    sources = SOURCES if bundle.tokenizer is not None else SOURCES[1:]  # pairs are typed text
-    c1, c2, c3 = st.columns([2, 1, 2])
-    source = c1.segmented_control("Vector from", sources, key="st_source", default=sources[0], required=True)
-    layer = c2.selectbox("Add it after block", range(cfg.n_layer), index=cfg.n_layer // 2, key="st_layer")
-    coeff = c3.slider("Coefficient", -20.0, 20.0, 4.0, 0.5, key="st_coeff")
-    site = point("resid_post", int(layer))
-    try:
-        vec = _vector(v, bundle.model, model_key, site, source)
-    except GptvizError as e:
-        st.error(f"Cannot build the vector: {widgets.plain(e)}")
+    chosen = controls(v)
+    if chosen is None:
         return
+    spec, vec = chosen
+    site, coeff = spec.site, spec.coeff
     vector = tuple(float(x) for x in vec)
-    st.caption(f"Adds {coeff:g} × a vector of norm {float(np.linalg.norm(vec)):.3g} to {site} at every position.")
     last = trace.n_tokens - 1
     steered = fc.steered_run(key, vector, site, float(coeff))
     a, b = st.columns(2)

@@ -132,6 +132,18 @@ class SessionUploads:
         self._last = None
 
 
+def session_owner(key: str) -> SessionUploads:
+    """The upload owner kept in this browser session's state under `key` (made on first use): its
+    bytes go when the session does. The checkpoint and the SAE each have their own, so one upload
+    does not replace the other."""
+    import streamlit as st  # this module's records are also read outside a script run (caches.py)
+
+    owner = st.session_state.get(key)
+    if not isinstance(owner, SessionUploads):
+        owner = st.session_state[key] = SessionUploads()
+    return owner
+
+
 def held_bytes(but: SessionUploads | None = None) -> int:
     """The bytes every live session's upload holds (but one's own, when it replaces it)."""
     return sum(o._last[1].nbytes for o in list(_OWNERS.values()) if o is not but and o._last)

@@ -4,19 +4,25 @@ runs in caches.py. Keys are plain tuples (a RunKey and numbers), never Traces or
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import streamlit as st
 
 from ..analysis import leak
 from ..analysis.patching import patched_run, patching_sweep
 from ..capture import trace
-from ..errors import PromptError
+from ..errors import GptvizError, PromptError
+from ..features.edits import edit_features
 from ..figures import overview_cell
 from ..interventions import Intervention, ablate
 from ..names import point
 from ..progress import ProgressFn
 from ..record import Trace
-from .caches import FORWARD, RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
+from .caches import FORWARD, RUN_ENTRIES, RunKey, SAEKey, bundle_for, cached, run_trace
+from .features import sae_for
+from .state import View
+from .widgets import plain
 
 HeadPick = tuple[tuple[int, int], ...]  # (layer, head) pairs
 
@@ -30,12 +36,54 @@ def ablations(heads: HeadPick, mlps: tuple[int, ...], how: str) -> list[Interven
     return edits + [ablate(point("mlp.out", l), how=how) for l in sorted(mlps)]
 
 
+@dataclass(frozen=True)
+class FeaturePick:
+    """SAE features to edit with the heads and MLPs: zeroed (how="zero") or clamped to a number."""
+
+    sae: SAEKey
+    features: tuple[int, ...]
+    how: str | float = "zero"
+
+
 @cached(max_entries=RUN_ENTRIES, show_spinner="Running the edited model…")
-def ablated_run(key: RunKey, heads: HeadPick, mlps: tuple[int, ...], how: str) -> Trace:
-    """The run of `key` with the chosen heads and MLPs ablated. Read-only, shared."""
+def ablated_run(
+    key: RunKey, heads: HeadPick, mlps: tuple[int, ...], how: str, features: FeaturePick | None = None
+) -> Trace:
+    """The run of `key` with the chosen heads and MLPs ablated, and the chosen SAE features zeroed or
+    clamped (the SAE's error term kept: edit_features). Read-only, shared."""
     bundle = bundle_for(key.model)
+    edits = ablations(heads, mlps, how)
+    if features is not None and features.features:
+        sae = sae_for(key.model, features.sae)
+        if isinstance(sae, str):
+            raise GptvizError(sae)
+        edits.append(edit_features(sae, list(features.features), features.how))
     with FORWARD:
-        return trace(bundle.model, list(key.ids), bundle.tokenizer, interventions=ablations(heads, mlps, how))
+        return trace(bundle.model, list(key.ids), bundle.tokenizer, interventions=edits)
+
+
+def feature_pick(v: View) -> FeaturePick | None:
+    """The Interventions page's SAE features to edit: the sidebar's SAE, its features chosen in a box
+    and zeroed or clamped; None when no SAE is picked (the page's caption says where) or none is chosen."""
+    if v.sae is None or v.model_key is None:
+        return None
+    sae = sae_for(v.model_key, v.sae)
+    if isinstance(sae, str):
+        st.caption(f"The sidebar's SAE cannot be used here: {plain(sae)}")
+        return None
+    c1, c2, c3 = st.columns([3, 2, 1])
+    picked = c1.multiselect(
+        f"Features of the SAE at {sae.site} to edit",
+        range(sae.d_sae),
+        key="iv_features",
+        help="The Features page shows which fire on this prompt. The SAE's error term is kept: "
+        "x + decode(f′) − decode(f)",
+    )
+    how = c2.segmented_control("Set them to", ["zero", "a value"], key="iv_fhow", default="zero", required=True)
+    value = c3.number_input("Value", value=0.0, key="iv_fvalue", disabled=how == "zero")
+    if not picked:
+        return None
+    return FeaturePick(v.sae, tuple(int(f) for f in picked), "zero" if how == "zero" else float(value))
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Running the prompt without the mask…")

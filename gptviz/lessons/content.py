@@ -18,6 +18,9 @@ from .. import analysis, figures
 from ..analysis import leak, worked
 from ..analysis.attention import attention_mask
 from ..analysis.heads import LABEL_NAMES
+from ..features import SAE, SAEError
+from ..features.activations import feature_activations
+from ..features.reading import logit_effect
 from ..figures.style import BLUE, ORANGE, deep_update, from_spec, plotly_text, style
 from ..formats import Bundle
 from ..record import Trace
@@ -41,7 +44,7 @@ class Content:
 
 def real_model(slide: Slide) -> bool:
     """Whether the slide needs a checkpoint and its run of the slide's prompt."""
-    return slide.page in ("attention", "heads", "mask-leak", "predict")
+    return slide.page in ("attention", "heads", "mask-leak", "predict", "features")
 
 
 def num(x: float) -> str:
@@ -308,13 +311,58 @@ def _predict(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     )
 
 
+def slide_feature(slide: Slide, acts: np.ndarray) -> int:
+    """The feature a features slide shows: its own, else the strongest at its position (the last token)."""
+    if slide.feature is not None:
+        return slide.feature
+    return int(np.argmax(acts[_row(slide, len(acts))]))
+
+
+def _features(slide: Slide, bundle: Bundle, trace: Trace, sae: SAE) -> Content:
+    acts = feature_activations(trace, sae)  # [T, d_sae]
+    f = slide_feature(slide, acts)
+    a = acts[:, f]  # [T]
+    T, row = len(a), _row(slide, len(a))
+    labels = _labels(bundle, trace)
+    ids = [int(i) for i in trace.token_ids]
+    chars = [plotly_text(t) for t in (bundle.tokenizer.display(ids) if bundle.tokenizer else map(str, ids))]
+    colours = [ORANGE if i == row else BLUE for i in range(T)]
+    fig = go.Figure(go.Bar(x=list(range(T)), y=a, marker_color=colours, hovertext=labels, hoverinfo="text+y"))
+    style(fig, f"feature {f} at {sae.site}", height=FIGURE_HEIGHT)
+    # the tokens alone, upright: a slide's 70 'index token' labels turned on their side could not be read
+    fig.update_xaxes(tickvals=list(range(T)), ticktext=chars, tickangle=0, tickfont=dict(size=10), title_text="token")
+    fig.update_yaxes(title_text="activation")
+    words = _labels(bundle, trace, for_plotly=False)
+    order = np.argsort(-a, kind="stable")[:5]
+    order = order[a[order] > 0]
+    table = pd.DataFrame({"token": [words[i] for i in order], "activation": [num(float(a[i])) for i in order]})
+    facts = [("feature", f"{f} of {sae.d_sae:,}"), ("fires on", f"{int((a > 0).sum())} of {T} tokens")]
+    try:
+        up, _ = logit_effect(bundle.model, sae, f, k=3)
+        tok = bundle.tokenizer
+        shown = (tok.display([i])[0] if tok is not None else str(i) for i, _ in up)
+        facts.append(("it promotes", ", ".join(repr(t) for t in shown)))
+    except SAEError:  # an SAE off the residual stream writes no direct logit effect
+        pass
+    steered = f" The run is steered: {slide.steer.text}." if slide.steer is not None else ""
+    return Content(
+        fig,
+        "where it fires most on this prompt",
+        table,
+        tuple(facts),
+        "Each bar is the feature's activation at one token (0: it does not fire); the orange bar is the "
+        f"slide's position.{steered}",
+    )
+
+
 def _clamp(slide: Slide, bundle: Bundle, trace: Trace) -> tuple[int, int]:
     return min(slide.layer, trace.n_layer - 1), min(slide.head, bundle.model.config.n_head - 1)
 
 
-def build(slide: Slide, bundle: Bundle | None = None, trace: Trace | None = None) -> Content:
+def build(slide: Slide, bundle: Bundle | None = None, trace: Trace | None = None, sae: SAE | None = None) -> Content:
     """The slide's content. A real-model slide (real_model) needs the bundle and the Trace of its
-    prompt; a layer or head past the model's last is shown as its last one."""
+    prompt (steered, when the slide steers); a features slide its SAE too; a layer or head past the
+    model's last is shown as its last one."""
     if slide.page == "tiny-head":
         return _tiny_head(slide)
     if slide.page == "mask":
@@ -323,5 +371,9 @@ def build(slide: Slide, bundle: Bundle | None = None, trace: Trace | None = None
         return _softmax(slide)
     if bundle is None or trace is None:
         raise ValueError(f"a {slide.page!r} slide needs a model and its run")
+    if slide.page == "features":
+        if sae is None:
+            raise ValueError("a features slide needs its SAE")
+        return _features(slide, bundle, trace, sae)
     pages = {"attention": _attention, "heads": _heads, "mask-leak": _mask_leak, "predict": _predict}
     return pages[slide.page](slide, bundle, trace)

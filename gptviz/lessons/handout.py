@@ -88,11 +88,27 @@ def local_runs(checkpoints: Path) -> Callable[[Slide], Content | str]:
             bundle = loaded[name]
             prompt = slide.prompt or (bundle.card or {}).get("preset_prompt") or ""
             ids = encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size, keep_last=True)
+            sae = _sae(slide, checkpoints / name / "saes", bundle)
+            steer = [slide.steer.intervention(bundle, sae=sae)] if slide.steer is not None else []
+            return content.build(slide, bundle, trace(bundle.model, ids, bundle.tokenizer, steer), sae)
         except (GptvizError, OSError) as err:
             return str(err).splitlines()[0][:300]
-        return content.build(slide, bundle, trace(bundle.model, ids, bundle.tokenizer))
 
     return build
+
+
+def _sae(slide: Slide, folder: Path, bundle):
+    """The SAE a features slide (or one steering with a feature) reads: its `sae` in the checkpoint's
+    saes/ folder, else the first there; None for a slide that reads none."""
+    from ..features import SAEError, load_sae
+
+    if slide.page != "features" and (slide.steer is None or slide.steer.kind != "feature"):
+        return None
+    names = sorted(p.name for p in folder.iterdir() if (p / "cfg.json").is_file()) if folder.is_dir() else []
+    name = slide.sae or (names[0] if names else None)
+    if name not in names:
+        raise SAEError(f"{folder.parent.name} ships no SAE {name or ''}".rstrip())
+    return load_sae(folder / name, model=bundle.model)
 
 
 def write(lesson: Lesson, runs: Callable[[Slide], Content | str], out: str | Path) -> Path:

@@ -1,0 +1,146 @@
+"""The SAE in the sidebar: one choice every page that reads features shares (Features, the steering
+panel, Interventions, Generate), kept in the URL like the checkpoint (?sae=NAME | PATH | upload | none).
+
+A shipped SAE is a folder checkpoints/<checkpoint>/saes/<name> and is picked by its name; a path is
+typed (a class server opens only its data roots, classmode.py); an upload is cfg.json +
+sae_weights.safetensors (SAELens) or params.npz / params.safetensors (Gemma Scope), held in the
+session's memory like an uploaded checkpoint (uploads.py), sized before anything is read. Nothing is
+loaded here: a page that reads features asks features.require_sae, which loads and checks it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import streamlit as st
+
+from ..errors import CheckpointError, GptvizError
+from ..features.files import CFG, GEMMA_FILES, WEIGHTS
+from ..formats.safe import shown_name
+from . import keys, uploads
+from .caches import SAEKey
+from .classmode import UPLOADS_ENV, allowed_path, class_mode, upload_total_bytes, uploads_allowed
+from .sources import UPLOAD_LIMIT_ENV, checkpoints_dir, shipped, upload_limit_mb
+from .widgets import plain
+
+SAE_FILES = (CFG, WEIGHTS, *GEMMA_FILES)  # the only names an SAE upload may hold
+SAE_HELP = (
+    "A sparse autoencoder on this checkpoint: SAELens's format (cfg.json + sae_weights.safetensors) or "
+    "Gemma Scope's params.npz. The Features page, the steering panel, Interventions and Generate read it."
+)
+
+
+class SAEPick(Enum):
+    """SAE choices besides the shipped ones (which are picked by their folder's name)."""
+
+    NONE = "none"
+    PATH = "an SAE folder…"
+    UPLOAD = "upload an SAE…"
+
+
+URL_WORDS = {SAEPick.NONE: "none", SAEPick.UPLOAD: "upload"}
+
+
+def shipped_saes(source: str) -> list[str]:
+    """The names of the SAEs shipped beside a shipped checkpoint (checkpoints/<source>/saes/<name>)."""
+    if source not in shipped():
+        return []
+    folder = checkpoints_dir() / source / "saes"
+    try:
+        return sorted(p.name for p in folder.iterdir() if (p / CFG).is_file() and p.name.isprintable())
+    except OSError:  # no saes folder: none shipped
+        return []
+
+
+def shipped_path(source: str, name: str) -> str:
+    return str(checkpoints_dir() / source / "saes" / name)
+
+
+def _default(source: str):
+    names = shipped_saes(source)
+    return names[0] if names else SAEPick.NONE
+
+
+def from_url(value: str | None, source: str) -> None:
+    """Set the picker from ?sae= (None: the default, the first shipped SAE), before the widget exists."""
+    state = st.session_state
+    if value is None:
+        state["sae_choice"] = _default(source)
+    elif value in shipped_saes(source):
+        state["sae_choice"] = value
+    elif value in ("none", "upload"):
+        state["sae_choice"] = SAEPick.NONE if value == "none" else SAEPick.UPLOAD
+    else:
+        state["sae_choice"], state["sae_path"] = SAEPick.PATH, value[:1000]
+
+
+def _owner() -> uploads.SessionUploads:
+    return uploads.session_owner(keys.SAE_UPLOADS)  # its own: an SAE upload does not replace the checkpoint's
+
+
+def _upload() -> tuple[SAEKey | None, str]:
+    limit = upload_limit_mb()
+    if limit == 0 or not uploads_allowed():
+        why = f"{UPLOAD_LIMIT_ENV}=0" if limit == 0 else f"a class server; its teacher can set {UPLOADS_ENV}=1"
+        st.sidebar.info(f"Uploads are off on this server ({why}): pick a shipped SAE.")
+        return None, ""
+    files = st.sidebar.file_uploader(
+        f"SAE files (up to {limit} MB)", accept_multiple_files=True, key="sae_upload", max_upload_size=limit
+    )
+    if not files:
+        return None, ""
+    odd = [f.name for f in files if f.name not in SAE_FILES]
+    try:
+        if odd:
+            raise CheckpointError(f"{odd[0][:60]!r} is not an SAE file; upload {', '.join(SAE_FILES)}")
+        upload = _owner().save(files, limit, UPLOAD_LIMIT_ENV, upload_total_bytes() if class_mode() else None)
+    except GptvizError as e:
+        st.sidebar.error(f"SAE upload not used: {plain(e)}")
+        return None, ""
+    return SAEKey(upload.source, _owner().token), upload.label
+
+
+def pick_sae(source: str) -> tuple[SAEKey | None, str, str]:
+    """The sidebar's SAE control for a checkpoint source: (the SAE picked or None, how the page names
+    it, what ?sae= says: "" for the default)."""
+    names = shipped_saes(source)
+    options = [*names, *SAEPick]
+    if st.session_state.get("sae_choice") not in options:  # a new checkpoint: its own default
+        st.session_state["sae_choice"] = _default(source)
+    choice = st.sidebar.selectbox(
+        "SAE (features)",
+        options,
+        key="sae_choice",
+        format_func=lambda o: o.value if isinstance(o, SAEPick) else f"{o} (shipped)",
+        help=SAE_HELP,
+    )
+    url = "" if choice == _default(source) else URL_WORDS.get(choice, choice if isinstance(choice, str) else "")
+    if choice is SAEPick.NONE:
+        return None, "", url
+    if choice is SAEPick.UPLOAD:
+        key, label = _upload()
+        return key, label, url
+    if choice is SAEPick.PATH:
+        st.session_state.setdefault("sae_path", "")
+        path = st.sidebar.text_input("SAE path", key="sae_path", help=SAE_HELP).strip()
+        if not path:
+            return None, "", ""
+        return SAEKey(path, version=sae_version(path)), shown_name(path), path
+    path = shipped_path(source, choice)
+    return SAEKey(path, version=sae_version(path)), choice, url
+
+
+def sae_version(path: str) -> str:
+    """When the SAE's files last changed ("" for a path that cannot be read: the loader says why)."""
+    try:
+        p = allowed_path(path)
+        files = [p / n for n in SAE_FILES] if p.is_dir() else [p]
+        stamps = [(f.name, f.stat()) for f in files if f.is_file()]
+    except (CheckpointError, OSError, ValueError):
+        return ""
+    return ",".join(f"{name}:{s.st_mtime_ns}:{s.st_size}" for name, s in stamps)
+
+
+def sae_name(path: str) -> str:
+    return Path(path).name
