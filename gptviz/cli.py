@@ -393,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
+    p.add_argument("--pages", action="store_true", help="with --trace-memory: the run each dashboard page keeps")
     p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
