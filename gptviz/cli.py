@@ -374,9 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--parts",
         help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray); "
-        "with --load: any of load,numbers,speed",
+        "with --load: any of load,numbers,bf16,speed",
     )
-    p.add_argument("--checkpoint", type=cli_args.path, help="with --scan --parts threads: time this model's scan")
+    p.add_argument(
+        "--checkpoint",
+        type=cli_args.path,
+        help="with --scan --parts threads: time this model's scan; with --load: its shards",
+    )
     p.add_argument(
         "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
     )
@@ -397,7 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
     p.add_argument("--pages", action="store_true", help="with --trace-memory: the run each dashboard page keeps")
-    p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
+    p.add_argument(
+        "--T",
+        type=cli_args.whole_list(1),
+        help="with --patching: prompt lengths (default: 32,64); with --load: of the numbers and speed",
+    )
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
     p.add_argument("--prompt-tokens", type=cli_args.whole(1), default=32, help="with --generate: prompt tokens")

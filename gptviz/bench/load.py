@@ -13,6 +13,10 @@ Then each contender runs in its own fresh Python process, one after another:
 - speed: the plain forward in bf16 against Hugging Face's bf16 SDPA forward at T = 256 and 1,024,
   both models in one process, runs interleaved (medians).
 
+`--parts bf16` loads only in bf16 and compares those logits (no 5 GB float32 model); `--T 256` sets the
+lengths of the numbers and the speed; `--checkpoint` reads a folder of bf16 shards of the same shape
+(write_checkpoint) instead of writing one.
+
 `--shape 8b` (Llama-3.1-8B: 32 layers, C = 4,096, MLP 14,336) writes 16 GB and only loads it with
 gptviz in bf16 and traces T = 512: it needs about 17 GB of free memory. A benchmark prints numbers;
 it asserts nothing about them.
@@ -216,38 +220,39 @@ def compare(a: Path, b: Path) -> dict:
     )
 
 
-def run(shape: str, folder: Path | None, repeats: int, parts: set[str]) -> dict:
+def run(shape: str, folder: Path | None, repeats: int, parts: set[str], lengths: list[int] | None = None) -> dict:
     config = GPTConfig(**SHAPES[shape])
     tmp = Path(tempfile.mkdtemp(prefix="gptviz-bench-load-"))
     try:
         ckpt = folder or tmp / "model"
         written = write_checkpoint(config, ckpt) if folder is None else None
         out: dict = dict(shape=shape, checkpoint_gb=written and round(written / 1e9, 2), loads=[], numbers={})
-        T_num = [1024] if shape != "tiny" else [64]
+        T_num = lengths or ([1024] if shape != "tiny" else [64])
         if shape == "8b":
             row = child([CHILD, "gptviz:bfloat16", str(ckpt), str(tmp / "g"), "[]", "trace"])
             out["loads"].append(row)
             return out
-        roles = {
-            "gptviz:float32": T_num if "numbers" in parts else [],
-            "hf-eager:float32": T_num if "numbers" in parts else [],
-            "gptviz:bfloat16": T_num if "numbers" in parts else [],
-            "hf-eager:bfloat16": T_num if "numbers" in parts else [],
+        numbers = {"float32", "bfloat16"} if "numbers" in parts else {"bfloat16"} if "bf16" in parts else set()
+        roles = {  # bf16: only the bf16 loads, and their numbers (no float32 model of 5 GB)
+            f"{tool}:{dtype}": T_num if dtype in numbers else []
+            for dtype in ("float32", "bfloat16")
+            for tool in ("gptviz", "hf-eager")
+            if "load" in parts or "numbers" in parts or dtype in numbers
         }
         for role, lengths in roles.items():
             row = child([CHILD, role, str(ckpt), str(tmp / role.replace(":", "-")), json.dumps(lengths)])
             out["loads"].append(row)
             print(json.dumps(row), flush=True)
-        if "numbers" in parts:
-            for dtype in ("float32", "bfloat16"):
+        if numbers:
+            for dtype in sorted(numbers, reverse=True):
                 for T in T_num:
                     a, b = tmp / f"gptviz-{dtype}.T{T}.pt", tmp / f"hf-eager-{dtype}.T{T}.pt"
                     out["numbers"][f"{dtype} T={T} vs HF eager"] = compare(a, b)
                     a.unlink()
                     b.unlink()
         if "speed" in parts:
-            lengths = [256, 1024] if shape != "tiny" else [16, 64]
-            out["speed"] = child([SPEED, str(ckpt), json.dumps(lengths), str(repeats)])
+            speed = lengths or ([256, 1024] if shape != "tiny" else [16, 64])
+            out["speed"] = child([SPEED, str(ckpt), json.dumps(speed), str(repeats)])
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -283,7 +288,10 @@ def summary(out: dict) -> list[str]:
 def main(args: argparse.Namespace) -> None:
     shape = "tiny" if getattr(args, "tiny", False) else getattr(args, "shape", None) or "1b"
     parts = set((getattr(args, "parts", None) or "load,numbers,speed").split(","))
-    out = run(shape, None, getattr(args, "repeats", 3) or 3, parts)
+    folder = getattr(args, "checkpoint", None)  # a checkpoint bench --load wrote before: not written again
+    out = run(
+        shape, Path(folder) if folder else None, getattr(args, "repeats", 3) or 3, parts, getattr(args, "T", None)
+    )
     print("\n".join(summary(out)))
     if getattr(args, "json", None):
         Path(args.json).write_text(json.dumps(out, indent=2))
