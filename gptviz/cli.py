@@ -374,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--parts",
         help="with --scan: any of speed,memory,ray,threads (default: speed,memory,ray); "
-        "with --load: any of load,numbers,bf16,speed",
+        "with --load: any of load,numbers,bf16,reference,speed",
     )
     p.add_argument(
         "--checkpoint",

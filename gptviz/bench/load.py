@@ -13,7 +13,8 @@ Then each contender runs in its own fresh Python process, one after another:
 - speed: the plain forward in bf16 against Hugging Face's bf16 SDPA forward at T = 256 and 1,024,
   both models in one process, runs interleaved (medians).
 
-`--parts bf16` loads only in bf16 and compares those logits (no 5 GB float32 model); `--T 256` sets the
+`--parts bf16` loads only in bf16 and compares those logits (no 5 GB float32 model); `--parts reference`
+sets them beside HF's own bf16 eager and SDPA paths and float32 (bf16 rounding alone); `--T 256` sets the
 lengths of the numbers and the speed; `--checkpoint` reads a folder of bf16 shards of the same shape
 (write_checkpoint) instead of writing one.
 
@@ -203,6 +204,47 @@ SPEED = textwrap.dedent(
 )
 
 
+# The bf16 forwards against each other and against float32, one model at a time in one process: how far
+# bf16 rounding alone moves the logits of this model (HF's own eager and SDPA paths), beside gptviz's.
+REFERENCE = textwrap.dedent(
+    """
+    import gc, json, sys
+    import torch
+    import gptviz
+    from transformers import AutoModelForCausalLM
+    folder, T = sys.argv[1], int(sys.argv[2])
+    ids = torch.randint(0, 128256, (1, T), generator=torch.Generator().manual_seed(T))
+    logits = {}
+    loads = {
+        "hf float32": lambda: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
+        "hf bf16 eager": lambda: AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.bfloat16, attn_implementation="eager"),
+        "hf bf16 sdpa": lambda: AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.bfloat16, attn_implementation="sdpa"),
+        "gptviz bf16": lambda: gptviz.load(folder, dtype="bfloat16").model,
+        "gptviz float32": lambda: gptviz.load(folder, dtype="float32").model,
+    }
+    with torch.no_grad():
+        for name, make in loads.items():
+            model = make().eval()
+            out = model(ids % model.config.vocab_size)
+            logits[name] = (out.logits if hasattr(out, "logits") else out)[0].float()
+            del model, out
+            gc.collect()
+    top2 = logits["hf float32"].topk(2, -1).values
+    rows = [dict(a="float32 top-1 minus top-2 (median)", b="", max_abs_diff=float((top2[:, 0] - top2[:, 1]).median()),
+                 argmax_agree=1.0)]
+    names = list(logits)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            x, y = logits[a], logits[b]
+            rows.append(dict(a=a, b=b, max_abs_diff=float((x - y).abs().max()),
+                             argmax_agree=float((x.argmax(-1) == y.argmax(-1)).float().mean())))
+    print(json.dumps(rows))
+    """
+)
+
+
 def child(args: list[str]) -> dict | list:
     p = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=3600)
     if p.returncode:
@@ -250,6 +292,8 @@ def run(shape: str, folder: Path | None, repeats: int, parts: set[str], lengths:
                     out["numbers"][f"{dtype} T={T} vs HF eager"] = compare(a, b)
                     a.unlink()
                     b.unlink()
+        if "reference" in parts:
+            out["reference"] = child([REFERENCE, str(ckpt), str(T_num[0])])
         if "speed" in parts:
             speed = lengths or ([256, 1024] if shape != "tiny" else [16, 64])
             out["speed"] = child([SPEED, str(ckpt), json.dumps(speed), str(repeats)])
@@ -280,6 +324,8 @@ def summary(out: dict) -> list[str]:
             )
     for name, n in out["numbers"].items():
         lines.append(f"  {name}: max |Δlogit| {n['max_abs_diff']:.3g}, argmax agreement {n['argmax_agree']:.1%}")
+    for r in out.get("reference", []):
+        lines.append(f"  {r['a']:>16} vs {r['b']:<16} max |Δ| {r['max_abs_diff']:.4f}  argmax {r['argmax_agree']:.1%}")
     for r in out.get("speed", []):
         lines.append(f"  T={r['T']:<5} {r['run']:<22} cpu {r['cpu_s']:.3f} s  {r['cpu_ratio']:.2f}x HF bf16 sdpa")
     return lines

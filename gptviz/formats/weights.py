@@ -94,7 +94,7 @@ def data_offsets(file: Path) -> tuple[int, dict[str, tuple[int, int]]]:
 def _read_into(file: Path, start: int, out: torch.Tensor) -> None:
     """The file's bytes from `start` read straight into out's memory (contiguous, on the CPU): no mapping
     of the file and no copy on the way. A file that ends early (rewritten while loading) is one line."""
-    view = memoryview(out.reshape(-1).view(torch.uint8).numpy())
+    view = out.reshape(-1).view(torch.uint8).numpy().data  # a writable memoryview of out's bytes
     with open(file, "rb", buffering=0) as f:
         f.seek(start)
         got = 0
