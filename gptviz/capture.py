@@ -284,6 +284,20 @@ def _rebuilt_from(name: str) -> tuple[str, ...]:
     return (name,)
 
 
+def answerable(names: set[str], n_layer: int) -> set[str]:
+    """Every contract name that a Trace asked for `names` can give from what it holds: the names, and
+    any other whose rebuild needs only those (asked for the attention weights, it holds q, k and the
+    mask, which also give the scores). A caller that caches runs asks for this set, so a run answers
+    every later question that it holds the values for."""
+    held = {h for name in names for h in _rebuilt_from(name)}
+
+    def gives(name: str) -> bool:
+        needs = set(_rebuilt_from(name)) - {name}  # what rebuilds it; nothing: it must be held itself
+        return held.issuperset(needs) if needs else name in held
+
+    return {n for n in contract_names(n_layer) if gives(n)}
+
+
 def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
     """The contract names of an n_layer model that match any of `patterns` (names, or globs such as
     "blocks.*.attn.weights", "blocks.3.*"). Raises ArgumentError for a pattern that matches none."""

@@ -59,7 +59,7 @@ def cmd_patch(args) -> None:
             raise PromptError(f"{bundle.report.path} has no tokenizer, so text cannot be encoded; use --ids")
         clean, corrupt = encode_prompt(tok, args.clean, block), encode_prompt(tok, args.corrupt, block)
         answer, wrong = one_token(tok, args.answer, "answer"), one_token(tok, args.wrong, "wrong")
-    bar = terminal_bar(f"patching {args.site}")
+    bar = terminal_bar(f"patching {args.site}", always=args.progress)
     sweep = patching_sweep(bundle.model, clean, corrupt, answer, wrong, site=args.site, progress=bar)
     out = Path(args.out)
     labels = tok.display(clean) if tok is not None else [str(i) for i in clean]
@@ -114,6 +114,8 @@ def cmd_info(args) -> None:
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(shape_table(t).to_string())
 
+
+PROGRESS_HELP = "draw the progress bar on stderr even when it is not a terminal (a log file, CI)"
 
 CHECK_TEXT = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak."
 
@@ -320,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrong", required=True, type=text, help="the token the corrupt prompt should predict instead")
     p.add_argument("--site", default="resid_pre", choices=("resid_pre", "attn.z", "mlp.out"))
     p.add_argument("--ids", action="store_true", help="--clean/--corrupt/--answer/--wrong are token ids")
+    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.add_argument(
         "--out", required=True, type=cli_args.path, help="where to write it: .csv (one row per cell) or .npz"
     )
@@ -378,10 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--parts",
         help="with --scan: any of speed,memory,ray,threads,cluster (default: speed,memory,ray); "
-        "with --load: any of load,numbers,speed",
+        "with --load: any of load,numbers,bf16,reference,speed",
     )
     p.add_argument(
-        "--checkpoint", type=cli_args.path, help="with --scan --parts threads or cluster: time this model's scan"
+        "--checkpoint",
+        type=cli_args.path,
+        help="with --scan --parts threads or cluster: time this model's scan; with --load: its shards",
     )
     p.add_argument(
         "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
@@ -402,7 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
-    p.add_argument("--T", type=cli_args.whole_list(1), help="with --patching: prompt lengths (default: 32,64)")
+    p.add_argument("--pages", action="store_true", help="with --trace-memory: the run each dashboard page keeps")
+    p.add_argument(
+        "--T",
+        type=cli_args.whole_list(1),
+        help="with --patching: prompt lengths (default: 32,64); with --load: of the numbers and speed",
+    )
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
     p.add_argument(

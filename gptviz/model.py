@@ -102,7 +102,10 @@ def rotary_frequencies(config: GPTConfig, local: bool) -> Tensor:
     """The rotation speed of each pair of rotating dimensions, (R/2,), with the config's scaling."""
     R = config.rotary_dim
     theta = config.rope_local_theta if local and config.rope_local_theta else config.rope_theta
-    inv_freq = 1.0 / (theta ** (torch.arange(0, R, 2, dtype=torch.int64).float() / R))  # (R/2,)
+    # on the CPU whatever the default device: on the meta device (GPT.empty) torch runs arange through its
+    # Python reference, which imports its compiler stack (72 MB of a 1B model's load peak)
+    steps = torch.arange(0, R, 2, dtype=torch.int64, device="cpu")
+    inv_freq = 1.0 / (theta ** (steps.float() / R))  # (R/2,)
     if local and config.rope_local_theta:  # Gemma 3: the local layers keep the plain rotation
         return inv_freq
     if config.rope_scaling == "linear":  # positions divided by the factor
@@ -408,12 +411,21 @@ class LMHead(nn.Linear):
 class GPT(nn.Module):
     """A GPT-style decoder. `model(idx)` maps [B, T] token ids to [B, T, V] logits."""
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, init: bool = True):
         super().__init__()
         self.config = config
+
+        def embedding(n: int) -> nn.Embedding:  # without init, no normal_: on the meta device torch runs it
+            # through its Python reference, which imports its compiler stack (72 MB of a 1B model's load peak)
+            return (
+                nn.Embedding(n, config.n_embd)
+                if init
+                else nn.Embedding(n, config.n_embd, _weight=torch.empty(n, config.n_embd))
+            )
+
         self.transformer = nn.ModuleDict(
             dict(
-                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wte=embedding(config.vocab_size),
                 drop=nn.Dropout(config.dropout),
                 embed=Probe(),
                 h=nn.ModuleList([Block(config, l) for l in range(config.n_layer)]),
@@ -421,14 +433,15 @@ class GPT(nn.Module):
             )
         )
         if config.pos_encoding == "learned":
-            self.transformer.wpe = nn.Embedding(config.block_size, config.n_embd)
+            self.transformer.wpe = embedding(config.block_size)
         elif config.pos_encoding == "sinusoidal":
             self.register_buffer("sinusoid", sinusoidal_positions(config.block_size, config.n_embd), persistent=False)
         self.lm_head = LMHead(config.n_embd, config.vocab_size, config.final_softcap)
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):  # GPT-2: scale residual projections by depth
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        if init:
+            self.apply(self._init_weights)
+            for name, p in self.named_parameters():
+                if name.endswith("c_proj.weight"):  # GPT-2: scale residual projections by depth
+                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
         if config.tie_weights:
             self.lm_head.weight = self.transformer.wte.weight
 
@@ -453,7 +466,7 @@ class GPT(nn.Module):
         """The model's structure with no storage behind it (the meta device): nothing allocated or
         initialised. A loader fills every parameter (formats/bundle.py fill), then reset_buffers."""
         with torch.device("meta"):
-            return cls(config)
+            return cls(config, init=False)
 
     def reset_buffers(self, device: torch.device) -> None:
         """Compute the buffers (rotary tables, the sin/cos position table) on device: after a build on

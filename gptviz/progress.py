@@ -13,6 +13,7 @@ does): the exception passes through the library untouched, and nothing half-done
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,8 +49,9 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
-def terminal_bar(desc: str) -> ProgressFn:
-    """A progress callback that draws a tqdm bar on stderr (none when stderr is not a terminal): the CLI's."""
+def terminal_bar(desc: str, always: bool = False) -> ProgressFn:
+    """A progress callback that draws a tqdm bar on stderr: the CLI's. Only when stderr is a terminal
+    (a log or a pipe gets no bar), unless `always` (the commands' --progress)."""
     from tqdm import tqdm
 
     bar = None
@@ -57,7 +59,8 @@ def terminal_bar(desc: str) -> ProgressFn:
     def show(p: Progress) -> None:
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=p.total, unit=p.what.rstrip("s") or "step", desc=desc, disable=None)
+            unit = p.what.rstrip("s") or "step"
+            bar = tqdm(total=p.total, unit=unit, desc=desc, file=sys.stderr, disable=False if always else None)
         bar.n = p.done
         bar.refresh()
         if p.done >= p.total:

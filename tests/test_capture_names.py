@@ -10,7 +10,7 @@ from conftest import tiny_model
 from hf_helpers import FAMILIES, PROMPT_LEN, hf_random_decoder
 
 import gptviz
-from gptviz.capture import _Recorder, attention_maps
+from gptviz.capture import _Recorder, answerable, attention_maps, select
 from gptviz.errors import ArgumentError
 from gptviz.names import contract_names, point
 
@@ -119,3 +119,38 @@ def test_rebuilt_maps_and_logits_are_bit_identical_in_every_family(tmp_path, kin
             assert kept.held(name) and not t.held(name)
             assert torch.equal(rebuilt[name](), kept.tensor(name)), name
         assert torch.equal(rec.tensors[point("attn.mask", l)], kept.tensor(point("attn.mask", l)))
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [["logits"], ["blocks.*.attn.weights", "blocks.*.attn.mask"], ["blocks.1.resid_mid"], ["blocks.0.mlp.out"]],
+)
+def test_answerable_names_are_what_the_held_values_give(model, asked):
+    """capture.answerable: asking for it holds no more than asking for `asked`, and every name in it is
+    answered with the full run's values."""
+    full = gptviz.trace(model, IDS)
+    wanted = select(asked, 2)
+    more = answerable(wanted, 2)
+    assert wanted <= more
+    part, wider = gptviz.trace(model, IDS, names=asked), gptviz.trace(model, IDS, names=sorted(more))
+    assert wider.nbytes == part.nbytes
+    for name in more:
+        assert torch.equal(wider.tensor(name), full.tensor(name)), name
+
+
+def test_answerable_gives_the_scores_from_the_weights_and_the_logits_from_ln_f():
+    assert answerable({"blocks.0.attn.weights", "blocks.0.attn.mask"}, 1) == {
+        "blocks.0.attn.q",
+        "blocks.0.attn.k",
+        "blocks.0.attn.mask",
+        "blocks.0.attn.scores",
+        "blocks.0.attn.weights",
+    }
+    assert answerable({"logits"}, 1) == {"logits", "ln_f"}
+    assert answerable({"blocks.0.resid_mid"}, 1) == {  # from resid_pre and z, as the Trace rebuilds them
+        "blocks.0.resid_pre",
+        "blocks.0.attn.z",
+        "blocks.0.attn.out",
+        "blocks.0.resid_mid",
+        "blocks.0.mlp.hidden",
+    }

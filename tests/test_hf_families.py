@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 import gptviz
 from gptviz import figures
-from gptviz.analysis.lens import _site_logits
+from gptviz.analysis.lens import _head
 from gptviz.analysis.patching import logit_diff, patched_run
 from gptviz.model import attention_weights
 
@@ -276,7 +276,7 @@ def test_logit_lens_uses_the_final_norm_and_cap(saved, kind):
     last = t.tensor(f"blocks.{model.config.n_layer - 1}.resid_post")
     out = torch.empty(PROMPT_LEN, model.config.vocab_size)
     with torch.no_grad():
-        _site_logits(model, last, out)
+        _head(model, model.transformer.ln_f(last[None])[0], out, slice(0, model.config.vocab_size))
     np.testing.assert_allclose(out.numpy(), t["logits"], atol=1e-5, rtol=0)
     lens = gptviz.logit_lens(model, t, k=3)
     assert lens.top_ids.shape == (2 * model.config.n_layer + 1, PROMPT_LEN, 3)

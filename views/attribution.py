@@ -8,7 +8,7 @@ import streamlit as st
 
 import gptviz
 from gptviz import analysis, figures
-from gptviz.dashboard import widgets
+from gptviz.dashboard import progress, why, widgets
 from gptviz.errors import GptvizError
 
 TOP = 10  # the choices offered: the model's most likely next tokens at the position
@@ -72,7 +72,10 @@ if baseline_text:
 if target is None or (baseline_text and baseline is None):
     st.stop()
 
-df = analysis.logit_attribution(model, t, target, pos, baseline)
+with progress.step("attr", "Adding up what every component writes") as report:
+    if report is None:
+        st.stop()
+    df = why.attribution(v.key, target, pos, baseline, report)
 name = v.display([target])[0]
 what = f"logit('{name}')" + (f" − logit('{v.display([baseline])[0]}')" if baseline is not None else "")
 real, total, sigma = df.attrs["logit"], float(df["value"].sum()), df.attrs["sigma"]

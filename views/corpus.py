@@ -80,33 +80,10 @@ else:
         st.session_state["corpus_scan"] = folder
 
 
-@st.fragment(run_every=1.0)
-def progress() -> None:
-    """The running scan's progress bar, refreshed every second until it ends."""
-    raw = st.session_state.get("corpus_job")
-    if not raw:
-        return
-    job = scan_jobs.Job(**raw)
-    state = scan_jobs.job_state(job)
-    if state["state"] == "running":
-        total, done = state.get("total") or 0, state.get("done") or 0
-        text = (
-            f"Scanning: {done:,} of {total:,} windows"
-            if total
-            else "Starting the scan: loading the model, reading the corpus"
-        )
-        st.progress(done / total if total else 0.0, text=text)
-        return
-    st.session_state.pop("corpus_job")
-    if state["state"] == "error":
-        st.session_state["corpus_error"] = state.get("message", "the scan failed")
-    else:  # shown as an opened folder: the widgets take it before they are drawn, in the next run
-        st.session_state[keys.CORPUS_DONE] = job.out
-    st.rerun(scope="app")
-
-
 if st.session_state.get("corpus_job"):
-    progress()
+    scan_form.running_scan()
+if st.session_state.pop(scan_form.CANCELLED, False):
+    st.info("Scan cancelled: its process was stopped and its folder is not opened.")
 if st.session_state.get("corpus_error"):
     st.error(f"Scan failed: {widgets.plain(st.session_state.pop('corpus_error'))}")
 folder = st.session_state.get("corpus_scan")

@@ -6,7 +6,7 @@ import streamlit as st
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.heads import SCORES
-from gptviz.dashboard import caches, keys, overtime, widgets
+from gptviz.dashboard import caches, keys, overtime, progress, widgets
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import compare as cfig
@@ -63,7 +63,10 @@ if len(ids) < 2:
     st.stop()
 v = view()
 device = v.device if v is not None else "cpu"
-tl = overtime.run_timeline(str(folder), stamp, tuple(ids), device, version)
+with progress.step("timeline", f"Running the prompt through {len(scan.steps)} checkpoints") as report:
+    if report is None:
+        st.stop()
+    tl = overtime.run_timeline(str(folder), stamp, tuple(ids), device, version, report)
 if isinstance(tl, str):
     st.error(widgets.plain(tl))
     st.stop()

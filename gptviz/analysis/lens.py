@@ -8,7 +8,8 @@ pass; borrowing the last layer's scale for every site (TransformerLens before 20
 swells early residuals and makes their predictions look uniform or sharp for no reason.
 
 At the last site the logits are the model's own, bit for bit: the lens reads the run's logits
-there. One [T, V] buffer serves every site, and only [T, k] of each leaves the model's device.
+there (or, over a vocabulary too large for one buffer, applies the LM head to the run's ln_f chunk by
+chunk). One [T, chunk] buffer serves every site and chunk, and only [T, k] of each leaves the model's device.
 """
 
 from __future__ import annotations
@@ -59,18 +60,19 @@ def lens_sites(n_layer: int) -> list[str]:
 
 
 RANK_ROWS = 64  # rows per comparison when ranking the target: a [64, V] bool mask at a time
+# The largest [n, vocabulary chunk] logits buffer: at 128k tokens, 520 rows whole. Narrower chunks cost
+# time (a quarter of this: 1.4-1.8x the CPU time of the lens at T = 1,024, for the ranks and top k of each chunk).
+CHUNK_BYTES = 256 * 2**20
 
 
-def _site_logits(model, x: Tensor, out: Tensor) -> Tensor:
-    """lm_head(ln_f(x)) for one site [n, C], written into `out` [n, V]: one buffer serves every site,
-    so no site pays for a fresh [n, V] allocation (at T = 1,024 and GPT-2's vocabulary, 206 MB of
-    new pages each time, 10% of the matmul)."""
-    h = model.transformer.ln_f(x[None])[0]  # [n, C]: the norm with this site's own statistics
-    torch.mm(h, model.lm_head.weight.t(), out=out)
+def _head(model, h: Tensor, out: Tensor, cols: slice) -> Tensor:
+    """lm_head(h) for the vocabulary columns `cols`, written into `out` [n, cols]: the head's own matmul,
+    bias and final soft-cap (Gemma 2) on those columns only."""
+    torch.mm(h, model.lm_head.weight[cols].t(), out=out)
     if model.lm_head.bias is not None:
-        out.add_(model.lm_head.bias)
+        out.add_(model.lm_head.bias[cols])
     cap = getattr(model.lm_head, "softcap", 0.0)
-    if cap:  # the model's own final soft-cap (Gemma 2), as its head applies it
+    if cap:
         out.div_(cap).tanh_().mul_(cap)
     return out
 
@@ -88,16 +90,67 @@ def _ranks(logits: Tensor, target_logit: Tensor) -> Tensor:
     return torch.cat(counts).long()
 
 
+def _chunks(V: int, width: int, target: int | None) -> list[slice]:
+    """The vocabulary in slices of `width` columns, the target's first (its logit is then known before
+    any other column is compared with it)."""
+    cuts = [slice(a, min(V, a + width)) for a in range(0, V, width)]
+    if target is not None:
+        cuts.sort(key=lambda c: not c.start <= target < c.stop)
+    return cuts
+
+
+class _Site:
+    """One site's top k, log-sum-exp and target rank, gathered over vocabulary chunks: the top k of each
+    chunk merged into the running one, the sum of exponentials rescaled to each new maximum (float64)."""
+
+    def __init__(self, n: int, k: int, target: int | None, device) -> None:
+        self.k, self.target = k, target
+        self.vals = torch.full((n, 0), -torch.inf, device=device)
+        self.ids = torch.zeros((n, 0), dtype=torch.long, device=device)
+        self.max = torch.full((n,), -torch.inf, dtype=torch.float64, device=device)
+        self.sum = torch.zeros(n, dtype=torch.float64, device=device)
+        self.t_logit: Tensor | None = None
+        self.rank = torch.zeros(n, dtype=torch.long, device=device)
+
+    def add(self, logits: Tensor, cols: slice) -> None:
+        """Take in the logits [n, cols] of one chunk (overwritten: the exponentials are made in place)."""
+        vals, ids = logits.topk(min(self.k, logits.size(1)), dim=-1)
+        vals, ids = torch.cat([self.vals, vals.to(self.vals.dtype)], 1), torch.cat([self.ids, ids + cols.start], 1)
+        self.vals, order = vals.topk(min(self.k, vals.size(1)), dim=-1)
+        self.ids = ids.gather(1, order)
+        if self.target is not None:
+            if self.t_logit is None:  # _chunks puts the target's chunk first
+                self.t_logit = logits[:, self.target - cols.start].clone()
+            self.rank += _ranks(logits, self.t_logit)
+        m = self.vals[:, 0].double()  # the largest logit so far, this chunk's included
+        # exp(logits - max) overwrites the logits instead of a second buffer
+        chunk_sum = logits.sub_(m.to(logits.dtype)[:, None]).exp_().sum(-1).double()
+        self.sum = self.sum * (self.max - m).exp() + chunk_sum
+        self.max = m
+
+    def lse(self) -> Tensor:
+        return self.max + self.sum.log()
+
+
 @torch.no_grad()
 def logit_lens(
-    model, trace, k: int = 5, target: int | None = None, positions=None, progress: ProgressFn | None = None
+    model,
+    trace,
+    k: int = 5,
+    target: int | None = None,
+    positions=None,
+    progress: ProgressFn | None = None,
+    chunk: int | None = None,
 ) -> LogitLens:
     """The lens at every site of `trace` (a run of `model`): the top k tokens with their
     probabilities, and where `target` (a token id) ranks, per site and position.
 
     positions: only these prompt positions (a page showing 40 of 1,024 pays for 40); the default,
     every position, is the one that reproduces the model's own logits bit for bit. progress: called
-    with a gptviz.Progress after each site (raise gptviz.Cancelled from it to stop)."""
+    with a gptviz.Progress after each site (raise gptviz.Cancelled from it to stop). chunk: vocabulary
+    columns per step (default: as many as fit CHUNK_BYTES for the positions asked); the logits are made
+    one chunk at a time and only the top k, the log-sum-exp and the target's rank kept, so a 128k
+    vocabulary at T = 1,024 holds 256 MB of logits at a time, not 525 MB (and the run's own rebuilt)."""
     V = model.config.vocab_size
     k = whole(k, "k (tokens per site)", low=1, high=V)
     if target is not None:
@@ -110,33 +163,39 @@ def logit_lens(
         raise ArgumentError(f"positions must be whole numbers, got values of type {pos.dtype}")
     if pos.size == 0 or pos.min() < 0 or pos.max() >= T:
         raise PromptError(f"positions must lie in [0, {T - 1}] for this prompt of {T} tokens")
+    dtype = model.lm_head.weight.dtype
+    width = V if chunk is None else whole(chunk, "chunk (vocabulary columns)", low=1)
+    if chunk is None:
+        width = max(k, min(V, CHUNK_BYTES // (len(pos) * dtype.itemsize)))
+    cuts = _chunks(V, width, target)
     sites = lens_sites(trace.n_layer)
     top_ids, top_probs, ranks, probs = [], [], [], []
     rows = None if positions is None else torch.as_tensor(pos)
-    logits = None  # [n, V]: one buffer, rewritten by every site
+    buffer = torch.empty(len(pos), min(width, V), dtype=dtype, device=model.device)  # rewritten by every chunk
     reporter = Reporter(progress, "sites", len(sites))
     reporter.start()
     for name in sites:
-        # the last site is the model's own output: its logits are the run's, read, not recomputed
-        x = trace.tensor("logits" if name == sites[-1] else name)
+        last = name == sites[-1]
+        # the model's own output: the run's logits, read, not recomputed; over chunks, its ln_f through the
+        # head; elsewhere the norm with this site's own statistics
+        x = trace.tensor(("logits" if len(cuts) == 1 else "ln_f") if last else name)
         x = (x if rows is None else x[rows.to(x.device)]).to(model.device)
-        if logits is None:
-            logits = torch.empty(x.size(0), V, dtype=model.lm_head.weight.dtype, device=model.device)
-        if name == sites[-1]:
-            logits.copy_(x)
-        else:
-            _site_logits(model, x, logits)
-        vals, ids = logits.topk(k, dim=-1)
+        h = x if last else model.transformer.ln_f(x[None])[0]  # [n, C], or [n, V] when it is the logits
+        site = _Site(len(pos), k, target, model.device)
+        for cols in cuts:
+            out = buffer[:, : cols.stop - cols.start]
+            if last and len(cuts) == 1:
+                out.copy_(h)
+            else:
+                _head(model, h, out, cols)
+            site.add(out, cols)
+        lse = site.lse()[:, None]  # [n, 1]
+        top_ids.append(site.ids.cpu())
+        top_probs.append((site.vals.double() - lse).exp().cpu())
         if target is not None:
-            t_logit = logits[:, target].clone()
-            ranks.append(_ranks(logits, t_logit).cpu())
-        # log-sum-exp in place: exp(logits - max) overwrites the logits instead of a second [T, V]
-        m = vals[:, :1]
-        lse = (m[:, 0].double() + logits.sub_(m).exp_().sum(-1).double().log())[:, None]  # [T, 1]
-        top_ids.append(ids.cpu())
-        top_probs.append((vals.double() - lse).exp().cpu())
-        if target is not None:
-            probs.append((t_logit.double() - lse[:, 0]).exp().cpu())
+            assert site.t_logit is not None
+            ranks.append(site.rank.cpu())
+            probs.append((site.t_logit.double() - lse[:, 0]).exp().cpu())
         reporter.tick()
     stack = lambda xs: torch.stack(xs).numpy()  # noqa: E731
     return LogitLens(

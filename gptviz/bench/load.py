@@ -13,6 +13,11 @@ Then each contender runs in its own fresh Python process, one after another:
 - speed: the plain forward in bf16 against Hugging Face's bf16 SDPA forward at T = 256 and 1,024,
   both models in one process, runs interleaved (medians).
 
+`--parts bf16` loads only in bf16 and compares those logits (no 5 GB float32 model); `--parts reference`
+sets them beside HF's own bf16 eager and SDPA paths and float32 (bf16 rounding alone); `--T 256` sets the
+lengths of the numbers and the speed; `--checkpoint` reads a folder of bf16 shards of the same shape
+(write_checkpoint) instead of writing one.
+
 `--shape 8b` (Llama-3.1-8B: 32 layers, C = 4,096, MLP 14,336) writes 16 GB and only loads it with
 gptviz in bf16 and traces T = 512: it needs about 17 GB of free memory. A benchmark prints numbers;
 it asserts nothing about them.
@@ -199,6 +204,47 @@ SPEED = textwrap.dedent(
 )
 
 
+# The bf16 forwards against each other and against float32, one model at a time in one process: how far
+# bf16 rounding alone moves the logits of this model (HF's own eager and SDPA paths), beside gptviz's.
+REFERENCE = textwrap.dedent(
+    """
+    import gc, json, sys
+    import torch
+    import gptviz
+    from transformers import AutoModelForCausalLM
+    folder, T = sys.argv[1], int(sys.argv[2])
+    ids = torch.randint(0, 128256, (1, T), generator=torch.Generator().manual_seed(T))
+    logits = {}
+    loads = {
+        "hf float32": lambda: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
+        "hf bf16 eager": lambda: AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.bfloat16, attn_implementation="eager"),
+        "hf bf16 sdpa": lambda: AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.bfloat16, attn_implementation="sdpa"),
+        "gptviz bf16": lambda: gptviz.load(folder, dtype="bfloat16").model,
+        "gptviz float32": lambda: gptviz.load(folder, dtype="float32").model,
+    }
+    with torch.no_grad():
+        for name, make in loads.items():
+            model = make().eval()
+            out = model(ids % model.config.vocab_size)
+            logits[name] = (out.logits if hasattr(out, "logits") else out)[0].float()
+            del model, out
+            gc.collect()
+    top2 = logits["hf float32"].topk(2, -1).values
+    rows = [dict(a="float32 top-1 minus top-2 (median)", b="", max_abs_diff=float((top2[:, 0] - top2[:, 1]).median()),
+                 argmax_agree=1.0)]
+    names = list(logits)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            x, y = logits[a], logits[b]
+            rows.append(dict(a=a, b=b, max_abs_diff=float((x - y).abs().max()),
+                             argmax_agree=float((x.argmax(-1) == y.argmax(-1)).float().mean())))
+    print(json.dumps(rows))
+    """
+)
+
+
 def child(args: list[str]) -> dict | list:
     p = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=3600)
     if p.returncode:
@@ -216,38 +262,41 @@ def compare(a: Path, b: Path) -> dict:
     )
 
 
-def run(shape: str, folder: Path | None, repeats: int, parts: set[str]) -> dict:
+def run(shape: str, folder: Path | None, repeats: int, parts: set[str], lengths: list[int] | None = None) -> dict:
     config = GPTConfig(**SHAPES[shape])
     tmp = Path(tempfile.mkdtemp(prefix="gptviz-bench-load-"))
     try:
         ckpt = folder or tmp / "model"
         written = write_checkpoint(config, ckpt) if folder is None else None
         out: dict = dict(shape=shape, checkpoint_gb=written and round(written / 1e9, 2), loads=[], numbers={})
-        T_num = [1024] if shape != "tiny" else [64]
+        T_num = lengths or ([1024] if shape != "tiny" else [64])
         if shape == "8b":
             row = child([CHILD, "gptviz:bfloat16", str(ckpt), str(tmp / "g"), "[]", "trace"])
             out["loads"].append(row)
             return out
-        roles = {
-            "gptviz:float32": T_num if "numbers" in parts else [],
-            "hf-eager:float32": T_num if "numbers" in parts else [],
-            "gptviz:bfloat16": T_num if "numbers" in parts else [],
-            "hf-eager:bfloat16": T_num if "numbers" in parts else [],
+        numbers = {"float32", "bfloat16"} if "numbers" in parts else {"bfloat16"} if "bf16" in parts else set()
+        roles = {  # bf16: only the bf16 loads, and their numbers (no float32 model of 5 GB)
+            f"{tool}:{dtype}": T_num if dtype in numbers else []
+            for dtype in ("float32", "bfloat16")
+            for tool in ("gptviz", "hf-eager")
+            if "load" in parts or "numbers" in parts or dtype in numbers
         }
         for role, lengths in roles.items():
             row = child([CHILD, role, str(ckpt), str(tmp / role.replace(":", "-")), json.dumps(lengths)])
             out["loads"].append(row)
             print(json.dumps(row), flush=True)
-        if "numbers" in parts:
-            for dtype in ("float32", "bfloat16"):
+        if numbers:
+            for dtype in sorted(numbers, reverse=True):
                 for T in T_num:
                     a, b = tmp / f"gptviz-{dtype}.T{T}.pt", tmp / f"hf-eager-{dtype}.T{T}.pt"
                     out["numbers"][f"{dtype} T={T} vs HF eager"] = compare(a, b)
                     a.unlink()
                     b.unlink()
+        if "reference" in parts:
+            out["reference"] = child([REFERENCE, str(ckpt), str(T_num[0])])
         if "speed" in parts:
-            lengths = [256, 1024] if shape != "tiny" else [16, 64]
-            out["speed"] = child([SPEED, str(ckpt), json.dumps(lengths), str(repeats)])
+            speed = lengths or ([256, 1024] if shape != "tiny" else [16, 64])
+            out["speed"] = child([SPEED, str(ckpt), json.dumps(speed), str(repeats)])
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -275,6 +324,8 @@ def summary(out: dict) -> list[str]:
             )
     for name, n in out["numbers"].items():
         lines.append(f"  {name}: max |Δlogit| {n['max_abs_diff']:.3g}, argmax agreement {n['argmax_agree']:.1%}")
+    for r in out.get("reference", []):
+        lines.append(f"  {r['a']:>16} vs {r['b']:<16} max |Δ| {r['max_abs_diff']:.4f}  argmax {r['argmax_agree']:.1%}")
     for r in out.get("speed", []):
         lines.append(f"  T={r['T']:<5} {r['run']:<22} cpu {r['cpu_s']:.3f} s  {r['cpu_ratio']:.2f}x HF bf16 sdpa")
     return lines
@@ -283,7 +334,10 @@ def summary(out: dict) -> list[str]:
 def main(args: argparse.Namespace) -> None:
     shape = "tiny" if getattr(args, "tiny", False) else getattr(args, "shape", None) or "1b"
     parts = set((getattr(args, "parts", None) or "load,numbers,speed").split(","))
-    out = run(shape, None, getattr(args, "repeats", 3) or 3, parts)
+    folder = getattr(args, "checkpoint", None)  # a checkpoint bench --load wrote before: not written again
+    out = run(
+        shape, Path(folder) if folder else None, getattr(args, "repeats", 3) or 3, parts, getattr(args, "T", None)
+    )
     print("\n".join(summary(out)))
     if getattr(args, "json", None):
         Path(args.json).write_text(json.dumps(out, indent=2))

@@ -1,5 +1,6 @@
 """`python -m gptviz bench --trace-memory`: the bytes a Trace of a Llama-3.2-1B-shaped model holds at
-T = 1,024 (random weights, built in memory), in full and for the dashboard's Overview.
+T = 1,024 (random weights, built in memory), in full and for the dashboard's Overview (with --pages:
+for every page that names what it reads, a forward pass each).
 
 The sixteen blocks share one block's weights, so the model takes 1.3 GB instead of 5 GB: a Trace's size
 depends on the shapes, not on the values. It also prints what the same Trace held before the logits
@@ -14,7 +15,7 @@ import torch
 
 from ..capture import trace
 from ..config import GPTConfig
-from ..dashboard.pages import reads
+from ..dashboard.pages import PAGES, reads, run_names
 from ..model import GPT
 from .families import LLAMA
 from .load import SHAPES
@@ -58,3 +59,17 @@ def main(args) -> None:
         raise SystemExit("the Overview page no longer names what it reads; nothing smaller to measure")
     overview = trace(model, ids, names=names)
     print(f"  Overview's run:  {overview.nbytes / GB:.3f} GB held (names={list(names)})")
+    del overview
+    if getattr(args, "pages", False):
+        page_runs(model, ids)
+
+
+def page_runs(model: GPT, ids: torch.Tensor) -> None:
+    """What the dashboard's run holds on each page that names what it reads (a model above
+    $GPTVIZ_FULL_RUN_MB), each run alone: one forward pass a page."""
+    for page in PAGES:
+        if page.reads is None:
+            continue
+        t = trace(model, ids, names=run_names(page.reads, model.config.n_layer))
+        print(f"  {page.title + ' page:':<22} {t.nbytes / 1e9:.3f} GB held")
+        del t

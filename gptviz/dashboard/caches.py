@@ -18,6 +18,7 @@ import functools
 import logging
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -26,7 +27,7 @@ import streamlit as st
 
 from .. import analysis, figures
 from ..analysis.attention import attention_mask
-from ..capture import trace
+from ..capture import select, trace
 from ..errors import CheckpointError, GptvizError
 from ..figures.attention import mark_tile
 from ..formats import Bundle, load
@@ -34,6 +35,7 @@ from ..formats.demo import demo_bundle
 from ..record import Trace
 from . import uploads
 from .memory import fix_mmap_threshold
+from .pages import run_names
 from .sources import DEMO, checkpoint_path
 
 fix_mmap_threshold()  # before the first Trace: evicted ones must leave the process
@@ -169,7 +171,62 @@ def run_trace(key: RunKey) -> Trace:
     when a view asks), so a few entries stay small."""
     bundle = bundle_for(key.model)
     with FORWARD:
-        return trace(bundle.model, list(key.ids), bundle.tokenizer, names=key.names)
+        t = trace(bundle.model, list(key.ids), bundle.tokenizer, names=key.names)
+    _remember(key, t)
+    return t
+
+
+# --- a page's run: what it reads, or any cached run of the prompt that holds it -------------------
+# A full Trace of a 1B model at T = 1,024 holds 0.5 GB, the Overview's run 0.18 GB (bench --trace-memory).
+# Below this many MB a run keeps every name, so one run serves every page (a small model's full Trace
+# is smaller than what a second run would cost); above, each page's run keeps what the page reads, and
+# a page switch runs the model again only when no cached run of the prompt holds what the new page reads.
+FULL_RUN_ENV, FULL_RUN_MB = "GPTVIZ_FULL_RUN_MB", 128
+
+
+def full_run_limit() -> int:
+    """Bytes up to which a run keeps every name (read at each run, so a test or a server can set it)."""
+    raw = os.environ.get(FULL_RUN_ENV, "").strip()
+    return (int(raw) if raw.isascii() and raw.isdigit() else FULL_RUN_MB) * 2**20
+
+
+def full_run_bytes(config, n_tokens: int, itemsize: int) -> int:
+    """About what a Trace of every name holds: per block resid_pre, q, k, v, z (resid_post is the next
+    block's resid_pre; the maps, the sub-layer outputs and the logits are rebuilt), plus embed and ln_f."""
+    C, q, kv = config.n_embd, config.n_head * config.head_dim, config.kv_heads * config.head_dim
+    return n_tokens * (config.n_layer * (C + 2 * q + 2 * kv) + 2 * C) * itemsize
+
+
+_runs_lock = threading.Lock()
+_runs: OrderedDict[RunKey, frozenset[str]] = OrderedDict()  # recent runs -> the names their Trace answers
+
+
+def _remember(key: RunKey, t: Trace) -> None:
+    with _runs_lock:
+        _runs[key] = frozenset(t.names)
+        _runs.move_to_end(key)
+        while len(_runs) > 4 * RUN_ENTRIES:  # the cache's own entries, and a few it may have let go
+            _runs.popitem(last=False)
+
+
+def page_run_key(model: ModelKey, ids: tuple[int, ...], reads: tuple[str, ...] | None, config, itemsize: int) -> RunKey:
+    """The run a page reads: a full one when it is small (full_run_limit), else a recent run of the same
+    prompt that answers every name the page reads, else a new one of what the page reads (and what that
+    holds anyway: capture.answerable). reads: the page's PageSpec.reads; None: every name."""
+    if reads is None or full_run_bytes(config, len(ids), itemsize) <= full_run_limit():
+        return RunKey(model, ids)
+    needed = select(reads, config.n_layer)
+    with _runs_lock:
+        for key in reversed(_runs):  # the most recent first
+            if key.model == model and key.ids == ids and (key.names is None or needed <= _runs[key]):
+                return key
+    return RunKey(model, ids, run_names(reads, config.n_layer))
+
+
+def clear_runs() -> None:
+    """Forget the recent runs (with st.cache_resource.clear(): a cold start)."""
+    with _runs_lock:
+        _runs.clear()
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")

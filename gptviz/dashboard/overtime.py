@@ -13,12 +13,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import streamlit as st
-
 from ..errors import GptvizError
 from ..formats import Bundle
 from ..formats.native import is_native
 from ..formats.safe import read_json
+from ..progress import Cancelled, ProgressFn
 from ..timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
 from ..tokenizers import Tokenizer
 from .caches import ModelKey, RunKey, cached
@@ -96,26 +95,26 @@ def first_bundle(folder: str, stamp: str, steps_stamp: str = "") -> Bundle | str
         return str(e)
 
 
-@cached(max_entries=TIMELINE_ENTRIES, show_spinner=False)  # its own progress bar says more
-def run_timeline(folder: str, stamp: str, ids: tuple[int, ...], device: str, steps_stamp: str = "") -> Timeline | str:
-    """The timeline of one run on one prompt, or the one-line reason there is none. A progress bar
-    counts the checkpoints while they are scored (made here: a cached call's elements are replayed
-    on every hit, and a bar emptied at the end replays as nothing)."""
+@cached(max_entries=TIMELINE_ENTRIES, show_spinner=False)  # the page's own progress bar says more
+def run_timeline(
+    folder: str,
+    stamp: str,
+    ids: tuple[int, ...],
+    device: str,
+    steps_stamp: str = "",
+    _progress: ProgressFn | None = None,
+) -> Timeline | str:
+    """The timeline of one run on one prompt, or the one-line reason there is none. _progress: reports
+    each checkpoint scored (not part of the cache key; the page's progress.step draws it with a Cancel)."""
     scan = scan_of(folder, stamp)
     if isinstance(scan, str):
         return scan
-    n = len(scan.steps)
-    bar = st.progress(0.0, text=f"Running the prompt through {n} checkpoints…")
-
-    def progress(p) -> None:  # a gptviz.Progress
-        bar.progress(p.fraction, text=f"Running the prompt through checkpoint {p.done} of {p.total}…")
-
     try:
-        return timeline(folder, list(ids), device, progress=progress, scan=scan)
+        return timeline(folder, list(ids), device, progress=_progress, scan=scan)
+    except Cancelled:
+        raise  # not a reason to remember: the next visit runs it again
     except GptvizError as e:
         return str(e)
-    finally:
-        bar.empty()
 
 
 def step_run_key(step: RunStep, device: str, ids: tuple[int, ...]) -> RunKey:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..capture import answerable, select
+
 
 @dataclass(frozen=True)
 class PageSpec:
@@ -30,6 +32,10 @@ class PageSpec:
 # floats, a sixth of a full Trace of a 1B model (python -m gptviz bench --trace-memory)
 NEXT = ("logits",)
 MAPS = ("blocks.*.attn.weights", "blocks.*.attn.mask")
+QKV = ("blocks.*.attn.q", "blocks.*.attn.k", "blocks.*.attn.v", "blocks.*.attn.z", *MAPS)
+RESIDUAL = ("blocks.*.resid_pre", "blocks.*.resid_mid", "blocks.*.resid_post")
+# the sizes B, T, C, H, D, V read off, and the steps of block 0 that are no module (the maps, the residual)
+SHAPES = ("embed", "logits", "blocks.0.attn.weights", "blocks.0.attn.mask", "blocks.0.resid_mid", "blocks.0.resid_post")
 
 
 # Grouped by the question a page answers. In the top bar each group is one menu, so the sidebar holds
@@ -44,10 +50,10 @@ COMPUTED, WHY, ACROSS, WHAT_IF, OVER_TIME, CLASSROOM = (
 )
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("overview", "Overview", "views/overview.py", COMPUTED, ":material/home:", default=True, reads=NEXT + MAPS),
-    PageSpec("attention", "Attention", "views/attention.py", COMPUTED, ":material/grid_on:"),
-    PageSpec("qkv", "Q / K / V", "views/qkv.py", COMPUTED, ":material/calculate:"),
-    PageSpec("shapes", "Shapes", "views/shapes.py", COMPUTED, ":material/straighten:"),
-    PageSpec("residual", "Residual stream", "views/residual.py", COMPUTED, ":material/timeline:"),
+    PageSpec("attention", "Attention", "views/attention.py", COMPUTED, ":material/grid_on:", reads=MAPS),
+    PageSpec("qkv", "Q / K / V", "views/qkv.py", COMPUTED, ":material/calculate:", reads=QKV),
+    PageSpec("shapes", "Shapes", "views/shapes.py", COMPUTED, ":material/straighten:", reads=SHAPES),
+    PageSpec("residual", "Residual stream", "views/residual.py", COMPUTED, ":material/timeline:", reads=RESIDUAL),
     PageSpec("next-token", "Next token", "views/next_token.py", COMPUTED, ":material/bar_chart:", reads=NEXT),
     PageSpec("heads", "Heads", "views/heads.py", WHY, ":material/psychology:"),
     PageSpec("logit-lens", "Logit lens", "views/logit_lens.py", WHY, ":material/layers:"),
@@ -72,6 +78,12 @@ def reads(url_path: str) -> tuple[str, ...] | None:
     """What the page at this URL path (the root's is "") reads of a run; None: everything."""
     page = BY_KEY.get(url_path) or next((p for p in PAGES if p.default and not url_path), None)
     return page.reads if page is not None else None
+
+
+def run_names(reads: tuple[str, ...], n_layer: int) -> tuple[str, ...]:
+    """What a page's run asks gptviz.trace for: the names the page reads, and every other name the values
+    held for them give (capture.answerable), so a later page that reads only those reuses the run."""
+    return tuple(sorted(answerable(select(reads, n_layer), n_layer)))
 
 
 def page_file(key: str) -> str:

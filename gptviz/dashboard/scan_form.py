@@ -1,16 +1,20 @@
 """The Corpus page's scan form: the corpus a new scan reads (a shipped sample, a path on this server, or an
-upload, checked for size before it is read)."""
+upload, checked for size before it is read), and the running scan's progress bar with its Cancel button."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import streamlit as st
 
 from ..errors import GptvizError
+from ..progress import Progress
 from ..scanning import jobs as scan_jobs
 from ..scanning import queries
+from . import keys
 from .classmode import CORPUS_MB, allowed_path, class_mode
+from .progress import describe
 from .widgets import plain
 
 SAMPLE = "shipped sample: "  # the prefix of a sample's entry in the form's Corpus select
@@ -48,3 +52,41 @@ def scan_folder(folder: str) -> Path:
     """A scan folder typed or opened on the page: on a class server only one inside its data roots or
     the page's own scans (classmode.allowed_path), else CheckpointError in one line."""
     return allowed_path(folder, extra=(scan_jobs.scans_path(),))
+
+
+JOB, STARTED, CANCELLED = "corpus_job", "corpus_job_started", "corpus_cancelled"
+
+
+def _cancel() -> None:
+    """The Cancel button: stop the scan's process (its folder is left half written; it is never opened)."""
+    raw = st.session_state.pop(JOB, None)
+    if raw:
+        scan_jobs.stop_scan(scan_jobs.Job(**raw))
+        st.session_state[CANCELLED] = True
+
+
+@st.fragment(run_every=1.0)
+def running_scan() -> None:
+    """The running scan's progress bar with the time left and a Cancel button, refreshed every second
+    until the scan ends; then the page runs again and opens it (or says why it failed)."""
+    raw = st.session_state.get(JOB)
+    if not raw:
+        return
+    job = scan_jobs.Job(**raw)
+    state = scan_jobs.job_state(job)
+    if state["state"] == "running":
+        started = st.session_state.setdefault(STARTED, {}).setdefault(job.id, time.monotonic())
+        total, done = state.get("total") or 0, state.get("done") or 0
+        if total:
+            text = "Scanning: " + describe(Progress("windows", done, total, time.monotonic() - started))
+        else:
+            text = "Starting the scan: loading the model, reading the corpus"
+        st.progress(done / total if total else 0.0, text=text)
+        st.button("Cancel", key="corpus_cancel", on_click=_cancel)
+        return
+    st.session_state.pop(JOB)
+    if state["state"] == "error":
+        st.session_state["corpus_error"] = state.get("message", "the scan failed")
+    else:  # shown as an opened folder: the widgets take it before they are drawn, in the next run
+        st.session_state[keys.CORPUS_DONE] = job.out
+    st.rerun(scope="app")

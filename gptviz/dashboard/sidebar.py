@@ -11,7 +11,7 @@ from ..formats import Bundle
 from ..formats.safe import shown_name
 from ..tokenizers import encode_prompt, parse_ids
 from . import keys, uploads
-from .caches import ModelKey, RunKey, bundle_for, run_trace
+from .caches import ModelKey, bundle_for, page_run_key, run_trace
 from .classmode import UPLOADS_ENV, class_mode, upload_total_bytes, uploads_allowed
 from .layout import sidebar_for
 from .saes import pick_sae
@@ -215,10 +215,11 @@ def _picker(place, key: str, n: int) -> int:
     return place.select_slider(f"{key.title()} (of {n})", options=list(range(n)), key=key)
 
 
-def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ...] | None = None) -> View:  # noqa: ARG001
+def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ...] | None = None) -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
     Every expected failure is shown as a message in the page; the View then has no Trace.
-    view_controls: which of layer, head and position the page reads (in presentation mode they go on it)."""
+    view_controls: which of layer, head and position the page reads (in presentation mode they go on it).
+    reads: the names the page reads of the run (PageSpec.reads); None: every name."""
     read_url()
     st.sidebar.header("gptviz")
     source, label = _pick_checkpoint()
@@ -260,9 +261,10 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
     if ids is None:
         return v
     try:
-        # one run serves every page (tests/test_app.py: switching pages never re-runs the model), so it keeps
-        # every name; a page's `reads` (a 1B Overview: 0.18 GB against 0.49) is for a caller that runs per page
-        key = RunKey(model_key, tuple(ids))
+        # a small model's one run serves every page (tests/test_app.py: switching pages never re-runs it); a
+        # large one's keeps what the page reads, or is a cached run of the prompt that holds it (caches.py)
+        model = v.bundle.model
+        key = page_run_key(model_key, tuple(ids), reads, model.config, model.dtype.itemsize)
         v.trace, v.key = run_trace(key), key
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")

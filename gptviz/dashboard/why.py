@@ -26,3 +26,14 @@ def lens(
     window, not T × V per site. _progress: reports each site (not part of the cache key)."""
     model, t = bundle_for(key.model).model, run_trace(key)
     return analysis.logit_lens(model, t, k=k, target=target, positions=positions, progress=_progress)
+
+
+@cached(max_entries=4 * RUN_ENTRIES, show_spinner=False)  # the page's own progress bar says more
+def attribution(
+    key: RunKey, target: int, position: int, baseline: int | None, _progress: ProgressFn | None = None
+) -> pd.DataFrame:
+    """analysis.logit_attribution of one run: computed once per (run, target, position, baseline), not on
+    every rerun of the page (a 1B model rebuilds every layer's MLP output for it). Read-only, shared:
+    callers copy before changing it. _progress: reports each layer (not part of the cache key)."""
+    model, t = bundle_for(key.model).model, run_trace(key)
+    return analysis.logit_attribution(model, t, target, position, baseline, progress=_progress)

@@ -19,6 +19,7 @@ from ..devices import HALF_DTYPES, choose_dtype, dtype_name
 from ..errors import CheckpointError, summarise
 from ..model import GPT
 from ..tokenizers import Tokenizer
+from .weights import READ
 
 
 @dataclass
@@ -133,6 +134,19 @@ def compute_dtype(stored: list[str], asked: str, config: GPTConfig, device: torc
     return dtype
 
 
+def _own(value: torch.Tensor, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether a tensor can become a parameter as it is: Weights.get read it into memory of its own (no
+    one else holds it, no view of a larger tensor) in the compute dtype, on the device."""
+    return (
+        getattr(value, READ, False)
+        and value.dtype == dtype
+        and value.device == device
+        and value.is_contiguous()
+        and value.storage_offset() == 0
+        and value.untyped_storage().nbytes() == value.numel() * value.element_size()
+    )
+
+
 def fill_model(
     config: GPTConfig,
     tensors: Iterable[tuple[str, Callable[[], torch.Tensor]]],
@@ -160,7 +174,10 @@ def fill_model(
             raise CheckpointError(
                 f"{source}: {key} has shape {list(value.shape)} but the config needs {list(params[name].shape)}"
             )
-        t = torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
+        if _own(value, dtype, device):  # read from the file into memory of its own, as it is needed
+            t = value
+        else:
+            t = torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
         del value
         # a sum (accumulated in float32 by torch, in t's dtype: no converted copy) is cheap and not finite
         # exactly when a value is not, or when it overflowed (float16): then every value is looked at

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from .safe import check_file, state_dict, torch_load, torch_load_mapped
 
 # safetensors' dtype codes as torch names them (others keep their code: they are not weights we fill)
 SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64"}
+READ = "_gptviz_read"  # set on a tensor Weights.get read into memory of its own: fill_model may keep it as is
 
 
 def safetensors_shapes(file: Path) -> dict[str, tuple[int, ...]]:
@@ -79,10 +81,36 @@ def read_safetensors(file: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{file}: not a readable safetensors file, truncated or corrupt ({first})") from None
 
 
+def data_offsets(file: Path) -> tuple[int, dict[str, tuple[int, int]]]:
+    """Where each tensor's bytes lie in a safetensors file whose header safe_open has read (and checked):
+    the data's start, and each tensor's [begin, end) within the data."""
+    with open(file, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n).decode("utf-8"))
+    spans = {k: tuple(v["data_offsets"]) for k, v in header.items() if k != "__metadata__"}
+    return 8 + n, spans  # type: ignore[return-value]
+
+
+def _read_into(file: Path, start: int, out: torch.Tensor) -> None:
+    """The file's bytes from `start` read straight into out's memory (contiguous, on the CPU): no mapping
+    of the file and no copy on the way. A file that ends early (rewritten while loading) is one line."""
+    view = out.reshape(-1).view(torch.uint8).numpy().data  # a writable memoryview of out's bytes
+    with open(file, "rb", buffering=0) as f:
+        f.seek(start)
+        got = 0
+        while got < len(view):
+            n = f.readinto(view[got:])
+            if not n:
+                raise CheckpointError(
+                    f"{file}: the file ends inside a tensor; it was truncated or changed while loading"
+                )
+            got += n
+
+
 class Weights:
-    """Named tensors spread over files. get(name) reads one tensor as the file stores it: a
-    safetensors file on disk through safe_open (memory-mapped, only that tensor's bytes touched), a
-    torch file or an upload read whole once and handed out tensor by tensor (each let go when taken)."""
+    """Named tensors spread over files. get(name) reads one tensor as the file stores it: from a
+    safetensors file on disk, its bytes straight into a tensor of its own (only that tensor's bytes read),
+    a torch file or an upload read whole once and handed out tensor by tensor (each let go when taken)."""
 
     def __init__(self, files: list[Path]):
         self.files = files
@@ -90,9 +118,13 @@ class Weights:
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.stored: dict[str, str] = {}  # name -> the dtype the file holds it in ("bfloat16", ...)
         self._read: dict[Path, dict[str, torch.Tensor]] = {}  # files read whole: torch files, uploads
+        self._spans: dict[str, tuple[int, int]] = {}  # name -> its bytes in a safetensors file on disk
         for file in files:
             if file.suffix == ".safetensors":
                 header = safetensors_header(file)
+                if on_disk(file) and sys.byteorder == "little":  # safetensors stores little-endian
+                    start, spans = data_offsets(file)
+                    self._spans |= {k: (start + a, start + b) for k, (a, b) in spans.items()}
             else:  # sized, and its unpacked size known, before it is mapped
                 raw, mapped = torch_load_mapped(file)
                 state = state_dict(raw, file)
@@ -126,6 +158,15 @@ class Weights:
     def get(self, key: str) -> torch.Tensor:
         """The tensor as stored (its dtype too); the caller converts it as it fills the model."""
         file = self.where[key]
+        dtype = getattr(torch, self.stored[key], None)
+        if key in self._spans and isinstance(dtype, torch.dtype):
+            begin, end = self._spans[key]
+            out = torch.empty(self.shapes[key], dtype=dtype)
+            if end - begin != out.numel() * out.element_size():  # safe_open checked it: a file changed since
+                raise CheckpointError(f"{file}: {key}'s bytes do not match its shape; the file changed while loading")
+            _read_into(file, begin, out)
+            setattr(out, READ, True)
+            return out
         if file.suffix == ".safetensors" and on_disk(file):
             try:
                 with safe_open(str(file), framework="pt") as f:

@@ -47,6 +47,11 @@ def add_arguments(p) -> None:
         help="also write the heads as HeadVis data (Neuronpedia's load-head-metrics / load-head-sequences read it)",
     )
     p.add_argument("--progress-file", type=path, help="also write progress as JSON to this file (for the dashboard)")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="draw the progress bar on stderr even when it is not a terminal (a log file, CI)",
+    )
 
 
 def write_progress(path: str | None, **state) -> None:
@@ -63,7 +68,7 @@ def run(args) -> None:
 
     from . import scan
 
-    bar = tqdm(total=0, unit="window", desc="scan", file=sys.stderr, disable=None)
+    bar = tqdm(total=0, unit="window", desc="scan", file=sys.stderr, disable=False if args.progress else None)
 
     def progress(p) -> None:  # a gptviz.Progress
         bar.total = p.total
