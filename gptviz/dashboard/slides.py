@@ -36,24 +36,45 @@ LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen recor
 SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
 CODE_KEY = keys.CLASS_CODE
 TEACH_KEY = keys.TEACH_KEY
+NUMBER_PX = 24  # the smallest a number a slide is about may be on a projector
+LIST_KEY = "slide_list"  # the slide list's widget: the slide it shows, 0-based
 HEARTBEAT_S = 60.0  # how often an idle teacher's page tells the registry it is still there
 _INT = re.compile(r"[0-9]{1,3}")
 
 # The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
-# Next and Back buttons. Installed once per browser tab on the page's own document (st.html runs it
-# outside any iframe); it ignores keys typed into a field and keys with a modifier.
+# Next and Back buttons, Home and End its first and last; `b` and `.` (a clicker's "blank" key) black
+# the screen out and bring it back, as in a slide program (Escape brings it back too). Installed once
+# per browser tab on the page's own document (st.html runs it outside any iframe); it ignores keys
+# typed into a field and keys with a modifier. The slide list is a field until a slide is picked:
+# then the clicker's keys move the slides again, not the list.
 CLICKER_JS = """<script>
 (() => {
   if (window.__gptvizClicker) return;
   window.__gptvizClicker = true;
-  const NEXT = ["PageDown", "ArrowRight", " "], BACK = ["PageUp", "ArrowLeft"];
+  const BUTTONS = {PageDown: "next", ArrowRight: "next", " ": "next", PageUp: "back", ArrowLeft: "back",
+                   Home: "first", End: "last"};
+  const blank = () => {
+    let b = document.getElementById("gptviz-blank");
+    if (b) { b.remove(); return; }
+    b = document.createElement("div");
+    b.id = "gptviz-blank";
+    b.style.cssText = "position:fixed;inset:0;background:#000;z-index:2147483647;cursor:none";
+    document.body.appendChild(b);
+  };
   document.addEventListener("keydown", (e) => {
     if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
     const t = e.target;
-    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)
+    const list = t && t.closest && t.closest(".st-key-slide_list");
+    if (list && t.getAttribute("aria-expanded") !== "true") t.blur();
+    else if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)
               || t.getAttribute("role") === "slider")) return;
-    const dir = NEXT.includes(e.key) ? "next" : BACK.includes(e.key) ? "back" : null;
-    const b = dir && document.querySelector(".st-key-slide_" + dir + " button");
+    if (!document.querySelector(".st-key-slide_next")) return;  // not on a slide
+    if (e.key === "b" || e.key === "." || (e.key === "Escape" && document.getElementById("gptviz-blank"))) {
+      e.preventDefault();
+      blank();
+      return;
+    }
+    const b = BUTTONS[e.key] && document.querySelector(".st-key-slide_" + BUTTONS[e.key] + " button");
     if (!b) return;
     e.preventDefault();
     e.stopPropagation();
@@ -62,15 +83,50 @@ CLICKER_JS = """<script>
 })();
 </script>"""
 
-# A slide fills a 1280 × 720 screen: less padding above the page, the note large.
-# The slide's row of Back / Next sits just under Streamlit's header bar (3.75rem, the page menu),
-# not Streamlit's default 6rem below it.
+# A slide fills a 1280 × 720 screen: less padding above the page, the note large, every number a
+# slide is about (table cells, the facts, the class code) at least 24 px (1.15rem of the
+# presentation root font, 21 px; 1.5rem of Streamlit's 16 px).
 SLIDE_CSS = """<style>
 [data-testid=stMainBlockContainer] { padding-top: 4rem; padding-bottom: 1rem; }
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
 .st-key-slide_head h3, .st-key-follow_head h3 { padding: 0; }
 .st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
 [data-testid=stTable] th, [data-testid=stTable] td { padding: 0.2rem 0.35rem; font-size: 0.85rem; }
+.st-key-class_bar strong { font-size: 1.5rem; letter-spacing: 0.05em; }
+[data-testid=stLayoutWrapper]:has(> .st-key-slide_ends) { display: none; }
+[data-testid=stElementContainer]:has(> [data-testid=stHtml] > script:only-child) { display: none; }
+</style>"""
+
+# Presentation mode: the slide is the whole screen, with nothing below the fold at 1280 × 720 or
+# 1024 × 768. Streamlit's page menu and sidebar go (the slide list and "Leave presentation" stand in
+# for them), the page is one screen tall, and the row of input and result takes what the title,
+# note and tools rows leave: the figure is stretched to it (its height comes from the screen, not
+# from the figure), so a taller screen gets a taller figure. The caption sits under the figure, small.
+PRESENT_CSS = """<style>
+[data-testid=stHeader], [data-testid=stSidebar], [data-testid=stSidebarCollapsedControl] { display: none; }
+[data-testid=stMainBlockContainer] { height: 100vh; max-width: none; padding: 0.5rem 1.5rem 0.6rem; }
+[data-testid=stMainBlockContainer] > [data-testid=stVerticalBlock] { height: 100%; gap: 0.45rem; }
+[data-testid=stLayoutWrapper]:has(> .st-key-slide_body, > .st-key-follow_body) { flex: 1 1 0; min-height: 0; }
+.st-key-slide_body, .st-key-follow_body { height: 100%; }
+.st-key-slide_body [data-testid=stLayoutWrapper], .st-key-follow_body [data-testid=stLayoutWrapper],
+.st-key-slide_body [data-testid=stHorizontalBlock], .st-key-follow_body [data-testid=stHorizontalBlock] {
+  height: 100%; min-height: 0; }
+.st-key-slide_body [data-testid=stColumn] > [data-testid=stVerticalBlock],
+.st-key-follow_body [data-testid=stColumn] > [data-testid=stVerticalBlock] { height: 100%; gap: 0.3rem; }
+.st-key-slide_figure, .st-key-follow_figure { flex: 1 1 0; min-height: 0; }
+.st-key-slide_head h3, .st-key-follow_head h3 { font-size: 1.6rem; line-height: 1.2; }
+.st-key-slide_note p, .st-key-follow_note p { font-size: 1.2rem; line-height: 1.25; }
+[data-testid=stTable] th, [data-testid=stTable] td { padding: 0.1rem 0.35rem; font-size: 1.15rem; }
+[data-testid=stTable] tbody th p { white-space: nowrap; }
+[data-testid=stTable] thead th { font-size: 1rem; line-height: 1.2; }
+[data-testid=stCaptionContainer] { margin-bottom: 0; }
+[data-testid=stCaptionContainer] p { line-height: 1.25; margin-bottom: 0; }
+.st-key-slide_head [data-testid=stMarkdownContainer], .st-key-follow_head [data-testid=stMarkdownContainer],
+.st-key-slide_note [data-testid=stMarkdownContainer], .st-key-follow_note [data-testid=stMarkdownContainer] {
+  margin-bottom: 0; }
+.st-key-lesson_tools { gap: 0.45rem; }
+.st-key-lesson_tools p, .st-key-lesson_tools [data-baseweb=select] { font-size: 0.8rem; }
+.st-key-lesson_tools button, .st-key-lesson_tools [data-baseweb=select] > div { min-height: 1.8rem; padding: 0 0.6rem; }
 </style>"""
 
 
@@ -116,7 +172,12 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
         c.figure.update_xaxes(title_text="key (what is read)")
         c.figure.update_yaxes(title_text="query (who reads)")
     presented = figures.presentation(c.figure, True)
-    presented.update_layout(height=content.FIGURE_HEIGHT)
+    presented.layout.height = None  # the screen sets it (draw: the chart stretched to its row)
+    # numbers written in the cells are what the slide is about: projector size, and no colour bar
+    # (the cells say their values), which leaves the cells the width their four decimals need
+    presented.update_traces(
+        textfont_size=NUMBER_PX, showscale=False, selector=lambda t: t.type == "heatmap" and bool(t.texttemplate)
+    )
     return Shown(c, figures.presentation(c.figure, False), presented)
 
 
@@ -192,13 +253,23 @@ def close_lesson() -> None:
 
 
 def _move(n: int, delta: int) -> None:
-    """Back / Next. Published to the followers here, in the button's callback, before the rest of the
-    teacher's page runs: the class sees the new slide as soon as it can."""
-    i = st.session_state[SLIDE_KEY] = min(max(st.session_state.get(SLIDE_KEY, 0) + delta, 0), n - 1)
+    """Back / Next."""
+    _go(n, st.session_state.get(SLIDE_KEY, 0) + delta)
+
+
+def _go(n: int, i: int) -> None:
+    """Show slide i (clamped to the lesson). Published to the followers here, in the button's
+    callback, before the rest of the teacher's page runs: the class sees the new slide as soon as it can."""
+    i = st.session_state[SLIDE_KEY] = min(max(i, 0), n - 1)
     lesson, code = st.session_state.get(LESSON_KEY), st.session_state.get(CODE_KEY)
     if lesson is not None and code:
         live.publish(code, lesson, i)
         nudge(code)
+
+
+def _picked(n: int) -> None:
+    """The slide list's choice."""
+    _go(n, st.session_state[LIST_KEY])
 
 
 def _rerun_full(session, code: str) -> None:
@@ -298,7 +369,8 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
             live.publish(code, lesson, i)
             nudge(code)
     write_lesson_url(lesson, i)
-    back, where, forward, share = st.columns([1.3, 3, 1.3, 2.6], vertical_alignment="center")
+    st.html(CLICKER_JS, unsafe_allow_javascript=True)
+    back, where, forward, share = st.columns([1.1, 2.6, 1.1, 3.2], vertical_alignment="center")
     back.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0, width="stretch")
     forward.button(
         "Next ▶", key="slide_next", on_click=_move, args=(n, 1), disabled=i == n - 1, width="stretch", type="primary"
@@ -306,13 +378,44 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     where.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
     with share:
         class_bar()
-        st.html(CLICKER_JS, unsafe_allow_javascript=True)
+    with st.container(key="slide_ends"):  # pressed by Home and End (CLICKER_JS), never seen
+        st.button("First slide", key="slide_first", on_click=_go, args=(n, 0))
+        st.button("Last slide", key="slide_last", on_click=_go, args=(n, n - 1))
     draw(lesson.slides[i], presentation)
+
+
+def leave_presentation() -> None:
+    """Presentation mode off (its toggle is in the sidebar, which presentation mode hides)."""
+    st.session_state["presentation"] = False
+    st.query_params.pop("present", None)
+
+
+def tools(lesson: Lesson, presentation: bool) -> None:
+    """The row under a slide: the slide list (jump to any slide by its title), the slide's full page,
+    the handout, Close the lesson, and in presentation mode the way out of it."""
+    n, i = len(lesson.slides), st.session_state[SLIDE_KEY]
+    st.session_state[LIST_KEY] = i  # the list shows the slide on screen, however it was reached
+    with st.container(horizontal=True, vertical_alignment="center", key="lesson_tools"):
+        st.selectbox(
+            "Go to slide",
+            range(n),
+            key=LIST_KEY,
+            format_func=lambda k: f"{k + 1}. {lesson.slides[k].title}",
+            on_change=_picked,
+            args=(n,),
+            label_visibility="collapsed",
+            width=210,
+        )
+        full_page_link(lesson.slides[i])
+        handout_button(lesson)
+        st.button("Close the lesson", key="lesson_close", on_click=close_lesson)
+        if presentation:
+            st.button("Exit presentation", key="leave_presentation", on_click=leave_presentation)
 
 
 def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
     """One slide, read-only: title, note, then its input (left) beside its result (right)."""
-    st.html(SLIDE_CSS)
+    st.html(SLIDE_CSS + (PRESENT_CSS if presentation else ""))
     with st.container(key=f"{key}_head"):
         st.markdown(f"### {plain(slide.title)}")
     if slide.note:
@@ -323,8 +426,10 @@ def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
         st.error(f"This slide cannot be shown: {plain(shown)}")
         return
     c = shown.content
-    wide = c.table is not None and len(c.table.columns) >= 4  # a 4 × 4 matrix needs more of the width
-    left, right = st.columns([1, 1] if wide else [1, 1.3])
+    # a matrix, or a table of three columns with long names, needs half of the width
+    wide = c.table is not None and len(c.table.columns) >= 3
+    with st.container(key=f"{key}_body"):
+        left, right = st.columns([1, 1] if wide else [1, 1.3])
     with left:
         st.markdown(f"**{plain(c.table_title)}**")
         if c.table is not None:
@@ -333,8 +438,11 @@ def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
             for label, value in c.facts:
                 st.markdown(f"{plain(label)}: **{plain(value)}**")
     with right:
-        fig = shown.presented if presentation else shown.figure
-        st.plotly_chart(fig, key=f"{key}_figure", width="stretch", config=CHART_CONFIG)
+        if presentation:  # as tall as the screen leaves it (PRESENT_CSS)
+            fig, height = shown.presented, "stretch"
+        else:
+            fig, height = shown.figure, "content"
+        st.plotly_chart(fig, key=f"{key}_figure", width="stretch", height=height, config=CHART_CONFIG)
         st.caption(plain(c.caption))
 
 
