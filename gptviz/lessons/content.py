@@ -107,23 +107,32 @@ def mark(fig: go.Figure, h: Highlight | None, T: int) -> go.Figure:
         boxes = [(i, i, 0, T - 1)]
         if h.kind == "token":
             boxes.append((0, T - 1, i, i))
-    pad = max(0.06, T / 40)  # rows of margin: ≥ MARK_WIDTH + MARK_GAP px at any figure height ≥ 160 px
+    pad = max(0.06, T / 36)  # rows of margin: H / 38 px on a plot H px tall, ≥ MARK_WIDTH + MARK_GAP from 160 px
     reversed_y = fig.layout.yaxis.autorange == "reversed"  # the first query on top
     fig.update_xaxes(range=[-0.5 - pad, T - 0.5 + pad], autorange=False)
     fig.update_yaxes(range=[T - 0.5 + pad, -0.5 - pad] if reversed_y else [-0.5 - pad, T - 0.5 + pad], autorange=False)
     off = MARK_WIDTH / 2 + MARK_GAP  # px from the cell border to the line's centre; Plotly's pixels go up
     line = dict(color=ORANGE, width=MARK_WIDTH)
-    for r0, r1, c0, c1 in boxes:
+    for k, (r0, r1, c0, c1) in enumerate(boxes):
+        others = boxes[:k] + boxes[k + 1 :]  # a token's row and column: frame the cross, not both bars
         top, bottom = (r0 - 0.5, r1 + 0.5) if reversed_y else (r1 + 0.5, r0 - 0.5)
         for anchor, y in ((top, off), (bottom, -off)):
-            fig.add_shape(
-                type="line", x0=c0 - 0.5, x1=c1 + 0.5, ysizemode="pixel", yanchor=anchor, y0=y, y1=y, line=line
-            )
+            cuts = [(o[2] - 0.5, o[3] + 0.5) for o in others if o[0] - 0.5 < anchor < o[1] + 0.5]
+            for x0, x1 in _minus(c0 - 0.5, c1 + 0.5, cuts):
+                fig.add_shape(type="line", x0=x0, x1=x1, ysizemode="pixel", yanchor=anchor, y0=y, y1=y, line=line)
         for anchor, x in ((c0 - 0.5, -off), (c1 + 0.5, off)):
-            fig.add_shape(
-                type="line", y0=r0 - 0.5, y1=r1 + 0.5, xsizemode="pixel", xanchor=anchor, x0=x, x1=x, line=line
-            )
+            cuts = [(o[0] - 0.5, o[1] + 0.5) for o in others if o[2] - 0.5 < anchor < o[3] + 0.5]
+            for y0, y1 in _minus(r0 - 0.5, r1 + 0.5, cuts):
+                fig.add_shape(type="line", y0=y0, y1=y1, xsizemode="pixel", xanchor=anchor, x0=x, x1=x, line=line)
     return fig
+
+
+def _minus(lo: float, hi: float, cuts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of [lo, hi] outside every cut."""
+    parts = [(lo, hi)]
+    for a, b in cuts:
+        parts = [q for p0, p1 in parts for q in ((p0, min(p1, a)), (max(p0, b), p1)) if q[1] > q[0]]
+    return parts
 
 
 def _tiny_head(slide: Slide) -> Content:

@@ -84,8 +84,11 @@ FRAME = """([kind, at]) => {
   const cells = rc.map(([r0, r1, c0, c1]) => { const [t, b] = span(ya, r0, r1), [l, r] = span(xa, c0, c1);
                                                 return {l, r, t, b}; });
   const strokes = [...gd.querySelectorAll('.shapelayer path')].map((p) => {
+    // a line's stroke: as wide as the line across it, ending at its ends (SVG's butt caps)
     const r = p.getBoundingClientRect(), w = parseFloat(getComputedStyle(p).strokeWidth) / 2;
-    return {l: r.left - svg.left - w, r: r.right - svg.left + w, t: r.top - svg.top - w, b: r.bottom - svg.top + w}; });
+    const across = r.width < r.height ? [w, 0] : [0, w];
+    return {l: r.left - svg.left - across[0], r: r.right - svg.left + across[0],
+            t: r.top - svg.top - across[1], b: r.bottom - svg.top + across[1]}; });
   const plot = {l: xa._offset, r: xa._offset + xa._length, t: ya._offset, b: ya._offset + ya._length};
   return {T, cells, strokes, plot};
 }"""
