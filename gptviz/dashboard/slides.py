@@ -12,6 +12,7 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -438,10 +439,8 @@ def draw(slide: Slide, presentation: bool, key: str = "slide") -> None:
             for label, value in c.facts:
                 st.markdown(f"{plain(label)}: **{plain(value)}**")
     with right:
-        if presentation:  # as tall as the screen leaves it (PRESENT_CSS)
-            fig, height = shown.presented, "stretch"
-        else:
-            fig, height = shown.figure, "content"
+        height: Literal["stretch", "content"] = "stretch" if presentation else "content"  # the screen's (PRESENT_CSS)
+        fig = shown.presented if presentation else shown.figure
         st.plotly_chart(fig, key=f"{key}_figure", width="stretch", height=height, config=CHART_CONFIG)
         st.caption(plain(c.caption))
 
