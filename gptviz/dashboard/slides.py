@@ -84,9 +84,8 @@ CLICKER_JS = """<script>
 })();
 </script>"""
 
-# A slide fills a 1280 × 720 screen: less padding above the page, the note large, every number a
-# slide is about (table cells, the facts, the class code) at least 24 px (1.15rem of the
-# presentation root font, 21 px; 1.5rem of Streamlit's 16 px).
+# A slide on any screen: less padding above the page, the note and the facts large, the class code
+# at least 24 px (1.5rem of Streamlit's 16 px root font), the Home / End buttons out of sight.
 SLIDE_CSS = """<style>
 [data-testid=stMainBlockContainer] { padding-top: 4rem; padding-bottom: 1rem; }
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
@@ -94,12 +93,15 @@ SLIDE_CSS = """<style>
 .st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
 [data-testid=stTable] th, [data-testid=stTable] td { padding: 0.2rem 0.35rem; font-size: 0.85rem; }
 .st-key-class_bar strong { font-size: 1.5rem; letter-spacing: 0.05em; }
+.st-key-slide_head [data-testid=stMarkdownContainer], .st-key-follow_head [data-testid=stMarkdownContainer],
+.st-key-slide_note [data-testid=stMarkdownContainer], .st-key-follow_note [data-testid=stMarkdownContainer] {
+  margin-bottom: 0; }  /* Streamlit's -1rem put the note on the title */
 [data-testid=stLayoutWrapper]:has(> .st-key-slide_ends) { display: none; }
 [data-testid=stElementContainer]:has(> [data-testid=stHtml] > script:only-child) { display: none; }
 </style>"""
 
 # Presentation mode: the slide is the whole screen, with nothing below the fold at 1280 × 720 or
-# 1024 × 768. Streamlit's page menu and sidebar go (the slide list and "Leave presentation" stand in
+# 1024 × 768. Streamlit's page menu and sidebar go (the slide list and "Exit presentation" stand in
 # for them), the page is one screen tall, and the row of input and result takes what the title,
 # note and tools rows leave: the figure is stretched to it (its height comes from the screen, not
 # from the figure), so a taller screen gets a taller figure. The caption sits under the figure, small.
@@ -117,14 +119,12 @@ PRESENT_CSS = """<style>
 .st-key-slide_figure, .st-key-follow_figure { flex: 1 1 0; min-height: 0; }
 .st-key-slide_head h3, .st-key-follow_head h3 { font-size: 1.6rem; line-height: 1.2; }
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.2rem; line-height: 1.25; }
+/* every number a slide is about at least 24 px: 1.15rem of the presentation root font (21 px) */
 [data-testid=stTable] th, [data-testid=stTable] td { padding: 0.1rem 0.35rem; font-size: 1.15rem; }
 [data-testid=stTable] tbody th p { white-space: nowrap; }
 [data-testid=stTable] thead th { font-size: 1rem; line-height: 1.2; }
 [data-testid=stCaptionContainer] { margin-bottom: 0; }
 [data-testid=stCaptionContainer] p { line-height: 1.25; margin-bottom: 0; }
-.st-key-slide_head [data-testid=stMarkdownContainer], .st-key-follow_head [data-testid=stMarkdownContainer],
-.st-key-slide_note [data-testid=stMarkdownContainer], .st-key-follow_note [data-testid=stMarkdownContainer] {
-  margin-bottom: 0; }
 .st-key-lesson_tools { gap: 0.45rem; }
 .st-key-lesson_tools p, .st-key-lesson_tools [data-baseweb=select] { font-size: 0.8rem; }
 .st-key-lesson_tools button, .st-key-lesson_tools [data-baseweb=select] > div { min-height: 1.8rem; padding: 0 0.6rem; }
