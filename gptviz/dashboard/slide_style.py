@@ -82,7 +82,6 @@ PRESENT_CSS = """<style>
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.2rem; line-height: 1.25; }
 /* every number a slide is about at least 24 px: 1.15rem of the presentation root font (21 px) */
 [data-testid=stTable] th, [data-testid=stTable] td { padding: 0.1rem 0.35rem; font-size: 1.15rem; }
-[data-testid=stTable] tbody th p { white-space: nowrap; }
 [data-testid=stTable] thead th { font-size: 1rem; line-height: 1.2; }
 [data-testid=stCaptionContainer] { margin-bottom: 0; }
 [data-testid=stCaptionContainer] p { line-height: 1.25; margin-bottom: 0; }

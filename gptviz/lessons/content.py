@@ -184,7 +184,7 @@ def _softmax(slide: Slide) -> Content:
     # 1024 px screen at 24 px; the other way round the long row names pushed two keys off the slide
     table = shown(
         np.stack([s["scores"], s["scaled_scores"], s["unscaled_weights"], s["scaled_weights"]]).T,
-        keys,
+        [k.replace(" ", "\u00a0") for k in keys],  # "key 0" on one line, never "key" over "0"
         ["score", f"score ÷ √{d}", "softmax of score", f"softmax of score ÷ √{d}"],
     )
     top = float(s["unscaled_weights"].max())
