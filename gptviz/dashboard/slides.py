@@ -39,7 +39,7 @@ SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
 CODE_KEY = keys.CLASS_CODE
 TEACH_KEY = keys.TEACH_KEY
 NUMBER_PX = 24  # the smallest a number a slide is about may be on a projector
-LIST_KEY = "slide_list"  # the slide list's widget: the slide it shows, 0-based
+LIST_KEY = "slide_list"  # the slide list's container; its widget is list_key(i) on slide i (0-based)
 HEARTBEAT_S = 60.0  # how often an idle teacher's page tells the registry it is still there
 _INT = re.compile(r"[0-9]{1,3}")
 
@@ -181,9 +181,18 @@ def _go(n: int, i: int) -> None:
         nudge(code)
 
 
-def _picked(n: int) -> None:
-    """The slide list's choice."""
-    _go(n, st.session_state[LIST_KEY])
+def list_key(i: int) -> str:
+    """The slide list's widget on slide i. A new widget on every slide, made showing that slide and
+    never set afterwards: a rerun requested before the last one reached the browser (a clicker's
+    Next pressed twice quickly) carries the list's value as the browser last had it, and a list set
+    to the slide on screen by the server would take that stale value for the teacher's choice and
+    send the class back a slide. A widget the server never sets has no stale value."""
+    return f"{LIST_KEY}_{i}"
+
+
+def _picked(n: int, i: int) -> None:
+    """The slide list's choice (it was made on slide i)."""
+    _go(n, st.session_state[list_key(i)])
 
 
 def _rerun_full(session, code: str) -> None:
@@ -308,18 +317,18 @@ def tools(lesson: Lesson, presentation: bool) -> None:
     """The row under a slide: the slide list (jump to any slide by its title), the slide's full page,
     the handout, Close the lesson, and in presentation mode the way out of it."""
     n, i = len(lesson.slides), st.session_state[SLIDE_KEY]
-    st.session_state[LIST_KEY] = i  # the list shows the slide on screen, however it was reached
     with st.container(horizontal=True, vertical_alignment="center", key="lesson_tools"):
-        st.selectbox(
-            "Go to slide",
-            range(n),
-            key=LIST_KEY,
-            format_func=lambda k: f"{k + 1}. {lesson.slides[k].title}",
-            on_change=_picked,
-            args=(n,),
-            label_visibility="collapsed",
-            width=210,
-        )
+        with st.container(key=LIST_KEY, width=210):
+            st.selectbox(
+                "Go to slide",
+                range(n),
+                index=i,
+                key=list_key(i),
+                format_func=lambda k: f"{k + 1}. {lesson.slides[k].title}",
+                on_change=_picked,
+                args=(n, i),
+                label_visibility="collapsed",
+            )
         full_page_link(lesson.slides[i])
         handout_button(lesson)
         st.button("Close the lesson", key="lesson_close", on_click=close_lesson)
