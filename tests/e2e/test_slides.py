@@ -221,23 +221,6 @@ def test_the_keys_and_the_slide_list(page: Page, url, shot):
         expect(blank).to_have_count(0)
     page.keyboard.press("PageDown")  # the clicker still moves the slides after a black screen
     on_slide(page, 2, n)
-    # Next twice, the second before the first's run is back: both count (a slide list the server
-    # set to the slide on screen once sent the second back, its stale value taken for a choice)
-    for _ in range(3):
-        page.keyboard.press("PageDown")
-        page.keyboard.press("PageDown")
-        page.wait_for_timeout(150)
-        page.keyboard.press("PageUp")
-        page.keyboard.press("PageUp")
-    page.keyboard.press("PageDown")
-    page.keyboard.press("PageDown")
-    on_slide(page, 4, n)
-    page.wait_for_timeout(1500)  # nothing moves it afterwards
-    on_slide(page, 4, n)
-    page.keyboard.press("Home")
-    on_slide(page, 1, n)
-    page.keyboard.press("PageDown")
-    on_slide(page, 2, n)
     # the slide list: a slide by its title; then the clicker's keys move the slides, not the list
     page.locator(".st-key-slide_list").click()
     page.get_by_role("option", name=f"{n - 1}. {lesson.slides[n - 2].title}").click()
