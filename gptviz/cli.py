@@ -253,6 +253,11 @@ def cmd_handout(args) -> None:
     root = Path(args.checkpoints) if args.checkpoints else checkpoints_dir()
     out = handout.write(lesson, handout.local_runs(root), args.out)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB, {len(lesson.slides)} slides)")
+    if args.pdf:
+        from .lessons import pdf
+
+        printed = pdf.print_pdf(out, args.pdf)
+        print(f"wrote {printed} ({pdf.pages(printed)} pages)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -438,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoints",
         type=cli_args.path,
         help="folder of the checkpoints its slides name (default: the shipped ones)",
+    )
+    p.add_argument(
+        "--pdf", type=cli_args.path, help="also print it to this PDF, a slide a page (needs Chromium or Chrome)"
     )
     p.set_defaults(func=cmd_handout)
     return parser

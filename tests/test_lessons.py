@@ -132,7 +132,7 @@ def test_slide_content_is_the_worked_examples_numbers():
     z = np.asarray(c.figure.data[0].z, dtype=float)
     assert np.allclose(np.nan_to_num(z), r["weights"], atol=1e-12)
     assert z[2, 1] > 0.99 and c.table.to_numpy()[0, 0] == "1.0000"  # the sharp preset chooses
-    assert [s.type for s in c.figure.layout.shapes] == ["rect"]  # the highlighted cell
+    assert [s.type for s in c.figure.layout.shapes] == ["line"] * 4  # the cell, framed from outside (test_slide_marks)
     masked = content.build(lessons.Slide(page="mask", title="m", mask=True))
     assert masked.table.iloc[0, 1] == "−∞" and dict(masked.facts)[content.mass_label(4)] == "0.0000"
     leak = content.build(lessons.Slide(page="mask", title="m", mask=False))

@@ -56,7 +56,4 @@ if lesson is None:
     st.stop()
 
 slides.teacher(lesson, presentation)
-with st.container(horizontal=True, key="lesson_tools"):
-    slides.full_page_link(lesson.slides[st.session_state[slides.SLIDE_KEY]])
-    slides.handout_button(lesson)
-    st.button("Close the lesson", key="lesson_close", on_click=slides.close_lesson)
+slides.tools(lesson, presentation)

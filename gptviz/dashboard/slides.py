@@ -12,6 +12,7 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -29,6 +30,7 @@ from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
 from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae
 from .pages import page_file
+from .slide_style import CLICKER_JS, PRESENT_CSS, SLIDE_CSS
 from .state import link_params
 from .widgets import CHART_CONFIG, plain
 
@@ -37,42 +39,10 @@ LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen recor
 SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
 CODE_KEY = keys.CLASS_CODE
 TEACH_KEY = keys.TEACH_KEY
+NUMBER_PX = 24  # the smallest a number a slide is about may be on a projector
+LIST_KEY = "slide_list"  # the slide list's container; its widget is list_key(i) on slide i (0-based)
 HEARTBEAT_S = 60.0  # how often an idle teacher's page tells the registry it is still there
 _INT = re.compile(r"[0-9]{1,3}")
-
-# The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
-# Next and Back buttons. Installed once per browser tab on the page's own document (st.html runs it
-# outside any iframe); it ignores keys typed into a field and keys with a modifier.
-CLICKER_JS = """<script>
-(() => {
-  if (window.__gptvizClicker) return;
-  window.__gptvizClicker = true;
-  const NEXT = ["PageDown", "ArrowRight", " "], BACK = ["PageUp", "ArrowLeft"];
-  document.addEventListener("keydown", (e) => {
-    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
-    const t = e.target;
-    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)
-              || t.getAttribute("role") === "slider")) return;
-    const dir = NEXT.includes(e.key) ? "next" : BACK.includes(e.key) ? "back" : null;
-    const b = dir && document.querySelector(".st-key-slide_" + dir + " button");
-    if (!b) return;
-    e.preventDefault();
-    e.stopPropagation();
-    if (!b.disabled) b.click();
-  }, true);
-})();
-</script>"""
-
-# A slide fills a 1280 × 720 screen: less padding above the page, the note large.
-# The slide's row of Back / Next sits just under Streamlit's header bar (3.75rem, the page menu),
-# not Streamlit's default 6rem below it.
-SLIDE_CSS = """<style>
-[data-testid=stMainBlockContainer] { padding-top: 4rem; padding-bottom: 1rem; }
-.st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
-.st-key-slide_head h3, .st-key-follow_head h3 { padding: 0; }
-.st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
-[data-testid=stTable] th, [data-testid=stTable] td { padding: 0.2rem 0.35rem; font-size: 0.85rem; }
-</style>"""
 
 
 @dataclass(frozen=True)
@@ -118,7 +88,12 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
         c.figure.update_xaxes(title_text="key (what is read)")
         c.figure.update_yaxes(title_text="query (who reads)")
     presented = figures.presentation(c.figure, True)
-    presented.update_layout(height=content.FIGURE_HEIGHT)
+    presented.layout.height = None  # the screen sets it (draw: the chart stretched to its row)
+    # numbers written in the cells are what the slide is about: projector size, and no colour bar
+    # (the cells say their values), which leaves the cells the width their four decimals need
+    presented.update_traces(
+        textfont_size=NUMBER_PX, showscale=False, selector=lambda t: t.type == "heatmap" and bool(t.texttemplate)
+    )
     return Shown(c, figures.presentation(c.figure, False), presented)
 
 
@@ -210,13 +185,32 @@ def close_lesson() -> None:
 
 
 def _move(n: int, delta: int) -> None:
-    """Back / Next. Published to the followers here, in the button's callback, before the rest of the
-    teacher's page runs: the class sees the new slide as soon as it can."""
-    i = st.session_state[SLIDE_KEY] = min(max(st.session_state.get(SLIDE_KEY, 0) + delta, 0), n - 1)
+    """Back / Next."""
+    _go(n, st.session_state.get(SLIDE_KEY, 0) + delta)
+
+
+def _go(n: int, i: int) -> None:
+    """Show slide i (clamped to the lesson). Published to the followers here, in the button's
+    callback, before the rest of the teacher's page runs: the class sees the new slide as soon as it can."""
+    i = st.session_state[SLIDE_KEY] = min(max(i, 0), n - 1)
     lesson, code = st.session_state.get(LESSON_KEY), st.session_state.get(CODE_KEY)
     if lesson is not None and code:
         live.publish(code, lesson, i)
         nudge(code)
+
+
+def list_key(i: int) -> str:
+    """The slide list's widget on slide i. A new widget on every slide, made showing that slide and
+    never set afterwards: a rerun requested before the last one reached the browser (a clicker's
+    Next pressed twice quickly) carries the list's value as the browser last had it, and a list set
+    to the slide on screen by the server would take that stale value for the teacher's choice and
+    send the class back a slide. A widget the server never sets has no stale value."""
+    return f"{LIST_KEY}_{i}"
+
+
+def _picked(n: int, i: int) -> None:
+    """The slide list's choice (it was made on slide i)."""
+    _go(n, st.session_state[list_key(i)])
 
 
 def _rerun_full(session, code: str) -> None:
@@ -317,7 +311,8 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
             live.publish(code, lesson, i)
             nudge(code)
     write_lesson_url(lesson, i)
-    back, where, forward, share = st.columns([1.3, 3, 1.3, 2.6], vertical_alignment="center")
+    st.html(CLICKER_JS, unsafe_allow_javascript=True)
+    back, where, forward, share = st.columns([1.1, 2.6, 1.1, 3.2], vertical_alignment="center")
     back.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0, width="stretch")
     forward.button(
         "Next ▶", key="slide_next", on_click=_move, args=(n, 1), disabled=i == n - 1, width="stretch", type="primary"
@@ -325,13 +320,44 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     where.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
     with share:
         class_bar()
-        st.html(CLICKER_JS, unsafe_allow_javascript=True)
+    with st.container(key="slide_ends"):  # pressed by Home and End (CLICKER_JS), never seen
+        st.button("First slide", key="slide_first", on_click=_go, args=(n, 0))
+        st.button("Last slide", key="slide_last", on_click=_go, args=(n, n - 1))
     draw(lesson.slides[i], presentation, at=predict.At(code, lesson, i, nudge))
+
+
+def leave_presentation() -> None:
+    """Presentation mode off (its toggle is in the sidebar, which presentation mode hides)."""
+    st.session_state["presentation"] = False
+    st.query_params.pop("present", None)
+
+
+def tools(lesson: Lesson, presentation: bool) -> None:
+    """The row under a slide: the slide list (jump to any slide by its title), the slide's full page,
+    the handout, Close the lesson, and in presentation mode the way out of it."""
+    n, i = len(lesson.slides), st.session_state[SLIDE_KEY]
+    with st.container(horizontal=True, vertical_alignment="center", key="lesson_tools"):
+        with st.container(key=LIST_KEY, width=210):
+            st.selectbox(
+                "Go to slide",
+                range(n),
+                index=i,
+                key=list_key(i),
+                format_func=lambda k: f"{k + 1}. {lesson.slides[k].title}",
+                on_change=_picked,
+                args=(n, i),
+                label_visibility="collapsed",
+            )
+        full_page_link(lesson.slides[i])
+        handout_button(lesson)
+        st.button("Close the lesson", key="lesson_close", on_click=close_lesson)
+        if presentation:
+            st.button("Exit presentation", key="leave_presentation", on_click=leave_presentation)
 
 
 def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | None = None) -> None:
     """One slide, read-only: title, note, then its input (left) beside its result (right)."""
-    st.html(SLIDE_CSS)
+    st.html(SLIDE_CSS + (PRESENT_CSS if presentation else ""))
     with st.container(key=f"{key}_head"):
         st.markdown(f"### {plain(slide.title)}")
     if slide.note:
@@ -348,8 +374,10 @@ def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | 
             predict.teacher(slide, shown.content, at, presentation)
         return
     c = shown.content
-    wide = c.table is not None and len(c.table.columns) >= 4  # a 4 × 4 matrix needs more of the width
-    left, right = st.columns([1, 1] if wide else [1, 1.3])
+    # a matrix, or a table of three columns with long names, needs half of the width
+    wide = c.table is not None and len(c.table.columns) >= 3
+    with st.container(key=f"{key}_body"):
+        left, right = st.columns([1, 1] if wide else [1, 1.3])
     with left:
         st.markdown(f"**{plain(c.table_title)}**")
         if c.table is not None:
@@ -358,8 +386,9 @@ def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | 
             for label, value in c.facts:
                 st.markdown(f"{plain(label)}: **{plain(value)}**")
     with right:
+        height: Literal["stretch", "content"] = "stretch" if presentation else "content"  # the screen's (PRESENT_CSS)
         fig = shown.presented if presentation else shown.figure
-        st.plotly_chart(fig, key=f"{key}_figure", width="stretch", config=CHART_CONFIG)
+        st.plotly_chart(fig, key=f"{key}_figure", width="stretch", height=height, config=CHART_CONFIG)
         st.caption(plain(c.caption))
 
 

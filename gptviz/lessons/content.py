@@ -91,20 +91,52 @@ def small_heatmap(
     return from_spec(spec)
 
 
+MARK_WIDTH = 3  # px: the highlight's lines
+MARK_GAP = 1  # px between the cell's edge and the line's inner edge
+
+
 def mark(fig: go.Figure, h: Highlight | None, T: int) -> go.Figure:
-    """Outline the highlighted cell, row (a query) or token (its row and its column) on a heatmap."""
+    """Frame the highlighted cell, row (a query) or token (its row and its column) on a heatmap,
+    from outside: on a 42-60 token heatmap a row is 5-7 px tall, and an outline drawn on its border
+    (half of the line inside) covered most of the very row it points at. Each side is a line set off
+    the cells by a fixed number of pixels (Plotly's pixel sizing, anchored on the cell border in data
+    units), whatever size the figure is drawn at; the axes get a margin of background a few pixels
+    wide so a frame on the first or last row is not clipped by the plot area."""
     if h is None:
         return fig
-    line = dict(color=ORANGE, width=4)
     i = min(h.at[0], T - 1)
     if h.kind == "cell":
-        j = min(h.at[1], T - 1)
-        fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5, line=line)
+        boxes = [(i, i, min(h.at[1], T - 1), min(h.at[1], T - 1))]
     else:
-        fig.add_shape(type="rect", x0=-0.5, x1=T - 0.5, y0=i - 0.5, y1=i + 0.5, line=line)
+        boxes = [(i, i, 0, T - 1)]
         if h.kind == "token":
-            fig.add_shape(type="rect", x0=i - 0.5, x1=i + 0.5, y0=-0.5, y1=T - 0.5, line=line)
+            boxes.append((0, T - 1, i, i))
+    pad = max(0.06, T / 36)  # rows of margin: H / 38 px on a plot H px tall, ≥ MARK_WIDTH + MARK_GAP from 160 px
+    reversed_y = fig.layout.yaxis.autorange == "reversed"  # the first query on top
+    fig.update_xaxes(range=[-0.5 - pad, T - 0.5 + pad], autorange=False)
+    fig.update_yaxes(range=[T - 0.5 + pad, -0.5 - pad] if reversed_y else [-0.5 - pad, T - 0.5 + pad], autorange=False)
+    off = MARK_WIDTH / 2 + MARK_GAP  # px from the cell border to the line's centre; Plotly's pixels go up
+    line = dict(color=ORANGE, width=MARK_WIDTH)
+    for k, (r0, r1, c0, c1) in enumerate(boxes):
+        others = boxes[:k] + boxes[k + 1 :]  # a token's row and column: frame the cross, not both bars
+        top, bottom = (r0 - 0.5, r1 + 0.5) if reversed_y else (r1 + 0.5, r0 - 0.5)
+        for anchor, y in ((top, off), (bottom, -off)):
+            cuts = [(o[2] - 0.5, o[3] + 0.5) for o in others if o[0] - 0.5 < anchor < o[1] + 0.5]
+            for x0, x1 in _minus(c0 - 0.5, c1 + 0.5, cuts):
+                fig.add_shape(type="line", x0=x0, x1=x1, ysizemode="pixel", yanchor=anchor, y0=y, y1=y, line=line)
+        for anchor, x in ((c0 - 0.5, -off), (c1 + 0.5, off)):
+            cuts = [(o[0] - 0.5, o[1] + 0.5) for o in others if o[2] - 0.5 < anchor < o[3] + 0.5]
+            for y0, y1 in _minus(r0 - 0.5, r1 + 0.5, cuts):
+                fig.add_shape(type="line", y0=y0, y1=y1, xsizemode="pixel", xanchor=anchor, x0=x, x1=x, line=line)
     return fig
+
+
+def _minus(lo: float, hi: float, cuts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of [lo, hi] outside every cut."""
+    parts = [(lo, hi)]
+    for a, b in cuts:
+        parts = [q for p0, p1 in parts for q in ((p0, min(p1, a)), (max(p0, b), p1)) if q[1] > q[0]]
+    return parts
 
 
 def _tiny_head(slide: Slide) -> Content:
@@ -158,10 +190,12 @@ def _softmax(slide: Slide) -> Content:
     style(fig, "One query's weights, unscaled and scaled", height=FIGURE_HEIGHT)
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.15))
     fig.update_yaxes(title_text="weight", range=[0, 1])
+    # one row per key (a class reads a key's four numbers across), so four short columns fit half a
+    # 1024 px screen at 24 px; the other way round the long row names pushed two keys off the slide
     table = shown(
-        np.stack([s["scores"], s["scaled_scores"], s["unscaled_weights"], s["scaled_weights"]]),
-        ["scores", f"scores ÷ √{d}", "softmax(scores)", f"softmax(scores ÷ √{d})"],
-        keys,
+        np.stack([s["scores"], s["scaled_scores"], s["unscaled_weights"], s["scaled_weights"]]).T,
+        [k.replace(" ", "\u00a0") for k in keys],  # "key 0" on one line, never "key" over "0"
+        ["score", f"score ÷ √{d}", "softmax of score", f"softmax of score ÷ √{d}"],
     )
     top = float(s["unscaled_weights"].max())
     return Content(

@@ -29,7 +29,18 @@ section { border-top: 2px solid #e6e6e6; padding: 1rem 0 2rem; }
 table { border-collapse: collapse; font-size: 0.95rem; }
 td, th { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: right; }
 .caption { color: #666; font-size: 0.9rem; }
+/* Printed (the browser's Print, or `gptviz handout --pdf`): each slide on its own landscape page, and
+   no figure, table or list of numbers split across two; a heading stays with what follows it. */
+@page { size: A4 landscape; margin: 12mm; }
+@media print {
+  body { margin: 0; max-width: none; padding: 0; }
+  section { break-before: page; border-top: none; padding: 0; }
+  section:first-of-type { break-before: auto; }
+  .figure, table, ul, .note { break-inside: avoid; }
+  h1, h2, h3 { break-after: avoid; }
+}
 """
+FIGURE_WIDTH = 600  # px: beside its table on a printed landscape page; alone on a portrait one
 
 
 def render(lesson: Lesson, contents: Sequence[Content | str]) -> str:
@@ -59,7 +70,10 @@ def render(lesson: Lesson, contents: Sequence[Content | str]) -> str:
             parts.append(c.table.to_html(escape=True, border=0, index=not plain_index))
         parts.append("<ul>" + "".join(f"<li>{e(k)}: <b>{e(v)}</b></li>" for k, v in c.facts) + "</ul>")
         parts.append('</div><div class="right">')
-        parts.append(c.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"figure-{i}"))
+        figure = c.figure.to_html(
+            full_html=False, include_plotlyjs=False, div_id=f"figure-{i}", default_width=FIGURE_WIDTH
+        )
+        parts.append(f'<div class="figure">{figure}</div>')
         parts.append(f'<p class="caption">{e(c.caption)}</p></div></div></section>')
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,0 +1,91 @@
+"""How a slide looks and answers the keyboard: the CSS of a slide (SLIDE_CSS, and PRESENT_CSS for a
+projector: the slide is the whole screen) and the script of a clicker's keys (CLICKER_JS). Used by
+slides.py; the selectors name the keys of the elements slides.py draws (slide_*, follow_*,
+lesson_tools, class_bar)."""
+
+# The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
+# Next and Back buttons, Home and End its first and last; `b` and `.` (a clicker's "blank" key) black
+# the screen out and bring it back, as in a slide program (Escape brings it back too). Installed once
+# per browser tab on the page's own document (st.html runs it outside any iframe); it ignores keys
+# typed into a field and keys with a modifier. The slide list is a field until a slide is picked:
+# then the clicker's keys move the slides again, not the list.
+CLICKER_JS = """<script>
+(() => {
+  if (window.__gptvizClicker) return;
+  window.__gptvizClicker = true;
+  const BUTTONS = {PageDown: "next", ArrowRight: "next", " ": "next", PageUp: "back", ArrowLeft: "back",
+                   Home: "first", End: "last"};
+  const blank = () => {
+    let b = document.getElementById("gptviz-blank");
+    if (b) { b.remove(); return; }
+    b = document.createElement("div");
+    b.id = "gptviz-blank";
+    b.style.cssText = "position:fixed;inset:0;background:#000;z-index:2147483647;cursor:none";
+    document.body.appendChild(b);
+  };
+  document.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const t = e.target;
+    const list = t && t.closest && t.closest(".st-key-slide_list");
+    if (list && t.getAttribute("aria-expanded") !== "true") t.blur();
+    else if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)
+              || t.getAttribute("role") === "slider")) return;
+    if (!document.querySelector(".st-key-slide_next")) return;  // not on a slide
+    if (e.key === "b" || e.key === "." || (e.key === "Escape" && document.getElementById("gptviz-blank"))) {
+      e.preventDefault();
+      blank();
+      return;
+    }
+    const b = BUTTONS[e.key] && document.querySelector(".st-key-slide_" + BUTTONS[e.key] + " button");
+    if (!b) return;
+    e.preventDefault();
+    e.stopPropagation();
+    if (!b.disabled) b.click();
+  }, true);
+})();
+</script>"""
+
+# A slide on any screen: less padding above the page, the note and the facts large, the class code
+# at least 24 px (1.5rem of Streamlit's 16 px root font), the Home / End buttons out of sight.
+SLIDE_CSS = """<style>
+[data-testid=stMainBlockContainer] { padding-top: 4rem; padding-bottom: 1rem; }
+.st-key-slide_note p, .st-key-follow_note p { font-size: 1.3rem; line-height: 1.3; margin-bottom: 0; }
+.st-key-slide_head h3, .st-key-follow_head h3 { padding: 0; }
+.st-key-slide_facts p, .st-key-follow_facts p { font-size: 1.15rem; margin-bottom: 0.2rem; }
+[data-testid=stTable] th, [data-testid=stTable] td { padding: 0.2rem 0.35rem; font-size: 0.85rem; }
+.st-key-class_bar strong { font-size: 1.5rem; letter-spacing: 0.05em; }
+.st-key-slide_head [data-testid=stMarkdownContainer], .st-key-follow_head [data-testid=stMarkdownContainer],
+.st-key-slide_note [data-testid=stMarkdownContainer], .st-key-follow_note [data-testid=stMarkdownContainer] {
+  margin-bottom: 0; }  /* Streamlit's -1rem put the note on the title */
+[data-testid=stLayoutWrapper]:has(> .st-key-slide_ends) { display: none; }
+[data-testid=stElementContainer]:has(> [data-testid=stHtml] > script:only-child) { display: none; }
+</style>"""
+
+# Presentation mode: the slide is the whole screen, with nothing below the fold at 1280 × 720 or
+# 1024 × 768. Streamlit's page menu and sidebar go (the slide list and "Exit presentation" stand in
+# for them), the page is one screen tall, and the row of input and result takes what the title,
+# note and tools rows leave: the figure is stretched to it (its height comes from the screen, not
+# from the figure), so a taller screen gets a taller figure. The caption sits under the figure, small.
+PRESENT_CSS = """<style>
+[data-testid=stHeader], [data-testid=stSidebar], [data-testid=stSidebarCollapsedControl] { display: none; }
+[data-testid=stMainBlockContainer] { height: 100vh; max-width: none; padding: 0.5rem 1.5rem 0.6rem; }
+[data-testid=stMainBlockContainer] > [data-testid=stVerticalBlock] { height: 100%; gap: 0.45rem; }
+[data-testid=stLayoutWrapper]:has(> .st-key-slide_body, > .st-key-follow_body) { flex: 1 1 0; min-height: 0; }
+.st-key-slide_body, .st-key-follow_body { height: 100%; }
+.st-key-slide_body [data-testid=stLayoutWrapper], .st-key-follow_body [data-testid=stLayoutWrapper],
+.st-key-slide_body [data-testid=stHorizontalBlock], .st-key-follow_body [data-testid=stHorizontalBlock] {
+  height: 100%; min-height: 0; }
+.st-key-slide_body [data-testid=stColumn] > [data-testid=stVerticalBlock],
+.st-key-follow_body [data-testid=stColumn] > [data-testid=stVerticalBlock] { height: 100%; gap: 0.3rem; }
+.st-key-slide_figure, .st-key-follow_figure { flex: 1 1 0; min-height: 0; }
+.st-key-slide_head h3, .st-key-follow_head h3 { font-size: 1.6rem; line-height: 1.2; }
+.st-key-slide_note p, .st-key-follow_note p { font-size: 1.2rem; line-height: 1.25; }
+/* every number a slide is about at least 24 px: 1.15rem of the presentation root font (21 px) */
+[data-testid=stTable] th, [data-testid=stTable] td { padding: 0.1rem 0.35rem; font-size: 1.15rem; }
+[data-testid=stTable] thead th { font-size: 1rem; line-height: 1.2; }
+[data-testid=stCaptionContainer] { margin-bottom: 0; }
+[data-testid=stCaptionContainer] p { line-height: 1.25; margin-bottom: 0; }
+.st-key-lesson_tools { gap: 0.45rem; }
+.st-key-lesson_tools p, .st-key-lesson_tools [data-baseweb=select] { font-size: 0.8rem; }
+.st-key-lesson_tools button, .st-key-lesson_tools [data-baseweb=select] > div { min-height: 1.8rem; padding: 0 0.6rem; }
+</style>"""

@@ -1,0 +1,49 @@
+"""The slide list and the first / last slide (what Home and End press) through AppTest, on the shipped
+checkpoints: each shows its slide, moves the URL and the class with it, and Exit presentation turns
+presentation mode off. The keys themselves are pressed in Chromium (tests/e2e/test_slides.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from apptest_helpers import app_session, figure, ok, serve
+
+from gptviz.dashboard import live, slides
+from gptviz.lessons import shipped_lesson
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = shipped_lesson("how-attention-works")
+N = len(LESSON.slides)
+
+
+@pytest.fixture
+def env(monkeypatch):
+    serve(monkeypatch, ROOT / "checkpoints", "shakespeare-char")
+
+
+def where(at) -> str:
+    return next(m.value for m in at.markdown if " · slide " in m.value)
+
+
+def test_the_slide_list_and_the_ends(env):
+    at = ok(app_session(timeout=90, lesson=LESSON.name, slide="2", present="1"))
+    ok(at.button(key="start_teaching").click().run())
+    code = at.session_state[slides.CODE_KEY]
+    box = at.selectbox(key=slides.list_key(1))
+    assert box.value == 1 and box.options == [f"{k + 1}. {s.title}" for k, s in enumerate(LESSON.slides)]
+    ok(box.select(N - 2).run())  # a slide by its title
+    assert where(at).endswith(f"slide {N - 1} of {N}") and at.query_params["slide"] == str(N - 1)
+    assert live.lookup(code).slide == N - 2  # the class sees it too
+    assert figure(at, "slide_figure")["data"]  # the slide's figure is drawn
+    ok(at.button(key="slide_first").click().run())
+    assert where(at).endswith(f"slide 1 of {N}") and at.selectbox(key=slides.list_key(0)).value == 0
+    ok(at.button(key="slide_last").click().run())
+    assert where(at).endswith(f"slide {N} of {N}") and live.lookup(code).slide == N - 1
+    assert at.selectbox(key=slides.list_key(N - 1)).value == N - 1  # the list follows the buttons
+    ok(at.button(key="slide_back").click().run())
+    assert at.selectbox(key=slides.list_key(N - 2)).value == N - 2
+    ok(at.button(key="leave_presentation").click().run())
+    assert at.session_state["presentation"] is False and "present" not in at.query_params
+    assert not [b for b in at.button if b.key == "leave_presentation"]
+    ok(at.button(key="end_class").click().run())
