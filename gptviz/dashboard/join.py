@@ -111,8 +111,12 @@ def join_screen(code: str) -> None:
 
 
 def join_button(code: str) -> None:
-    """The class bar's "Join screen" button."""
-    if st.button("Join screen", key="join_open", help="The follow link in large type and as a QR code"):
+    """The class bar's Join button: it opens the join screen."""
+    if st.button(
+        ":material/qr_code_2: Join",
+        key="join_open",
+        help="The join screen: the follow link in large type and as a QR code",
+    ):
         join_screen(code)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import pandas as pd
 import streamlit as st
@@ -25,6 +26,7 @@ from . import keys, live
 from .lesson_check import slide_checkpoint, slide_prompt
 from .widgets import CHART_CONFIG, plain
 
+TALLY_CAPTION = "Blue: the share of the class's answers for each guess; orange, after Reveal: the model's probability."
 TALLY_POLL_S = 0.5  # how often the teacher's tally looks for new answers: one small fragment of one session
 REVEALED = "_poll_revealed"  # session key: polls this teacher revealed without a class (no code)
 REVEALED_ROWS = 5  # the model's top tokens listed beside the tally (the chart shows PREDICT_K)
@@ -111,6 +113,7 @@ def teacher(slide: Slide, c: Content, at: At, presentation: bool) -> None:
             st.table(table.head(REVEALED_ROWS).set_index("token"))
     with right:
         _tally(at, model_top(table), presentation, live_poll=bool(at.code) and not revealed)
+        st.caption(TALLY_CAPTION)
 
 
 def _tally(at: At, top: pd.DataFrame | None, presentation: bool, live_poll: bool) -> None:
@@ -129,8 +132,10 @@ def draw_tally(
     snap: Snapshot, top: pd.DataFrame | None, revealed: bool, presentation: bool, key: str = "slide_figure"
 ) -> None:
     fig = figures.presentation(tally_figure(tally_table(snap, top), snap.answers, revealed), presentation)
-    fig.update_layout(height=FIGURE_HEIGHT)  # beside the prompt, under the title, at 1280 × 720
-    st.plotly_chart(fig, key=key, width="stretch", config=CHART_CONFIG)
+    # on a projector the screen sets the height (slide_style's PRESENT_CSS); elsewhere beside the prompt
+    fig.update_layout(height=None if presentation else FIGURE_HEIGHT)
+    height: Literal["stretch", "content"] = "stretch" if presentation else "content"
+    st.plotly_chart(fig, key=key, width="stretch", height=height, config=CHART_CONFIG)
 
 
 def follower(slide: Slide, c: Content, at: At, presentation: bool) -> None:

@@ -254,7 +254,7 @@ def start_teaching() -> None:
 
 
 def end_class() -> None:
-    """The "End the class" button: the code is freed and its followers are told."""
+    """The "End class" button: the code is freed and its followers are told."""
     code = st.session_state.pop(CODE_KEY, None)
     st.session_state.pop(TEACH_KEY, None)
     st.query_params.pop("teach", None)
@@ -282,7 +282,7 @@ def _heartbeat(code: str) -> None:
 
 
 def class_bar(lesson_open: bool = True) -> None:
-    """The class code and End the class, or Start teaching (no code exists before it is pressed)."""
+    """The class code, Join and End class, or Start teaching (no code exists before it is pressed)."""
     code = teaching()
     if code is None:
         st.button("Start teaching", key="start_teaching", on_click=start_teaching, help="Students follow a code")
@@ -293,7 +293,12 @@ def class_bar(lesson_open: bool = True) -> None:
     with st.container(horizontal=True, vertical_alignment="center", key="class_bar"):
         st.markdown(f"Class code **{code}**", help=f"Students open this dashboard's address with ?follow={code}")
         join.join_button(code)
-        st.button("End the class", key="end_class", on_click=end_class)
+        st.button(
+            "End class",
+            key="end_class",
+            on_click=end_class,
+            help="Ends the class: its code is freed and the students are told",
+        )
     if not lesson_open:
         st.caption("Your class waits for the next lesson you open: it comes up under the same code.")
     _heartbeat(code)
@@ -312,7 +317,7 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
             nudge(code)
     write_lesson_url(lesson, i)
     st.html(CLICKER_JS, unsafe_allow_javascript=True)
-    back, where, forward, share = st.columns([1.1, 2.6, 1.1, 3.2], vertical_alignment="center")
+    back, where, forward, share = st.columns([0.9, 2.1, 0.9, 4.1], vertical_alignment="center")
     back.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0, width="stretch")
     forward.button(
         "Next ▶", key="slide_next", on_click=_move, args=(n, 1), disabled=i == n - 1, width="stretch", type="primary"
@@ -368,10 +373,11 @@ def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | 
         st.error(f"This slide cannot be shown: {plain(shown)}")
         return
     if slide.page == "predict" and at is not None:  # the class answers before the model's answer shows
-        if key == "follow":
-            predict.follower(slide, shown.content, at, presentation)
-        else:
-            predict.teacher(slide, shown.content, at, presentation)
+        with st.container(key=f"{key}_body"):  # as any slide's body: the tally takes the height left
+            if key == "follow":
+                predict.follower(slide, shown.content, at, presentation)
+            else:
+                predict.teacher(slide, shown.content, at, presentation)
         return
     c = shown.content
     # a matrix, or a table of three columns with long names, needs half of the width

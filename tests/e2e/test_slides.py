@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 
 import pytest
-from e2e_server import ARTIFACTS, streamlit_server, wait_for_app_run
 from playwright.sync_api import Page, expect
 
+from gptviz.bench.browser import ARTIFACTS, streamlit_server, wait_for_app_run
 from gptviz.lessons import shipped_lesson, shipped_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ PARTS = {
     "Back": ".st-key-slide_back button",
     "Next": ".st-key-slide_next button",
     "class code": ".st-key-class_bar strong",
-    "End the class": ".st-key-end_class button",
+    "End class": ".st-key-end_class button",
     "title": ".st-key-slide_head h3",
     "note": ".st-key-slide_note p",
     "table title": ".st-key-slide_body [data-testid=stColumn]:first-child [data-testid=stMarkdown] strong",
@@ -186,7 +186,7 @@ def test_every_slide_fits_and_reads(page: Page, url, shot, width, height):
             if i < n:
                 page.keyboard.press("PageDown")
                 on_slide(page, i + 1, n, timeout=SLOW)
-        page.get_by_role("button", name="End the class").click()
+        page.get_by_role("button", name="End class").click()
         wait_for_app_run(page)
     (ARTIFACTS / f"slides_{width}x{height}.json").write_text(json.dumps(record, indent=1))
     assert not problems, problems[:12]
@@ -257,6 +257,6 @@ def test_a_followers_slide_fits_too(browser, url, shot):
     assert not m["header"] and m["scroll"][1] <= m["scroll"][2], m["scroll"]
     for name_, boxes in m["parts"].items():
         assert boxes and all(b["b"] <= m["h"] + 0.5 for b in boxes), (name_, boxes)
-    teacher.get_by_role("button", name="End the class").click()
+    teacher.get_by_role("button", name="End class").click()
     teacher.close()
     student.close()
