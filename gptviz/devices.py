@@ -83,17 +83,29 @@ def free_memory(device: torch.device) -> int | None:
 def choose_dtype(asked: str, stored: str, n_params: int, device: torch.device) -> tuple[torch.dtype, str]:
     """The compute dtype for a load, and a note saying why when "auto" left float32 (else "").
     asked: check_dtype's name; stored: the weights' floating dtype in the file."""
-    if asked != "auto":
-        return DTYPES[asked], ""
     free = free_memory(device)
+    if asked != "auto":
+        return _fits(DTYPES[asked], n_params, free, device), ""
     need = 4 * n_params
     if free is None or need * HEADROOM <= free:
         return torch.float32, ""
     half = stored if stored in HALF_DTYPES else "bfloat16"
-    return DTYPES[half], (
+    return _fits(DTYPES[half], n_params, free, device), (
         f"computed in {half}: in float32 its weights take {_size(need)} and {device.type} has "
         f"{_size(free)} free; load with dtype='float32' to insist"
     )
+
+
+def _fits(dtype: torch.dtype, n_params: int, free: int | None, device: torch.device) -> torch.dtype:
+    """dtype, when the weights in it fit the free memory (unknown: assumed to); else DeviceError, said
+    before a byte is allocated rather than ending in the kernel's out-of-memory kill."""
+    need = dtype.itemsize * n_params
+    if free is not None and need > free:
+        raise DeviceError(
+            f"the model's {n_params / 1e9:.2f} B weights take {_size(need)} in {dtype_name(dtype)} and "
+            f"{device.type} has {_size(free)} free: close something, or load it in a smaller dtype"
+        )
+    return dtype
 
 
 def _size(n: int) -> str:

@@ -47,7 +47,7 @@ class CheckpointError(GptvizError, OSError):
 
 
 class DeviceError(GptvizError, RuntimeError):
-    """The requested device (cuda, mps) is not available on this machine."""
+    """The requested device (cuda, mps) is not available on this machine, or cannot hold the model."""
 
 
 class OutputError(GptvizError, OSError):

@@ -2,8 +2,8 @@
 
 A checkpoint is a few files a stranger wrote. Before anything is allocated, its config is held to
 these sizes and its files to these byte counts, so a few kilobytes of edited JSON cannot make the
-process allocate gigabytes. The model bounds are far above anything this dashboard can draw (GPT-2
-small is 12 layers, 768 wide, 1,024 positions, 50,257 tokens, 124 M parameters) and far below what
+process allocate gigabytes. The model bounds are above the models people download for a laptop or a
+workstation (Llama-3.1-8B: 32 layers, 4,096 wide, 128,256 tokens, 8 B parameters) and far below what
 would exhaust a workstation. Raise them here if you really need a larger model.
 """
 
@@ -28,7 +28,9 @@ MAX_DERIVED = {
     "sliding_window": 1_000_000,  # a window wider than block_size reads everything
     "rope_original_max": 10_000_000,  # llama3 rope scaling's original context (8,192 in Llama 3.1)
 }
-MAX_PARAMS = 2_000_000_000  # 8 GB as float32; GPT-2 XL is 1.56 B
+# Llama-3.1-8B is 8.03 B (16 GB in bf16: a 24 GB laptop loads it in half precision); 20 B is 40 GB in
+# bf16, a workstation's. Whether a model fits this machine is checked at load (devices.choose_dtype).
+MAX_PARAMS = 20_000_000_000
 
 # --- files, sized with stat before they are read --------------------------------------------------
 MAX_JSON_BYTES = 1 * MiB  # config.json: a few KB in practice (a 256-layer layer_types list is 6 KB); parsed 4 times

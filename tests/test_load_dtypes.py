@@ -176,12 +176,26 @@ def test_auto_keeps_float32_unless_it_does_not_fit(tmp_path, monkeypatch):
     folder = llama_dir(tmp_path, torch.bfloat16)
     bundle = gptviz.load(folder)  # a small model fits any machine: exact float32
     assert bundle.report.dtype == "float32"
-    monkeypatch.setattr(devices, "free_memory", lambda device: 1000)  # as if 1 kB were free
+    n = sum(p.numel() for p in bundle.model.parameters())
+    free = int(4.5 * n)  # float32 fits (4 bytes a weight) but without auto's headroom (1.25 x)
+    monkeypatch.setattr(devices, "free_memory", lambda device: free)
     bundle = gptviz.load(folder)
     assert bundle.report.dtype == "bfloat16" and bundle.model.dtype == torch.bfloat16
-    assert any("computed in bfloat16" in n and "0.0 MB free" in n for n in bundle.report.notes)
+    assert any("computed in bfloat16" in n and "MB free" in n for n in bundle.report.notes)
     assert not any("float" in w for w in bundle.report.warnings)
-    assert gptviz.load(folder, dtype="float32").report.dtype == "float32"  # asked for: kept
+    assert gptviz.load(folder, dtype="float32").report.dtype == "float32"  # asked for, and it fits: kept
+
+
+def test_a_model_that_fits_in_no_dtype_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    folder = llama_dir(tmp_path, torch.bfloat16)
+    n = sum(p.numel() for p in gptviz.load(folder).model.parameters())
+    monkeypatch.setattr(devices, "free_memory", lambda device: n)  # half of what bf16 takes
+    built = []
+    monkeypatch.setattr(gptviz.GPT, "empty", classmethod(lambda cls, *a, **k: built.append(1)))
+    for dtype in ("auto", "bfloat16", "float32"):
+        with pytest.raises(gptviz.DeviceError, match=r"weights take .* MB in (bfloat16|float32) and cpu has .* free"):
+            gptviz.load(folder, dtype=dtype)
+    assert built == []  # said before the model was built
 
 
 def test_a_float32_file_computed_in_half_says_it_was_rounded(tmp_path):
