@@ -36,7 +36,7 @@ class _Stop(Exception):
     """Raised by the hook at the site: nothing after it is needed."""
 
 
-def site_rows(model, site: str, windows: Sequence[Sequence[int]]) -> Tensor:
+def site_rows(model, site: str, windows: Sequence[Sequence[int] | np.ndarray]) -> Tensor:
     """[N, d_in] float32: the site's value at every real token of these windows (token-id lists), from
     one padded forward pass that stops at the site. The SAE trainer's activations, on either engine."""
     lengths = [len(ids) for ids in windows]

@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +62,7 @@ def _groups(windows: Sequence[Window], seed: int) -> Iterator[list[Window]]:
             yield [windows[i] for i in order[start : start + WINDOWS_PER_PASS]]
 
 
-def _minibatches(rows: Iterator[Tensor], seed: int) -> Iterator[Tensor]:
+def _minibatches(rows: Iterator[Tensor], seed: int) -> Generator[Tensor, None, None]:
     """Minibatches [BATCH, d_in] from groups' activations, through a shuffle buffer of BUFFER_TOKENS
     rows, each buffer used REUSE times, each time in a new order."""
     rng = np.random.default_rng([seed, 1])
@@ -82,7 +82,7 @@ def _minibatches(rows: Iterator[Tensor], seed: int) -> Iterator[Tensor]:
         buffer, held = [shuffled[n:]], len(pool) - n
 
 
-def stream(model, site: str, windows: Sequence[Window], seed: int) -> Iterator[Tensor]:
+def stream(model, site: str, windows: Sequence[Window], seed: int) -> Generator[Tensor, None, None]:
     """Endless minibatches of shuffled activations, the model run here (the local engine)."""
     return _minibatches((_site_rows(model, site, g) for g in _groups(windows, seed)), seed)
 
@@ -99,7 +99,7 @@ def _groups_needed(windows: Sequence[Window], steps: int) -> int:
 
 def ray_stream(
     source, site: str, d_in: int, windows: Sequence[Window], seed: int, steps: int, **ray_args
-) -> Iterator[Tensor]:
+) -> Generator[Tensor, None, None]:
     """stream()'s minibatches, the same ones in the same order, with the activations computed on Ray
     workers (the scan's Ray engine: scanning.ray_engine.site_activations). source: a checkpoint path
     (each worker loads it) or a GPT (its weights go through the object store). Close it to let Ray go."""

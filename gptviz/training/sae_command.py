@@ -73,7 +73,8 @@ def run(args) -> None:
         bar.close()
     r = sae.report
     print(
-        f"trained {sae} in {r.seconds:.1f} s ({r.engine}): {r.steps:,} steps, {r.tokens:,} tokens ({r.tokens_per_s:,.0f} tokens/s)\n"
+        f"trained {sae} in {r.seconds:.1f} s ({r.engine}): {r.steps:,} steps, {r.tokens:,} tokens "
+        f"({r.tokens_per_s:,.0f} tokens/s)\n"
         f"held-out: fraction of variance unexplained {r.fvu:.4f}, L0 {r.l0:.1f}, dead {100 * r.dead:.2f}% of features, "
         f"loss {r.loss:.4f} -> {r.spliced_loss:.4f} nats with the SAE spliced in ({r.loss_increase:+.4f})\n"
         f"wrote {args.out}"
