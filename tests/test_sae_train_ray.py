@@ -18,7 +18,6 @@ import gptviz
 from gptviz.bench.cluster import free_port
 from gptviz.scanning.corpus import read_corpus
 from gptviz.scanning.ray_engine import site_activations
-from gptviz.training import sae as training
 
 pytestmark = pytest.mark.slow  # starting Ray takes seconds
 DOCS = [list(np.random.default_rng(i).integers(0, 11, size=120)) for i in range(12)]
@@ -32,17 +31,14 @@ def test_workers_activations_and_the_trained_sae_equal_the_local_engines(monkeyp
     model = tiny_model()
     windows = read_corpus(DOCS, None, 16, 11).windows
     groups = [windows[:5], windows[5:6], windows[6:40]]  # windows of 16 and of the docs' last 8 tokens
-    # two chunks: the second runs as a dataset of its own, after the first is used up
-    chunks = iter([[[w.ids for w in g] for g in groups[:2]], [[w.ids for w in groups[2]]]])
-    got = list(site_activations(model, SITE, 16, chunks, threads=1))
+    got = list(site_activations(model, SITE, 16, [[w.ids for w in g] for g in groups], threads=1))
     assert [len(x) for x in got] == [sum(len(w.ids) for w in g) for g in groups]
     for x, g in zip(got, groups):  # the traced values, not only the trainer's own function
         want = np.concatenate([gptviz.trace(model, w.ids)[SITE] for w in g])
         np.testing.assert_allclose(x, want, atol=1e-5)
     assert not ray.is_initialized()  # the Ray it started is stopped once the stream is closed
 
-    # more steps than the first chunk of groups feeds: the stream asks Ray for a second one
-    monkeypatch.setattr(training, "_groups_needed", lambda windows, steps: 20)
+    # 70 steps: more than one buffer fill yields (64), so Ray is handed the groups of two fills (many epochs)
     args = dict(width=4, k=8, steps=70, seed=1, threads=1)
     local = gptviz.train_sae(model, DOCS, SITE, **args)
     on_ray = gptviz.train_sae(model, DOCS, SITE, engine="ray", **args)

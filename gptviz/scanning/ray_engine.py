@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -339,7 +339,7 @@ def site_activations(
     source,
     site: str,
     d_in: int,
-    chunks: Iterable[Sequence[Sequence[np.ndarray]]],
+    groups: Sequence[Sequence[np.ndarray]],
     *,
     ray_address: str | None = None,
     ray_timeout: float | None = None,
@@ -347,29 +347,23 @@ def site_activations(
     threads: int | None = None,
 ) -> Iterator[np.ndarray]:
     """[N, d_in] float32 activations at `site` of each group of windows (token-id arrays), computed
-    on Ray workers and yielded in the groups' order, as Ray Data streams them (a bounded number in
-    flight: never all of them at once). chunks: lists of groups, each run as one dataset, the next
-    only once the last is used up (the trainer asks for as many as its steps need). Ray is left (or
-    shut down, when started here) when the generator is closed."""
+    on Ray workers and yielded in the groups' order as Ray Data streams them (a bounded number in
+    flight, never all at once). Ray is left (or shut down, when started here) when it ends or is closed."""
     with _pool(source, ray_address, ray_timeout, device, threads) as (_, pool):
         import ray.data
 
-        for groups in chunks:
-            rows = [
-                {"site": site, "ids": np.concatenate(group), "lengths": np.array([len(w) for w in group])}
-                for group in groups
-            ]
-            ds = ray.data.from_items(rows, override_num_blocks=len(rows))
-            # the trainer's order is the local engine's: same groups in, same minibatches out
-            ds.context.execution_options.preserve_order = True
-            out = iter(ds.map_batches(SiteWorker, batch_size=1, **pool).iter_rows())
-            try:
-                for row in out:
-                    yield np.frombuffer(row["x"], dtype=np.float32).reshape(-1, d_in)
-            except GeneratorExit:
-                # the trainer has its steps before this dataset's end: the rest is read and dropped. Left
-                # unread, Ray Data's iterator threads still call Ray after it is shut down, which ends
-                # this process ("The core worker has already been shutdown"; Ray 2.60)
-                for _ in out:
-                    pass
-                raise
+        rows = [{"site": site, "ids": np.concatenate(g), "lengths": np.array([len(w) for w in g])} for g in groups]
+        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+        # the trainer's order is the local engine's: same groups in, same minibatches out
+        ds.context.execution_options.preserve_order = True
+        out = iter(ds.map_batches(SiteWorker, batch_size=1, **pool).iter_rows())
+        try:
+            for row in out:
+                yield np.frombuffer(row["x"], dtype=np.float32).reshape(-1, d_in)
+        except GeneratorExit:
+            # closed before the end (an error, a cancel): the rest is read and dropped. Left unread, Ray
+            # Data's iterator threads may still call Ray after it is shut down, which ends this process
+            # ("The core worker has already been shutdown"; Ray 2.60, seen with a dataset still starting)
+            for _ in out:
+                pass
+            raise

@@ -52,20 +52,18 @@ def _site_rows(model, site: str, windows: Sequence[Window]) -> Tensor:
     return site_rows(model, site, [w.ids for w in windows])
 
 
-def _groups(windows: Sequence[Window], seed: int) -> Iterator[list[Window]]:
-    """Endless groups of WINDOWS_PER_PASS windows, each epoch in a new random order. Its own generator
-    (not the shuffle buffer's): the order is known before any activation, so Ray can be handed it."""
-    rng = np.random.default_rng(seed)
+def _groups(windows: Sequence[Window], rng: np.random.Generator) -> Iterator[list[Window]]:
+    """Endless groups of WINDOWS_PER_PASS windows, each epoch in a new random order, drawn as the
+    epoch's first group is asked for (the shuffle buffer draws from the same generator)."""
     while True:
         order = rng.permutation(len(windows))
         for start in range(0, len(order), WINDOWS_PER_PASS):
             yield [windows[i] for i in order[start : start + WINDOWS_PER_PASS]]
 
 
-def _minibatches(rows: Iterator[Tensor], seed: int) -> Generator[Tensor, None, None]:
+def _minibatches(rows: Iterator[Tensor], rng: np.random.Generator) -> Generator[Tensor, None, None]:
     """Minibatches [BATCH, d_in] from groups' activations, through a shuffle buffer of BUFFER_TOKENS
     rows, each buffer used REUSE times, each time in a new order."""
-    rng = np.random.default_rng([seed, 1])
     buffer: list[Tensor] = []
     held = 0
     for got in rows:
@@ -84,32 +82,51 @@ def _minibatches(rows: Iterator[Tensor], seed: int) -> Generator[Tensor, None, N
 
 def stream(model, site: str, windows: Sequence[Window], seed: int) -> Generator[Tensor, None, None]:
     """Endless minibatches of shuffled activations, the model run here (the local engine)."""
-    return _minibatches((_site_rows(model, site, g) for g in _groups(windows, seed)), seed)
+    rng = np.random.default_rng(seed)
+    return _minibatches((_site_rows(model, site, g) for g in _groups(windows, rng)), rng)
 
 
-def _groups_needed(windows: Sequence[Window], steps: int) -> int:
-    """About how many groups `steps` minibatches consume (a little more): Ray is handed that many at
-    once; should the stream want more, it is handed as many again."""
-    per_group = sum(len(w.ids) for w in windows) / max(1, math.ceil(len(windows) / WINDOWS_PER_PASS))
-    # each refill of the buffer yields about REUSE × BUFFER_TOKENS / BATCH minibatches and takes at most
-    # BUFFER_TOKENS and one group's tokens
-    tokens = math.ceil(steps / (REUSE * (BUFFER_TOKENS // BATCH))) * (BUFFER_TOKENS + per_group)
-    return math.ceil(tokens / per_group) + 1
+def plan(windows: Sequence[Window], seed: int, steps: int) -> list[list[Window]]:
+    """The groups stream() runs through the model for `steps` minibatches, in its order: the same
+    generators run on rows of no width (the draws depend only on how many rows there are)."""
+    rng = np.random.default_rng(seed)
+    taken: list[list[Window]] = []
+
+    def rows() -> Iterator[Tensor]:
+        for group in _groups(windows, rng):
+            taken.append(group)
+            yield torch.empty(sum(len(w.ids) for w in group), 0)
+
+    for _ in itertools.islice(_minibatches(rows(), rng), steps):
+        pass
+    return taken
 
 
 def ray_stream(
     source, site: str, d_in: int, windows: Sequence[Window], seed: int, steps: int, **ray_args
 ) -> Generator[Tensor, None, None]:
-    """stream()'s minibatches, the same ones in the same order, with the activations computed on Ray
-    workers (the scan's Ray engine: scanning.ray_engine.site_activations). source: a checkpoint path
-    (each worker loads it) or a GPT (its weights go through the object store). Close it to let Ray go."""
+    """stream()'s first `steps` minibatches, the same ones in the same order, with the activations
+    computed on Ray workers (scanning.ray_engine.site_activations) for exactly the groups they need
+    (plan). source: a checkpoint path (each worker loads it) or a GPT (its weights go through the
+    object store). Close it to let Ray go."""
     from ..scanning.ray_engine import site_activations
 
-    groups = _groups(windows, seed)
-    n = _groups_needed(windows, steps)
-    chunks = ([[w.ids for w in g] for g in itertools.islice(groups, n)] for _ in itertools.count())
-    rows = site_activations(source, site, d_in, chunks, **ray_args)
-    return _minibatches((torch.from_numpy(x.copy()) for x in rows), seed)
+    groups = [[w.ids for w in g] for g in plan(windows, seed, steps)]
+    on_workers = site_activations(source, site, d_in, groups, **ray_args)
+    rng = np.random.default_rng(seed)
+
+    def rows() -> Iterator[Tensor]:
+        # the groups drawn again, as stream() draws them (its epochs' orders and the buffer's shuffles
+        # come from one generator), each matched with the workers' rows of the same group
+        for group, x in zip(_groups(windows, rng), on_workers):
+            if len(x) != sum(len(w.ids) for w in group):
+                raise RuntimeError("the Ray workers' activations are not those of the planned windows")
+            yield torch.from_numpy(x.copy())
+
+    try:
+        yield from _minibatches(rows(), rng)
+    finally:  # Ray let go (or stopped) as soon as the trainer closes this
+        on_workers.close()
 
 
 def _init(sae: SAE, sample: Tensor, seed: int) -> None:
