@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -345,7 +345,7 @@ def site_activations(
     ray_timeout: float | None = None,
     device: str | None = None,
     threads: int | None = None,
-) -> Iterator[np.ndarray]:
+) -> Generator[np.ndarray, None, None]:
     """[N, d_in] float32 activations at `site` of each group of windows (token-id arrays), computed
     on Ray workers and yielded in the groups' order as Ray Data streams them (a bounded number in
     flight, never all at once). Ray is left (or shut down, when started here) when it ends or is closed."""
