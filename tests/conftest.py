@@ -4,6 +4,8 @@ session on a small random checkpoint (helpers for reading its pages are in appte
 from __future__ import annotations
 
 import itertools
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,17 @@ def ids_only(tmp_path, monkeypatch, env):
     monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
     monkeypatch.setenv(sources.DEFAULT_ENV, "ids-only")
     return ok(app_session(prompt="1, 2, 3"))
+
+
+@pytest.fixture
+def ray_files_here(monkeypatch, tmp_path):
+    """A Ray started in this process keeps its session (logs, sockets) under RAY_TMPDIR and may write
+    an auth token to ~/.ray: both go to folders of this test, removed after, so no run of the suite
+    leaves them on the machine. Yields the session root."""
+    temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
+    monkeypatch.setenv("RAY_TMPDIR", str(temp))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    try:
+        yield temp
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)

@@ -71,8 +71,8 @@ def test_training_learns_and_reports_on_held_out_windows(tmp_path):
 
 def test_bad_training_arguments_get_one_line():
     model = tiny_model()
-    with pytest.raises(GptvizError, match="local engine only"):
-        train_sae(model, DOCS, "blocks.1.resid_post", engine="ray")
+    with pytest.raises(GptvizError, match="unknown engine 'spark'; choose local or ray"):
+        train_sae(model, DOCS, "blocks.1.resid_post", engine="spark")
     with pytest.raises(GptvizError, match="2 layers"):
         train_sae(model, DOCS, "blocks.4.resid_post")
     with pytest.raises(GptvizError, match="k=100"):

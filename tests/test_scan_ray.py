@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,20 +42,6 @@ def same_tables(a: gptviz.Scan, b: gptviz.Scan) -> None:
 def docs():
     rng = np.random.default_rng(7)
     return [rng.integers(0, 11, n).tolist() for n in (70, 13, 2, 33, 16)]
-
-
-@pytest.fixture
-def ray_files_here(monkeypatch, tmp_path):
-    """A Ray started in this process keeps its session (logs, sockets) under RAY_TMPDIR and may write
-    an auth token to ~/.ray: both go to folders of this test, removed after, so no run of the suite
-    leaves them on the machine. Yields the session root."""
-    temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
-    monkeypatch.setenv("RAY_TMPDIR", str(temp))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    try:
-        yield temp
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_ray_in_this_process_equals_local(docs, monkeypatch, ray_files_here):

@@ -3,10 +3,14 @@ as TransformerLens's hook_z SAEs read them), and the features of a Trace."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 from torch import Tensor
 
+from ..capture import edited
 from ..names import parse
 from .sae import SAE
 from .sites import SAEError
@@ -26,6 +30,30 @@ def from_rows(rows: Tensor, like: Tensor, site: str) -> Tensor:
         H, D = like.shape[-3], like.shape[-1]
         return rows.reshape(*rows.shape[:-1], H, D).transpose(-3, -2)
     return rows
+
+
+class _Stop(Exception):
+    """Raised by the hook at the site: nothing after it is needed."""
+
+
+def site_rows(model, site: str, windows: Sequence[Sequence[int] | np.ndarray]) -> Tensor:
+    """[N, d_in] float32: the site's value at every real token of these windows (token-id lists), from
+    one padded forward pass that stops at the site. The SAE trainer's activations, on either engine."""
+    lengths = [len(ids) for ids in windows]
+    T = max(lengths)
+    idx = torch.zeros(len(windows), T, dtype=torch.long)
+    for b, ids in enumerate(windows):
+        idx[b, : len(ids)] = torch.as_tensor(ids)
+    got = {}
+
+    def stop(out: Tensor) -> Tensor:
+        got["v"] = as_rows(out, site, batched=True)  # [B, T, d_in]
+        raise _Stop
+
+    with torch.no_grad(), edited(model, {site: stop}), contextlib.suppress(_Stop):
+        model(idx.to(model.device))
+    real = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # [B, T]
+    return got["v"][real.to(got["v"].device)].float()
 
 
 @torch.no_grad()

@@ -13,12 +13,13 @@ Only this module imports ray, and only when the Ray engine is asked for.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +43,10 @@ class RayEngineError(GptvizError, RuntimeError):
     """Ray is missing, or the cluster cannot be reached."""
 
 
-class ScanWorker:
-    """One actor of the pool: loads the model once, then reduces the batches it is given. It runs with
-    `threads` torch threads, and OpenMP waits as the driver's does (WORKER_ENV: set as the worker
-    process starts, before torch loads OpenMP, which reads it once)."""
+class ModelWorker:
+    """An actor of the pool: loads the model once. It runs with `threads` torch threads, and OpenMP
+    waits as the driver's does (worker_env: set as the worker process starts, before torch loads
+    OpenMP, which reads it once)."""
 
     def __init__(self, source, device: str, threads: int):
         import torch
@@ -67,6 +68,10 @@ class ScanWorker:
             self.model = GPT(GPTConfig.from_dict(source["config"]))
             self.model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in source["state"].items()})
             self.model = self.model.to(device).eval()
+
+
+class ScanWorker(ModelWorker):
+    """Reduces the batches it is given into Partials."""
 
     def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Several batches, merged here into one Partial: the driver merges one per call, not one per
@@ -226,6 +231,52 @@ def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE, ray
     return True
 
 
+def _import_ray():
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise RayEngineError("the Ray engine needs Ray: pip install 'gptviz[ray]' (or 'ray[data]')") from None
+    return ray
+
+
+@contextlib.contextmanager
+def _pool(
+    source, ray_address: str | None, ray_timeout: float | None, device: str | None, threads: int | None
+) -> Iterator[tuple[int, dict]]:
+    """Ray joined (or started here, and shut down after) for a model `source`: yields (workers, the
+    map_batches arguments that run a ModelWorker pool of that size over the cluster's nodes)."""
+    ray = _import_ray()
+    device = device or ("cpu" if isinstance(source, (str, Path)) else str(source.device))
+    # weights handed over in memory go through the object store: room for them and the batches
+    weights = 0 if isinstance(source, (str, Path)) else sum(p.numel() * p.element_size() for p in source.parameters())
+    store = max(LOCAL_OBJECT_STORE, 2 * weights + LOCAL_OBJECT_STORE // 2)
+    started_here = _connect(ray_address, store, ray_timeout)
+    try:
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # our progress bar, not Ray Data's chatter
+        ctx = ray.data.DataContext.get_current()
+        ctx.enable_progress_bars = False
+        ctx.print_on_execution_start = False
+        nodes = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+        threads, reserve, actors = plan(nodes, threads)
+        # a path as this machine names it: workers run in Ray's session folder, where a relative one is not
+        model_source = str(Path(source).resolve()) if isinstance(source, (str, Path)) else ray.put(_weights(source))
+        yield (
+            actors,
+            dict(
+                compute=ray.data.ActorPoolStrategy(size=actors),
+                fn_constructor_kwargs={"source": model_source, "device": device, "threads": threads},
+                num_cpus=reserve,
+                num_gpus=1 if device.startswith("cuda") else 0,
+                batch_format="numpy",
+                runtime_env={"env_vars": worker_env(threads)},
+            ),
+        )
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
 def run_ray(
     source,
     windows: Sequence[Window],
@@ -242,23 +293,9 @@ def run_ray(
     ray_timeout: seconds to wait for the cluster (connect_timeout). threads: torch threads per worker
     (default: plan's). Returns the merged partials and what the workers ran with (workers, threads,
     omp_wait_policy), as they reported it."""
-    try:
-        import ray
+    with _pool(source, ray_address, ray_timeout, device, threads) as (actors, pool):
         import ray.data
-    except ImportError:
-        raise RayEngineError("the Ray engine needs Ray: pip install 'gptviz[ray]' (or 'ray[data]')") from None
-    device = device or ("cpu" if isinstance(source, (str, Path)) else str(source.device))
-    # weights handed over in memory go through the object store: room for them and the batches
-    weights = 0 if isinstance(source, (str, Path)) else sum(p.numel() * p.element_size() for p in source.parameters())
-    store = max(LOCAL_OBJECT_STORE, 2 * weights + LOCAL_OBJECT_STORE // 2)
-    started_here = _connect(ray_address, store, ray_timeout)
-    try:
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # our progress bar, not Ray Data's chatter
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        ctx.print_on_execution_start = False
-        nodes = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
-        threads, reserve, actors = plan(nodes, threads)
+
         rows = [
             {
                 "windows": np.array([w.window for w in group], dtype=np.int64),
@@ -268,20 +305,10 @@ def run_ray(
             }
             for group in batches(windows, batch_size)
         ]
-        # a path as this machine names it: workers run in Ray's session folder, where a relative one is not
         # batches per worker call: the driver merges at most CALLS_PER_ACTOR partials of each actor
         group = -(-len(rows) // (actors * CALLS_PER_ACTOR))
-        model_source = str(Path(source).resolve()) if isinstance(source, (str, Path)) else ray.put(_weights(source))
-        gpus = 1 if device.startswith("cuda") else 0
         parts = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // group)).map_batches(
-            ScanWorker,
-            batch_size=group,
-            compute=ray.data.ActorPoolStrategy(size=actors),
-            fn_constructor_kwargs={"source": model_source, "device": device, "threads": threads},
-            num_cpus=reserve,
-            num_gpus=gpus,
-            batch_format="numpy",
-            runtime_env={"env_vars": worker_env(threads)},
+            ScanWorker, batch_size=group, **pool
         )
         acc = Accumulator(k)
         ran: dict[str, set] = {"threads": set(), "omp_wait_policy": set()}
@@ -292,6 +319,51 @@ def run_ray(
             if progress is not None:
                 progress(int(row["n"]))
         return acc, {"workers": actors, **{key: sorted(v) for key, v in ran.items()}}
-    finally:
-        if started_here:
-            ray.shutdown()
+
+
+class SiteWorker(ModelWorker):
+    """The site's activations of each group of windows it is given (features.activations.site_rows,
+    as the local trainer computes them), as float32 bytes: one row in, one row out."""
+
+    def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from ..features.activations import site_rows
+
+        out = []
+        for site, ids, lengths in zip(rows["site"], rows["ids"], rows["lengths"]):
+            windows = np.split(np.asarray(ids, dtype=np.int64), np.cumsum(lengths)[:-1])
+            out.append(site_rows(self.model, str(site), windows).cpu().numpy().tobytes())
+        return {"x": np.array(out, dtype=object)}
+
+
+def site_activations(
+    source,
+    site: str,
+    d_in: int,
+    groups: Sequence[Sequence[np.ndarray]],
+    *,
+    ray_address: str | None = None,
+    ray_timeout: float | None = None,
+    device: str | None = None,
+    threads: int | None = None,
+) -> Generator[np.ndarray, None, None]:
+    """[N, d_in] float32 activations at `site` of each group of windows (token-id arrays), computed
+    on Ray workers and yielded in the groups' order as Ray Data streams them (a bounded number in
+    flight, never all at once). Ray is left (or shut down, when started here) when it ends or is closed."""
+    with _pool(source, ray_address, ray_timeout, device, threads) as (_, pool):
+        import ray.data
+
+        rows = [{"site": site, "ids": np.concatenate(g), "lengths": np.array([len(w) for w in g])} for g in groups]
+        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+        # the trainer's order is the local engine's: same groups in, same minibatches out
+        ds.context.execution_options.preserve_order = True
+        out = iter(ds.map_batches(SiteWorker, batch_size=1, **pool).iter_rows())
+        try:
+            for row in out:
+                yield np.frombuffer(row["x"], dtype=np.float32).reshape(-1, d_in)
+        except GeneratorExit:
+            # closed before the end (an error, a cancel): the rest is read and dropped. Left unread, Ray
+            # Data's iterator threads may still call Ray after it is shut down, which ends this process
+            # ("The core worker has already been shutdown"; Ray 2.60, seen with a dataset still starting)
+            for _ in out:
+                pass
+            raise

@@ -17,10 +17,12 @@ Decoder rows are kept at unit norm (after each step), as the recipe does.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -30,7 +32,7 @@ from torch import Tensor
 from ..capture import edited
 from ..checks import whole
 from ..errors import GptvizError
-from ..features.activations import as_rows, from_rows
+from ..features.activations import as_rows, from_rows, site_rows
 from ..features.files import save_sae
 from ..features.sae import SAE, SAEConfig
 from ..features.sites import SAEError, contract_site, site_width
@@ -45,51 +47,86 @@ DEAD_AFTER = 100_000  # tokens without firing before a latent counts as dead (Au
 AUX_COEFF = 1 / 32
 
 
-class _Stop(Exception):
-    """Raised by the hook at the SAE's site: nothing after it is needed."""
-
-
 def _site_rows(model, site: str, windows: Sequence[Window]) -> Tensor:
-    """[N, d_in]: the site's value at every real token of these windows, from a forward pass that
-    stops at the site."""
-    lengths = [len(w.ids) for w in windows]
-    T = max(lengths)
-    idx = torch.zeros(len(windows), T, dtype=torch.long)
-    for b, w in enumerate(windows):
-        idx[b, : len(w.ids)] = torch.as_tensor(w.ids)
-    got = {}
-
-    def stop(out: Tensor) -> Tensor:
-        got["v"] = as_rows(out, site, batched=True)  # [B, T, d_in]
-        raise _Stop
-
-    with torch.no_grad(), edited(model, {site: stop}), contextlib.suppress(_Stop):
-        model(idx.to(model.device))
-    real = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # [B, T]
-    return got["v"][real.to(got["v"].device)].float()  # [N, d_in]
+    """[N, d_in]: the site's value at every real token of these windows (site_rows)."""
+    return site_rows(model, site, [w.ids for w in windows])
 
 
-def stream(model, site: str, windows: Sequence[Window], seed: int) -> Iterator[Tensor]:
-    """Endless minibatches [BATCH, d_in] of shuffled activations: the windows in a new random order
-    each epoch, through a shuffle buffer of BUFFER_TOKENS rows, each buffer used REUSE times."""
-    rng = np.random.default_rng(seed)
-    buffer: list[Tensor] = []
-    held = 0
+def _groups(windows: Sequence[Window], rng: np.random.Generator) -> Iterator[list[Window]]:
+    """Endless groups of WINDOWS_PER_PASS windows, each epoch in a new random order, drawn as the
+    epoch's first group is asked for (the shuffle buffer draws from the same generator)."""
     while True:
         order = rng.permutation(len(windows))
         for start in range(0, len(order), WINDOWS_PER_PASS):
-            rows = _site_rows(model, site, [windows[i] for i in order[start : start + WINDOWS_PER_PASS]])
-            buffer.append(rows)
-            held += len(rows)
-            if held < BUFFER_TOKENS:
-                continue
-            pool = torch.cat(buffer)
-            n = len(pool) // BATCH * BATCH
-            for _ in range(REUSE):  # each pass in a new order
-                shuffled = pool[torch.from_numpy(rng.permutation(len(pool)))]
-                for i in range(0, n, BATCH):
-                    yield shuffled[i : i + BATCH]
-            buffer, held = [shuffled[n:]], len(pool) - n
+            yield [windows[i] for i in order[start : start + WINDOWS_PER_PASS]]
+
+
+def _minibatches(rows: Iterator[Tensor], rng: np.random.Generator) -> Generator[Tensor, None, None]:
+    """Minibatches [BATCH, d_in] from groups' activations, through a shuffle buffer of BUFFER_TOKENS
+    rows, each buffer used REUSE times, each time in a new order."""
+    buffer: list[Tensor] = []
+    held = 0
+    for got in rows:
+        buffer.append(got)
+        held += len(got)
+        if held < BUFFER_TOKENS:
+            continue
+        pool = torch.cat(buffer)
+        n = len(pool) // BATCH * BATCH
+        for _ in range(REUSE):
+            shuffled = pool[torch.from_numpy(rng.permutation(len(pool)))]
+            for i in range(0, n, BATCH):
+                yield shuffled[i : i + BATCH]
+        buffer, held = [shuffled[n:]], len(pool) - n
+
+
+def stream(model, site: str, windows: Sequence[Window], seed: int) -> Generator[Tensor, None, None]:
+    """Endless minibatches of shuffled activations, the model run here (the local engine)."""
+    rng = np.random.default_rng(seed)
+    return _minibatches((_site_rows(model, site, g) for g in _groups(windows, rng)), rng)
+
+
+def plan(windows: Sequence[Window], seed: int, steps: int) -> list[list[Window]]:
+    """The groups stream() runs through the model for `steps` minibatches, in its order: the same
+    generators run on rows of no width (the draws depend only on how many rows there are)."""
+    rng = np.random.default_rng(seed)
+    taken: list[list[Window]] = []
+
+    def rows() -> Iterator[Tensor]:
+        for group in _groups(windows, rng):
+            taken.append(group)
+            yield torch.empty(sum(len(w.ids) for w in group), 0)
+
+    for _ in itertools.islice(_minibatches(rows(), rng), steps):
+        pass
+    return taken
+
+
+def ray_stream(
+    source, site: str, d_in: int, windows: Sequence[Window], seed: int, steps: int, **ray_args
+) -> Generator[Tensor, None, None]:
+    """stream()'s first `steps` minibatches, the same ones in the same order, with the activations
+    computed on Ray workers (scanning.ray_engine.site_activations) for exactly the groups they need
+    (plan). source: a checkpoint path (each worker loads it) or a GPT (its weights go through the
+    object store). Close it to let Ray go."""
+    from ..scanning.ray_engine import site_activations
+
+    groups = [[w.ids for w in g] for g in plan(windows, seed, steps)]
+    on_workers = site_activations(source, site, d_in, groups, **ray_args)
+    rng = np.random.default_rng(seed)
+
+    def rows() -> Iterator[Tensor]:
+        # the groups drawn again, as stream() draws them (its epochs' orders and the buffer's shuffles
+        # come from one generator), each matched with the workers' rows of the same group
+        for group, x in zip(_groups(windows, rng), on_workers):
+            if len(x) != sum(len(w.ids) for w in group):
+                raise RuntimeError("the Ray workers' activations are not those of the planned windows")
+            yield torch.from_numpy(x.copy())
+
+    try:
+        yield from _minibatches(rows(), rng)
+    finally:  # Ray let go (or stopped) as soon as the trainer closes this
+        on_workers.close()
 
 
 def _init(sae: SAE, sample: Tensor, seed: int) -> None:
@@ -204,6 +241,9 @@ def train_sae(
     lr: float = 1e-3,
     seed: int = 0,
     device: str | None = None,
+    threads: int | None = None,
+    ray_address: str | None = None,
+    ray_timeout: float | None = None,
 ) -> SAE:
     """Train a TopK SAE with d_sae = width × d_in and k features per token on `site` of `model`'s
     activations over the corpus `data` (what gptviz.scan reads: a .txt file, a folder, .jsonl,
@@ -211,13 +251,19 @@ def train_sae(
     steps: SAE steps of 1,024 tokens (default: about 16 passes over a small corpus, at most 3,000).
     out: also write it in SAELens's format there (with the report in cfg.json). progress: called
     with a gptviz.Progress of "steps" after each step (raise gptviz.Cancelled in it to stop).
-    The returned SAE carries `report` (a TrainReport), measured on held-out windows."""
+    The returned SAE carries `report` (a TrainReport), measured on held-out windows.
+    engine: "local" (the model runs here) or "ray" (it runs on Ray workers, as the scan's Ray engine
+    does: the cluster ray_address or $RAY_ADDRESS names, else a Ray started here and stopped after;
+    ray_timeout: seconds to wait for it). The SAE trains here on the same minibatches in the same
+    order either way. threads: torch threads here, and of each Ray worker."""
     from ..scanning import _model_and_tokenizer
 
-    if engine != "local":
-        raise GptvizError(f"train_sae runs on the local engine only for now; engine={engine!r} is not available")
+    if engine not in ("local", "ray"):
+        raise GptvizError(f"unknown engine {engine!r}; choose local or ray")
+    threads = None if threads is None else whole(threads, "threads", low=1)
+    source = model
     started = time.perf_counter()
-    model, tokenizer, checkpoint = _model_and_tokenizer(model, tokenizer, device)
+    model, tokenizer, checkpoint = _model_and_tokenizer(source, tokenizer, device)
     model.eval()
     site = contract_site(site)
     d_in = site_width(model, site)
@@ -233,9 +279,48 @@ def train_sae(
     held = [windows[i] for i in sorted(order[:n_eval])]
     train = [windows[i] for i in order[n_eval:]]
     total = whole(steps, "steps", low=1) if steps is not None else _steps_for(sum(len(w.ids) for w in train))
+    if engine == "ray":
+        on_workers = checkpoint if isinstance(source, (str, Path)) else model
+        ray_args = {"ray_address": ray_address, "ray_timeout": ray_timeout, "device": device, "threads": threads}
+        batches = ray_stream(on_workers, site, d_in, train, seed, total, **ray_args)
+    else:
+        batches = stream(model, site, train, seed)
+    before = torch.get_num_threads()
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        with contextlib.closing(batches):  # Ray is let go (or stopped) once the steps are done
+            sae, seen = _steps(
+                model, SAEConfig("topk", d_in, width * d_in, site, k=k), batches, total, lr, seed, progress
+            )
+    finally:
+        torch.set_num_threads(before)
+    sae.requires_grad_(False)
+    train_seconds = time.perf_counter() - started
+    measured = evaluate(model, sae, held)
+    sae.report = TrainReport(
+        **measured,
+        steps=total,
+        tokens=seen,
+        seconds=round(train_seconds, 2),
+        tokens_per_s=round(seen / train_seconds, 1),
+        engine=engine,
+    )
+    sae.cfg.extra = {
+        "metadata": {"model_name": str(checkpoint) if checkpoint else "in-memory model"},
+        "gptviz_training": {**sae.report.to_dict(), "data": str(data) if not isinstance(data, list) else "a list"},
+    }
+    if out is not None:
+        save_sae(sae, out)
+        sae.path = str(out)
+    return sae
+
+
+def _steps(model, cfg: SAEConfig, batches: Iterator[Tensor], total: int, lr: float, seed: int, progress):
+    """(the trained SAE, tokens seen): `total` Adam steps on the minibatches, the last fifth decaying."""
     torch.manual_seed(seed)
-    sae = SAE(SAEConfig("topk", d_in, width * d_in, site, k=k)).to(model.device)
-    batches = stream(model, site, train, seed)
+    sae = SAE(cfg).to(model.device)
+    d_in = cfg.d_in
     first = next(batches)
     _init(sae, first, seed)
     opt = torch.optim.Adam(sae.parameters(), lr=lr, betas=(0.9, 0.999))
@@ -264,21 +349,4 @@ def train_sae(
         seen += len(x)
         last_fired[fired.unique()] = seen
         reporter.tick()
-    sae.requires_grad_(False)
-    train_seconds = time.perf_counter() - started
-    measured = evaluate(model, sae, held)
-    sae.report = TrainReport(
-        **measured,
-        steps=total,
-        tokens=seen,
-        seconds=round(train_seconds, 2),
-        tokens_per_s=round(seen / train_seconds, 1),
-    )
-    sae.cfg.extra = {
-        "metadata": {"model_name": str(checkpoint) if checkpoint else "in-memory model"},
-        "gptviz_training": {**sae.report.to_dict(), "data": str(data) if not isinstance(data, list) else "a list"},
-    }
-    if out is not None:
-        save_sae(sae, out)
-        sae.path = str(out)
-    return sae
+    return sae, seen

@@ -21,19 +21,29 @@ def add_arguments(p) -> None:
     t.add_argument("--steps", type=cli_args.whole(1), help="SAE steps of 1,024 tokens (default: from the corpus)")
     t.add_argument("--lr", type=cli_args.number(0, above=True), default=1e-3, help="Adam's learning rate")
     t.add_argument("--seed", type=cli_args.whole(0), default=0)
-    t.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default); ray: not yet")
+    t.add_argument(
+        "--engine", choices=("local", "ray"), default="local", help="where the model runs: local (default) or ray"
+    )
+    t.add_argument("--ray-address", help="a Ray cluster to use (default: $RAY_ADDRESS, else a Ray started here)")
+    t.add_argument(
+        "--ray-timeout",
+        type=cli_args.number(0, above=True),
+        help="seconds to wait for the Ray cluster (default: $GPTVIZ_RAY_TIMEOUT, else 30)",
+    )
     t.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
-    t.add_argument("--threads", type=cli_args.whole(1), help="torch threads (default: torch's own choice)")
+    t.add_argument(
+        "--threads",
+        type=cli_args.whole(1),
+        help="torch CPU threads, here and of each Ray worker with --engine ray (default: torch's own choice here, "
+        "2 per Ray worker)",
+    )
 
 
 def run(args) -> None:
-    import torch
     from tqdm import tqdm
 
     from .sae import train_sae
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     bar = tqdm(total=0, unit="step", desc="sae", file=sys.stderr, disable=None)
 
     def progress(p) -> None:
@@ -55,12 +65,16 @@ def run(args) -> None:
             lr=args.lr,
             seed=args.seed,
             device=args.device,
+            threads=args.threads,
+            ray_address=args.ray_address,
+            ray_timeout=args.ray_timeout,
         )
     finally:
         bar.close()
     r = sae.report
     print(
-        f"trained {sae} in {r.seconds:.1f} s: {r.steps:,} steps, {r.tokens:,} tokens ({r.tokens_per_s:,.0f} tokens/s)\n"
+        f"trained {sae} in {r.seconds:.1f} s ({r.engine}): {r.steps:,} steps, {r.tokens:,} tokens "
+        f"({r.tokens_per_s:,.0f} tokens/s)\n"
         f"held-out: fraction of variance unexplained {r.fvu:.4f}, L0 {r.l0:.1f}, dead {100 * r.dead:.2f}% of features, "
         f"loss {r.loss:.4f} -> {r.spliced_loss:.4f} nats with the SAE spliced in ({r.loss_increase:+.4f})\n"
         f"wrote {args.out}"
