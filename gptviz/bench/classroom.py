@@ -275,14 +275,16 @@ async def class_lesson(url: str, pid: int, n: int, n_browsers: int, poll: int | 
         async def everyone_sees(k: int, t0: float) -> tuple[list[float], list[float], int]:
             watch = [asyncio.create_task(f.follow_until(lambda x, k=k: f"slide {k} of" in x, 60)) for f in followers]
             seen = [asyncio.create_task(p.get_by_text(f"slide {k} of").first.wait_for(timeout=60_000)) for p in real]
-            await asyncio.wait(watch + seen, timeout=65)
+            await asyncio.wait([*watch, *seen], timeout=65)
             delays = [t.result() - t0 for t in watch if t.done() and not t.exception()]
-            for t in watch + seen:
+            for t in [*watch, *seen]:
                 t.cancel()
             ok = all(t.done() and not t.cancelled() and not t.exception() for t in seen)
             return delays, ([time.monotonic() - t0] if ok and real else []), n - len(delays)
 
-        nxt, nxt_real, missed = [], [], 0
+        nxt: list[float] = []
+        nxt_real: list[float] = []
+        missed = 0
         for k in range(target - 3, target):
             t0 = time.monotonic()
             await teacher._send([WidgetState(id=teacher.widgets["slide_next"], trigger_value=True)])
