@@ -160,6 +160,19 @@ def test_block_reduce_averages_what_is_there():
     assert b == 1 and same is m
 
 
+@pytest.mark.parametrize("H", [4, 12, 32])
+def test_a_layers_heads_take_the_figures_height_at_any_head_count(H):
+    """Each row of tiles gets most of its share of the figure: a fixed gap between rows (a share of the
+    whole figure) left a 32-head layer's tiles 2 % of the height each, dots in white space."""
+    T = 6
+    w = np.tril(np.full((H, T, T), 1.0 / T))
+    fig = figures.head_grid(w, [f"t{i}" for i in range(T)], layer=0)
+    rows = -(-H // 4)
+    heights = [fig.layout["yaxis" + ("" if h == 0 else str(h + 1))].domain for h in range(0, H, 4)]
+    assert len(heights) == rows
+    assert all((top - bottom) >= 0.7 / rows for bottom, top in heights), heights
+
+
 def test_head_grid_and_line_view(trace, labels):
     w = analysis.layer_weights(trace, 0)
     np.testing.assert_array_equal(w[1], analysis.attention_matrix(trace, 0, 1))

@@ -183,12 +183,8 @@ def head_grid(
     H = matrices.shape[0]
     cols = max(1, min(H, cols))
     rows = math.ceil(H / cols)
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        horizontal_spacing=0.04,
-        vertical_spacing=0.12,
-    )
+    # the gap between rows is a share of the whole figure: a fixed 0.12 left 32 heads' 8 rows 2 % of it each
+    fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.04, vertical_spacing=min(0.12, 0.3 / rows))
     b, any_masked, any_bad, ticks = 1, False, False, list(labels)
     for h in range(H):
         m, masked, bad = _cells(matrices[h], mask, "weights")
