@@ -573,3 +573,14 @@ def test_residual_axis_titles_stay_short(trace):
     sites, grid = analysis.residual_stat_grid(trace, "std")
     fig = figures.residual_lines(sites, grid, "std", position=0, position_label="0 a")
     assert len(fig.layout.yaxis.title.text) <= 24 and "standard deviation" in fig.layout.title.text
+
+
+def test_the_layer_head_grid_is_as_tall_as_its_tiles():
+    """16 layers × 32 heads: the tiles are square and width-bound, so the figure is about half as tall
+    as wide, not 80 px a layer with white space above and below."""
+    T = 4
+    w = np.tril(np.full((32, T, T), 1.0 / T))
+    tall = figures.layer_head_grid(w for _ in range(16)).layout.height
+    assert tall <= 150 + 1000 * 16 / 32 + 1
+    few = figures.layer_head_grid(w[:4] for _ in range(4)).layout.height  # a narrow grid keeps 80 px a layer
+    assert few == 80 * 4 + 150

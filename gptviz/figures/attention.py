@@ -234,6 +234,9 @@ def head_grid(
     return fig
 
 
+GRID_PLOT_WIDTH = 1000  # px: the layer × head grid's plot area on a wide page at 1440 px
+
+
 def _grid_geometry(side: int, tile: int) -> tuple[int, int]:
     """(side, pitch) of the tiles: a tile is as many cells as it has (at most `tile`), and the gap
     between tiles about a sixteenth of a tile, so tiles sit centred on their tick labels at any T."""
@@ -331,7 +334,9 @@ def layer_head_grid(
     style(
         fig,
         title,
-        height=max(300, 80 * L + 150),
+        # square tiles: 80 px a layer, or less where the heads' row is the limit (32 heads across about
+        # 1,000 px of a wide page leave 31 px a tile: 16 layers at 80 px were 800 px of white space)
+        height=max(300, round(min(80 * L, GRID_PLOT_WIDTH * L / H)) + 150),
         subtitle=cell_notes(bool((code == 1).any()), bool((code == 2).any())) + "; white = gaps between tiles",
         plot_bgcolor="white",
         meta=dict(tile_pitch=pitch, tile_side=side),
