@@ -377,3 +377,20 @@ def test_check_a_missing_or_broken_checkpoint_exits_2(tmp_path, capsys):
     (tmp_path / "broken" / "config.json").write_text("{")
     rc, _, err = check(capsys, "--checkpoint", str(tmp_path / "broken"))
     assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_a_bf16_models_rows_pass_at_bf16s_rounding_and_broken_rows_still_fail():
+    """A bf16 model's attention rows are sums of weights rounded to 8 bits: off by ~0.002 from 1,
+    which the float32 threshold (1e-3) called broken (469 heads of a 1B model failed)."""
+    torch.manual_seed(0)
+    model = gptviz.GPT(gptviz.GPTConfig(vocab_size=97, block_size=64, n_layer=2, n_head=4, n_embd=64))
+    model = model.eval().to(torch.bfloat16)
+    t = gptviz.trace(model, torch.randint(0, 97, (48,)))
+    rows = {f.name: f for f in gptviz.health(model, t)}["attention_rows"]
+    assert rows.status == "ok" and 1e-3 < rows.value < 2 * torch.finfo(torch.bfloat16).eps, rows
+    assert "the weights' own rounding" in rows.message
+    with torch.no_grad():
+        model.transformer.h[1].attn.c_attn.weight[0, 0] = float("nan")  # q of head 0 NaN: its rows are NaN
+    t = gptviz.trace(model, torch.randint(0, 97, (48,)))
+    rows = {f.name: f for f in gptviz.health(model, t)}["attention_rows"]
+    assert rows.status == "fail" and "L1 H0" in rows.message
