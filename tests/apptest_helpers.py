@@ -143,3 +143,11 @@ def no_markup(md: str) -> None:
     """What a message renders to has no link, image, heading, emphasis or HTML: only a paragraph of text."""
     out = rendered(md)
     assert not re.search(r"<(a|img|h\d|code|script|span|iframe)\b", out), out
+
+
+def open_lesson_file(at: AppTest, path: Path) -> AppTest:
+    """Open a lesson file by its path on the Lesson page (the page must be open), with no exception."""
+    at.text_input(key="lesson_path").input(str(path)).run()
+    at.button(key="lesson_path_open").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

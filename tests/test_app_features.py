@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import app_session, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, open_lesson_file, serve
 from sae_helpers import random_sae
 
 import gptviz
@@ -296,11 +296,7 @@ def _open_lesson(monkeypatch, ckpt_root, tmp_path, slide: str):
     monkeypatch.setenv(CLASS_ENV, "0")  # a teacher's own machine: the path box opens files
     f = tmp_path / "mine.toml"
     f.write_text(LESSON_HEAD + slide + "\n")
-    at = open_page(monkeypatch, ckpt_root, "views/lesson.py")
-    at.text_input(key="lesson_path").input(str(f)).run()
-    at.button(key="lesson_path_open").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_lesson_file(open_page(monkeypatch, ckpt_root, "views/lesson.py"), f)
 
 
 @pytest.mark.parametrize(

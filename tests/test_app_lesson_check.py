@@ -6,7 +6,7 @@ is drawn (a 2-layer model's slide asking for layer 9 head 42 was drawn as layer 
 from __future__ import annotations
 
 import pytest
-from apptest_helpers import app_session, ok, serve
+from apptest_helpers import app_session, ok, open_lesson_file, serve
 
 from gptviz.bench.checkpoints import NAME, make_checkpoints
 from gptviz.dashboard import classmode
@@ -25,12 +25,7 @@ def teacher(tmp_path, monkeypatch):
 def open_file(tmp_path, text: str):
     f = tmp_path / "mine.toml"
     f.write_text(text)
-    at = ok(app_session())
-    ok(at.switch_page("views/lesson.py").run())
-    at.text_input(key="lesson_path").input(str(f)).run()
-    at.button(key="lesson_path_open").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_lesson_file(ok(ok(app_session()).switch_page("views/lesson.py").run()), f)
 
 
 @pytest.mark.parametrize(
