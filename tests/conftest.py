@@ -3,6 +3,7 @@ session on a small random checkpoint (helpers for reading its pages are in appte
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import shutil
 import tempfile
@@ -79,6 +80,18 @@ def ids_only(tmp_path, monkeypatch, env):
     monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
     monkeypatch.setenv(sources.DEFAULT_ENV, "ids-only")
     return ok(app_session(prompt="1, 2, 3"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_ray_at_a_time(request):
+    """A module marked `ray` holds a lock on this machine while it runs: two pytest workers starting
+    Rays side by side on two cores timed out waiting for Ray's own start-up files (`make test`)."""
+    if request.node.get_closest_marker("ray") is None:
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "gptviz-tests-ray.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from conftest import tiny_model
 import gptviz
 from gptviz.scanning.ray_engine import DEFAULT_TIMEOUT, TIMEOUT_ENV, RayEngineError
 
-pytestmark = pytest.mark.slow  # each test starts a Python that imports torch and ray
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # each test starts a Python that imports torch and ray
 TOK = gptviz.CharTokenizer(list("abcdefghij \n"))
 
 

@@ -19,7 +19,7 @@ from gptviz.bench.cluster import free_port
 from gptviz.scanning.corpus import read_corpus
 from gptviz.scanning.ray_engine import site_activations
 
-pytestmark = pytest.mark.slow  # starting Ray takes seconds
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # starting Ray takes seconds
 DOCS = [list(np.random.default_rng(i).integers(0, 11, size=120)) for i in range(12)]
 SITE = "blocks.1.resid_post"
 

@@ -22,7 +22,7 @@ from conftest import tiny_model
 import gptviz
 from gptviz.bench.cluster import free_port, leftovers, stop
 
-pytestmark = pytest.mark.slow  # starting Ray takes seconds
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # starting Ray takes seconds
 ROOT = Path(__file__).resolve().parents[1]
 TOK = gptviz.CharTokenizer(list("abcdefghij \n"))
 
