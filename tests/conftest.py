@@ -94,15 +94,23 @@ def one_ray_at_a_time(request):
         yield
 
 
-@pytest.fixture
-def ray_files_here(monkeypatch, tmp_path):
-    """A Ray started in this process keeps its session (logs, sockets) under RAY_TMPDIR and may write
-    an auth token to ~/.ray: both go to folders of this test, removed after, so no run of the suite
-    leaves them on the machine. Yields the session root."""
+@pytest.fixture(scope="session")
+def _ray_session_root():
+    """One RAY_TMPDIR and HOME for the Rays of a whole pytest process: an in-process Ray keeps the auth
+    token it met in ~/.ray first, so a second test's Ray under a new HOME never came up (its GCS port
+    file awaited in vain: test_sae_train_ray after test_scan_ray on one worker)."""
     temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
-    monkeypatch.setenv("RAY_TMPDIR", str(temp))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     try:
         yield temp
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture
+def ray_files_here(monkeypatch, _ray_session_root):
+    """A Ray started in this process keeps its session (logs, sockets) under RAY_TMPDIR and may write
+    an auth token to ~/.ray: both go to the run's temporary folder, removed when the run ends, so no
+    run of the suite leaves them on the machine. Yields the session root."""
+    monkeypatch.setenv("RAY_TMPDIR", str(_ray_session_root))
+    monkeypatch.setenv("HOME", str(_ray_session_root / "home"))
+    return _ray_session_root
