@@ -5,6 +5,7 @@ presentation mode off. The keys themselves are pressed in Chromium (tests/e2e/te
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 from apptest_helpers import app_session, figure, ok, serve
@@ -47,3 +48,20 @@ def test_the_slide_list_and_the_ends(env):
     assert at.session_state["presentation"] is False and "present" not in at.query_params
     assert not [b for b in at.button if b.key == "leave_presentation"]
     ok(at.button(key="end_class").click().run())
+
+
+def test_a_slides_full_page_link_keeps_the_sessions_steering_on_its_checkpoint(env):
+    steer = "neuron:0.1@0*4"
+    at = ok(app_session(timeout=90, checkpoint="shakespeare-char", dtype="bfloat16", steer=steer, lesson=LESSON.name))
+
+    def full_page(slide: int) -> dict[str, list[str]]:
+        ok(at.selectbox(key=slides.list_key(at.session_state[slides.SLIDE_KEY])).select(slide).run())
+        link = next(el.proto for el in at.get("page_link") if el.proto.label == "Open this in its full page")
+        return parse_qs(link.query_string)
+
+    same = next(i for i, s in enumerate(LESSON.slides) if s.checkpoint == "shakespeare-char" and s.steer is None)
+    q = full_page(same)
+    assert q["steer"] == [steer] and q["dtype"] == ["bfloat16"] and q["checkpoint"] == ["shakespeare-char"]
+    other = next(i for i, s in enumerate(LESSON.slides) if s.checkpoint not in (None, "shakespeare-char"))
+    q = full_page(other)  # another model: a neuron's number there is another neuron
+    assert "steer" not in q and q["dtype"] == ["bfloat16"]

@@ -94,3 +94,14 @@ def test_bad_url_values_are_ignored_or_explained(env, query):
     assert "Internal error" not in errors(at)
     if "prompt" not in query:
         assert at.get("plotly_chart") and at.radio(key="layer").value == 0 and at.radio(key="head").value == 0
+
+
+def test_opening_a_head_from_heads_keeps_the_sessions_dtype_sae_and_steering(env):
+    # st.switch_page forgets every widget's value: the dtype and the SAE picked fell back to their defaults
+    chosen = dict(dtype="bfloat16", sae="my-saes/l0", steer="neuron:0.1@0*4")
+    at = ok(app_session("views/heads.py", checkpoint=NAME, **chosen))
+    assert {k: at.query_params[k] for k in chosen} == chosen
+    ok(at.button(key="heads_open").click().run())
+    assert at.title[0].value == "Attention"
+    assert {k: at.query_params.get(k) for k in chosen} == chosen
+    assert at.selectbox(key="dtype").value == "bfloat16" and at.text_input(key="sae_path").value == "my-saes/l0"

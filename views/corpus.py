@@ -11,20 +11,18 @@ from gptviz.dashboard.classmode import class_mode, client_address, scans_allowed
 from gptviz.dashboard.corpus_compare import compare_tab
 from gptviz.dashboard.corpus_heads import heads_tab
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
-from gptviz.dashboard.state import view
+from gptviz.dashboard.state import switch_page, view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
 from gptviz.scanning.validate import against_model
 
-SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "layer", "head", "presentation")
 PAGES = {"attention": "attention", "next": "next-token"}  # what an "open as prompt" click opens, by page key
 target = st.session_state.pop(keys.CORPUS_OPEN, None)
 if target in PAGES:  # set by an "open as prompt" click below, with the prompt already chosen
-    keep = {k: st.session_state[k] for k in SIDEBAR_KEYS if k in st.session_state}
-    st.session_state[keys.SWITCH_CHOICES] = {**keep, "prompt": st.session_state.pop(keys.CORPUS_PROMPT, "")}
-    st.switch_page(pages.page_file(PAGES[target]))
+    prompt = st.session_state.pop(keys.CORPUS_PROMPT, "")
+    switch_page(pages.page_file(PAGES[target]), leave=("position",), prompt=prompt)
 
 finished = st.session_state.pop(keys.CORPUS_DONE, None)
 if finished:  # a scan this page started has ended: open its folder

@@ -4,14 +4,11 @@ import streamlit as st
 
 from gptviz import figures
 from gptviz.analysis.heads import LABEL_NAMES, LABEL_THRESHOLDS, SCORES
-from gptviz.dashboard import keys, pages, why, widgets
+from gptviz.dashboard import keys, pages, state, why, widgets
 
 OPEN_FLAG = keys.HEADS_OPEN_ATTENTION
-SIDEBAR_KEYS = ("ckpt_choice", "ckpt_path", "device", "prompt", "layer", "head", "position", "presentation")
 if st.session_state.pop(OPEN_FLAG, False):  # set by a click below, with layer and head already chosen
-    # st.switch_page drops every widget's state, the sidebar's too; state.read_url puts these back
-    st.session_state[keys.SWITCH_CHOICES] = {k: st.session_state[k] for k in SIDEBAR_KEYS if k in st.session_state}
-    st.switch_page(pages.page_file("attention"))
+    state.switch_page(pages.page_file("attention"))
 
 v = widgets.require_trace() or st.stop()
 t = v.trace

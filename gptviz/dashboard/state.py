@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
+from typing import NoReturn
 
 import streamlit as st
 
@@ -217,10 +218,48 @@ def write_url(v: View) -> None:
         st.query_params.from_dict({**wanted, **kept})
 
 
+MACHINE_KEYS = ("device", "dtype")  # the session's whatever the model: every link carries them
+MODEL_KEYS = ("sae", "steer")  # they name parts of one checkpoint: carried to that checkpoint only
+
+
 def link_params(**params) -> dict[str, str]:
-    """Query parameters for a link gptviz makes: the given choices, plus presentation mode when it
-    is on, so a class that follows the link stays in it."""
+    """Query parameters for a link gptviz makes: the given choices over the session's own (the URL
+    the sidebar wrote), so following the link changes only what it names. A link to another
+    checkpoint keeps the device and dtype only; one that picks another SAE drops the steering too (a
+    feature's number means another direction there). Presentation mode stays on if it is."""
     out = {k: str(v) for k, v in params.items()}
+    now = st.session_state.get(keys.URL_WRITTEN)
+    now = now if isinstance(now, dict) else {}
+    if "checkpoint" not in out or out["checkpoint"] == now.get("checkpoint"):
+        carried = dict(now) if "checkpoint" not in out else {k: now[k] for k in MACHINE_KEYS + MODEL_KEYS if k in now}
+        if out.get("sae", now.get("sae")) != now.get("sae"):
+            carried.pop("steer", None)
+    else:
+        carried = {k: now[k] for k in MACHINE_KEYS if k in now}
+    out = {**carried, **out}
     if st.session_state.get("presentation"):
         out["present"] = "1"
     return out
+
+
+SWITCH_KEYS = (  # the sidebar's widgets, which st.switch_page forgets
+    "ckpt_choice",
+    "ckpt_path",
+    "device",
+    "dtype",
+    "sae_choice",
+    "sae_path",
+    "prompt",
+    "layer",
+    "head",
+    "position",
+    "presentation",
+)
+
+
+def switch_page(page: str, leave: tuple[str, ...] = (), **chosen) -> NoReturn:
+    """st.switch_page with the sidebar's choices kept (read_url puts them back), less `leave`, plus
+    `chosen`; the steering is no widget's and stays by itself."""
+    state = st.session_state
+    state[keys.SWITCH_CHOICES] = {k: state[k] for k in SWITCH_KEYS if k in state and k not in leave} | chosen
+    st.switch_page(page)
