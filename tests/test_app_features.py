@@ -331,3 +331,40 @@ def test_a_steered_features_slide_shows_the_librarys_numbers(monkeypatch, ckpt_r
     np.testing.assert_allclose(array(figure(at, "slide_figure")["data"][0]["y"]), want[:, f], atol=1e-5)
     plain = gptviz.feature_activations(gptviz.trace(bundle.model, ids), sae)
     assert np.abs(plain - want).max() > 1e-4  # the slide's run is steered
+
+
+def test_an_uploaded_gemma_scope_params_npz_reads_the_layer_named_beside_it(monkeypatch, tmp_path):
+    # Gemma Scope's layout: W_enc [d_in, d_sae], W_dec, b_enc, b_dec, threshold (jumprelu), and no word of its site
+    shipped = Path(__file__).resolve().parents[1] / "checkpoints"
+    serve(monkeypatch, shipped, "shakespeare-char")
+    g = np.random.default_rng(7)
+    d_in, d_sae = 192, 40  # shakespeare-char's n_embd
+    params = dict(
+        W_enc=g.normal(0, 0.2, (d_in, d_sae)),
+        W_dec=g.normal(0, 0.2, (d_sae, d_in)),
+        b_enc=g.normal(0, 0.1, d_sae),
+        b_dec=g.normal(0, 0.1, d_in),
+        threshold=np.abs(g.normal(0, 0.3, d_sae)),
+    )
+    np.savez(tmp_path / "params.npz", **{k: v.astype(np.float32) for k, v in params.items()})
+    at = ok(app_session("views/features.py", timeout=180, checkpoint="shakespeare-char", sae="upload"))
+    upload = [("params.npz", (tmp_path / "params.npz").read_bytes(), "application/octet-stream")]
+    ok(at.get_by_key("sae_upload").set_value(upload).run())
+    assert "Say which layer this Gemma Scope SAE reads (0 … 3)." in [w.value for w in at.sidebar.warning]
+    assert at.number_input(key="sae_layer").max == 3 and not at.get("plotly_chart")
+    ok(at.number_input(key="sae_layer").set_value(2).run())
+    # by hand: JumpReLU of the block-2 residual stream, no b_dec taken from the input (Gemma Scope's encoder)
+    bundle = gptviz.load(shipped / "shakespeare-char")
+    ids = gptviz.encode_prompt(bundle.tokenizer, at.session_state["prompt"], bundle.model.config.block_size)
+    x = gptviz.trace(bundle.model, ids, bundle.tokenizer)["blocks.2.resid_post"].astype(np.float64)
+    pre = x @ params["W_enc"] + params["b_enc"]
+    acts = np.where(pre > params["threshold"], pre, 0.0)
+    assert _heat_features(at) == top_features(acts, 12).tolist() and len(_heat_features(at)) > 3
+    # the library's door, given the same site, reads the same file the same way
+    sae = gptviz.load_sae(tmp_path / "params.npz", site="blocks.2.resid_post")
+    lib = gptviz.feature_activations(gptviz.trace(bundle.model, ids, bundle.tokenizer), sae)
+    np.testing.assert_allclose(lib, acts, atol=1e-4)
+    # a model with fewer layers: the layer picked is out of range, said in one line
+    at.selectbox(key="ckpt_choice").set_value("induction-2l").run()
+    assert not at.exception
+    assert any("Layer 2 is not a layer of this model (0 … 1)" in e.value for e in at.sidebar.error)

@@ -111,6 +111,7 @@ class SAEKey:
     source: str  # a path, or "upload:<content hash>"
     owner: str = ""  # an upload's session token: only that session's keys reach its SAE
     version: str = ""  # the files' times, so an SAE trained again in place loads again
+    site: str = ""  # where a Gemma Scope SAE reads, named in the sidebar (load_sae's site=); "": its files say
 
 
 HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes, SAEKey: key_bytes}

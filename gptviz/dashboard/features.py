@@ -58,7 +58,7 @@ def _load(model: ModelKey, sae: SAEKey) -> SAE | str:
             path: str | Path | MemoryPath = upload.path
         else:
             path = allowed_path(sae.source)  # a class server opens only its data roots
-        return load_sae(path, model=bundle_for(model).model)
+        return load_sae(path, model=bundle_for(model).model, site=sae.site or None)
     except GptvizError as e:
         return str(e)
 

@@ -215,6 +215,22 @@ def _picker(place, key: str, n: int) -> int:
     return place.select_slider(f"{key.title()} (of {n})", options=list(range(n)), key=key)
 
 
+def _model_key(source: str, device: str, dtype: str) -> ModelKey:
+    owner = _session_uploads().token if uploads.is_upload(source) else ""  # only this session's upload
+    return ModelKey(source, device, version(source), owner, dtype)
+
+
+def _layers(source: str | None, device: str, dtype: str) -> int | None:
+    """The model's layer count, for the SAE's layer box: the bundle the sidebar loads next (cached);
+    None when it cannot load (the page says why)."""
+    if source is None:
+        return None
+    try:
+        return bundle_for(_model_key(source, "cpu" if device_status()[device] else device, dtype)).model.config.n_layer
+    except GptvizError:
+        return None
+
+
 def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ...] | None = None) -> View:
     """Draw the shared sidebar, load and run what it asks for, and return the View for the pages.
     Every expected failure is shown as a message in the page; the View then has no Trace.
@@ -231,7 +247,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
         )
         st.form_submit_button("Run", key="run_btn", type="primary")
     # under the prompt: Run stays in a 1280 × 720 screen, and the SAE is read by a few pages only
-    sae, sae_label, sae_url = pick_sae(source or "")
+    sae, sae_label, sae_url = pick_sae(source or "", lambda: _layers(source, device, dtype))
     presentation = st.sidebar.toggle("Presentation mode (larger fonts)", key="presentation")
     sidebar_for(presentation)  # fold the sidebar away on turning it on (layout.py)
     if presentation:  # Streamlit sizes its text in rem: a larger root font scales the whole page
@@ -249,8 +265,7 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
         except GptvizError as e:
             st.error(f"Device not available: {plain(e)}. Showing results on CPU.")
         v.device = "cpu"
-    owner = _session_uploads().token if uploads.is_upload(source) else ""  # only this session's upload
-    model_key = ModelKey(source, v.device, version(source), owner, dtype)
+    model_key = _model_key(source, v.device, dtype)
     try:
         v.bundle, v.model_key = bundle_for(model_key), model_key  # a failure is remembered per version
     except GptvizError as e:
