@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 import gptviz
 from gptviz.analysis.heads import SCORES
 from gptviz.bench.checkpoints import NAME, make_checkpoints
+from gptviz.dashboard import classmode, keys
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
 
@@ -382,3 +383,31 @@ def test_a_click_in_the_token_neurons_table_opens_that_neuron(roots):
     state["corpus_layer"] = 0
     take_neuron_pick(state, scan, tok)  # the same selection again: taken once, the box is the user's
     assert state["corpus_layer"] == 0
+
+
+def test_scan_b_is_picked_from_the_scans_found_and_a_class_server_lists_only_its_sessions(roots, monkeypatch, tmp_path):
+    ckpts, samples = roots
+    ran = tmp_path / "scans" / "0123abcd" / "scan"  # where a scan the page ran lands (jobs.py)
+    gptviz.scan(str(ckpts / NAME), samples / "hamlet", window=16, k=3, out=ran)
+    b = gptviz.load_scan(ran)
+    serve(monkeypatch, ckpts, NAME)
+    monkeypatch.setenv(queries.SAMPLES_ENV, str(samples))
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    at = ok(app_session("views/corpus.py"))
+    pick = at.selectbox(key="corpus_compare_pick")
+    assert pick.options[0] == "a folder typed below…" and len(pick.options) == 2  # scan A itself is not offered
+    assert pick.options[1] == f"ran here: {NAME} on hamlet, {len(b.windows):,} windows, " + time.strftime(
+        "%H:%M", time.localtime((ran / "summary.json").stat().st_mtime)
+    )
+    ok(pick.select_index(1).run())
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Mean loss, B (nats)"] == f"{b.summary['loss']:.3f}"
+    # a class server lists no other session's scan (its corpus may be a student's upload) until this one ran it
+    monkeypatch.setenv(classmode.CLASS_ENV, "1")
+    at = ok(app_session("views/corpus.py"))
+    assert not [s for s in at.selectbox if s.key == "corpus_compare_pick"] and at.text_input(
+        key="corpus_compare_folder"
+    )
+    at.session_state[keys.CORPUS_MINE] = [str(ran)]  # what the page keeps when a scan it started ends
+    ok(at.run())
+    assert at.selectbox(key="corpus_compare_pick").options[1].startswith(f"this session: {NAME} on hamlet")

@@ -8,7 +8,7 @@ import streamlit as st
 from gptviz.dashboard import corpus as cp
 from gptviz.dashboard import keys, pages, scan_form, widgets
 from gptviz.dashboard.classmode import class_mode, client_address, scans_allowed, uploads_allowed
-from gptviz.dashboard.corpus_compare import compare_tab
+from gptviz.dashboard.corpus_compare import compare_tab, remember
 from gptviz.dashboard.corpus_heads import heads_tab
 from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.state import switch_page, view
@@ -25,7 +25,8 @@ if target in PAGES:  # set by an "open as prompt" click below, with the prompt a
     switch_page(pages.page_file(PAGES[target]), leave=("position",), prompt=prompt)
 
 finished = st.session_state.pop(keys.CORPUS_DONE, None)
-if finished:  # a scan this page started has ended: open its folder
+if finished:  # a scan this page started has ended: open its folder, and offer it as scan B from now on
+    remember(finished)
     st.session_state.update(corpus_mode="open a scan folder", corpus_folder=finished, corpus_scan=finished)
 
 v = view()

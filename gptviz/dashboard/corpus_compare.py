@@ -1,9 +1,13 @@
 """The Corpus page's comparison tab: the opened scan (A) against another scan of the same corpus (B), such
-as two checkpoints of one run. What each document's loss, each head's score and each neuron's strongest
-contexts became; the comparison itself is gptviz.scanning.compare's (a notebook calls it the same way).
+as two checkpoints of one run, picked from the scans found (shipped, run by the page) or typed. What
+each document's loss, each head's score and each neuron's strongest contexts became; the comparison
+itself is gptviz.scanning.compare's (a notebook calls it the same way).
 """
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -11,15 +15,27 @@ import streamlit as st
 from ..errors import GptvizError
 from ..figures import corpus as cfig
 from ..figures import scan_compare as sfig
+from ..formats.safe import read_json
 from ..scanning import compare
-from ..scanning.queries import context, neuron_contexts, scan_version, token_texts
-from . import widgets
+from ..scanning.jobs import scans_path
+from ..scanning.queries import (
+    context,
+    finished_scans,
+    neuron_contexts,
+    scan_version,
+    shipped_scans,
+    token_texts,
+)
+from ..scanning.store import MAX_SUMMARY_BYTES
+from . import keys, widgets
 from .caches import ModelKey, bundle_for, cached
+from .classmode import class_mode
 from .corpus import scan_at
 from .scan_form import scan_folder
 
 Version = tuple[str, float]
 SHOWN = 5  # a neuron's contexts drawn per scan (whole windows, in half the page's width)
+TYPED = "a folder typed below…"
 
 
 @cached(max_entries=4, show_spinner=False)
@@ -41,18 +57,57 @@ def neurons(a: Version, b: Version) -> pd.DataFrame | str:
         return str(e)
 
 
+def remember(folder: str) -> None:
+    """A scan this session's page ran, offered as scan B from then on."""
+    mine = st.session_state.setdefault(keys.CORPUS_MINE, [])
+    if folder not in mine:
+        mine.append(folder)
+
+
+def found_scans() -> dict[str, str]:
+    """The scans the tab offers, folder -> how the list names it: the shipped ones, then the page's own
+    (on a class server only this session's: the others' are other students' corpora), newest first."""
+    mine = list(reversed(st.session_state.get(keys.CORPUS_MINE, [])))
+    ran = mine if class_mode() else [*mine, *map(str, finished_scans(scans_path()))]
+    out = {str(p): f"shipped: {describe(p, when=False)}" for p in shipped_scans()}
+    for folder in ran:
+        out.setdefault(folder, f"{'this session' if folder in mine else 'ran here'}: {describe(Path(folder))}")
+    return out
+
+
+def describe(folder: Path, when: bool = True) -> str:
+    """'checkpoint on data, N windows, HH:MM' from a scan's summary; its folder's name if unreadable."""
+    try:
+        s = read_json(folder / "summary.json", "scan summary", MAX_SUMMARY_BYTES)
+        text = f"{Path(str(s['checkpoint'])).name} on {Path(str(s['data'])).name}, {int(s['windows']):,} windows"
+        return text + (time.strftime(", %H:%M", time.localtime(scan_version(folder)[1])) if when else "")
+    except (GptvizError, KeyError, TypeError, ValueError):
+        return folder.name
+
+
+def pick_b(a_folder: str) -> str:
+    """Scan B's folder: one of the scans found (A left out), or typed ("" until one is chosen)."""
+    found = {f: label for f, label in found_scans().items() if f != a_folder}
+    if found:
+        options = [TYPED, *found]
+        pick = st.selectbox("Scan B", options, key="corpus_compare_pick", format_func=lambda o: found.get(o, o))
+        if pick != TYPED:
+            return pick
+    return st.text_input("Scan B: the folder of a second scan, same corpus", key="corpus_compare_folder")
+
+
 def compare_tab(a: Version, model: ModelKey) -> None:
-    """Draw the tab for the opened scan at version a, the second scan typed in the tab."""
+    """Draw the tab for the opened scan at version a, the second scan picked or typed in the tab."""
     st.caption(
         "Scan A is the scan opened above; scan B, another scan that read the same documents (another checkpoint "
         "of the run, or another model). Every change is B minus A."
     )
-    typed = st.text_input("Scan B: the folder of a second scan, same corpus", key="corpus_compare_folder")
-    if not typed:
+    chosen = pick_b(a[0])
+    if not chosen:
         st.info("Type the folder of a second scan (`gptviz scan --out`) to compare it with this one.")
         return
     try:
-        b = scan_version(scan_folder(typed))  # a class server: its roots only
+        b = scan_version(scan_folder(chosen))  # a class server: its roots only, a picked scan as a typed one
         sa, sb = scan_at(*a), scan_at(*b)
         compare.check_same_corpus(sa, sb)
     except GptvizError as e:

@@ -38,5 +38,6 @@ HEADS_OPEN_ATTENTION = "_heads_open_attention"  # Heads: a click asked to open i
 CORPUS_OPEN = "_corpus_open"  # Corpus: the page key an "open as prompt" click asked for
 CORPUS_PROMPT = "_corpus_prompt"  # Corpus: the prompt that click opens
 CORPUS_DONE = "_corpus_done"  # Corpus: the folder of a scan this page started that has ended (opened next run)
+CORPUS_MINE = "_corpus_mine"  # Corpus: the folders of the scans this session's page ran, offered as scan B
 TIMELINE_PROMPT_FOR = "_tl_prompt_for"  # Timeline: the run folder whose default prompt the box was set to
 CORPUS_PICK_TAKEN = "_corpus_pick_taken"  # the (token, row) of the token-neuron table last opened

@@ -33,6 +33,24 @@ def shipped_scan(source: str) -> Path | None:
     return folder if (folder / "summary.json").is_file() else None
 
 
+def shipped_scans() -> list[Path]:
+    """Every scan shipped under samples/scans/, by name."""
+    try:
+        return sorted(p for p in (samples_dir() / "scans").iterdir() if (p / "summary.json").is_file())
+    except OSError:  # no scans folder: none shipped
+        return []
+
+
+def finished_scans(root: Path) -> list[Path]:
+    """The scans the Corpus page ran under root (root/<job>/scan, jobs.py) that wrote their
+    summary.json, newest first."""
+    try:
+        found = [p / "scan" for p in root.iterdir() if (p / "scan" / "summary.json").is_file()]
+    except OSError:  # not made yet, or not readable: the page has run none here
+        return []
+    return sorted(found, key=lambda p: scan_version(p)[1], reverse=True)
+
+
 def scan_version(folder: str | Path) -> tuple[str, float]:
     """(folder, the time of its summary.json): names one version of a scan (the dashboard caches by it)."""
     folder = user_path(folder)  # CheckpointError for a NUL byte
