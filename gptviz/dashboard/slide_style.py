@@ -78,6 +78,11 @@ PRESENT_CSS = """<style>
 .st-key-slide_body [data-testid=stColumn] > [data-testid=stVerticalBlock],
 .st-key-follow_body [data-testid=stColumn] > [data-testid=stVerticalBlock] { height: 100%; gap: 0.3rem; }
 .st-key-slide_figure, .st-key-follow_figure { flex: 1 1 0; min-height: 0; }
+/* a container inside a column (the predict slide's prompt, the facts) is as tall as what it holds:
+   the 100% above, meant for the row of columns, stretched it and left a gap under its text */
+.st-key-slide_body [data-testid=stColumn] [data-testid=stLayoutWrapper]:not(:has(.st-key-slide_figure)),
+.st-key-follow_body [data-testid=stColumn] [data-testid=stLayoutWrapper]:not(:has(.st-key-follow_figure)) {
+  height: auto; flex: 0 0 auto; }
 .st-key-slide_head h3, .st-key-follow_head h3 { font-size: 1.6rem; line-height: 1.2; }
 .st-key-slide_note p, .st-key-follow_note p { font-size: 1.2rem; line-height: 1.25; }
 /* every number a slide is about at least 24 px: 1.15rem of the presentation root font (21 px) */

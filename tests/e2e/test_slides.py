@@ -3,7 +3,8 @@ checkpoints, in presentation mode at 1280 × 720 and 1024 × 768, with a class b
 
 - nothing below the fold: the slide row (Back, Next, the class code), title, note, table, numbers,
   figure, caption and the tools row (slide list, full page, handout) lie inside the window, none
-  on another, and the page has nothing to scroll to;
+  on another, and the page has nothing to scroll to; a predict slide's prompt and its token table
+  read as one block (no gap between them);
 - every number a slide is about is at least 24 px at 1280 × 720: the numbers in heatmap cells, the
   table cells, the facts beside them and the class code;
 - a highlight frames its cells from outside: no line of its frame lies on the cells it points at,
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSONS = {name: shipped_lesson(name) for name in shipped_lessons()}
 SIZES = [(1280, 720), (1024, 768)]
 NUMBER_PX = 24  # projection guidance: nothing a class must read under 24 px
+STACK_PX = 16  # at most this between one part of a column and the next (Streamlit's own gap is 0.3rem, 6 px)
 SLOW = 120_000  # ms: a slide's first computation on busy shared cores
 
 # What must be on screen: CSS selectors of the slide's parts (a part a slide lacks is skipped).
@@ -61,6 +63,11 @@ MEASURE = """(parts) => {
     header: !!header && header.getClientRects().length > 0,
     parts: Object.fromEntries(Object.entries(parts).map(([k, s]) => [k, shown(s).map(box)])),
     tools: shown('.st-key-lesson_tools').map(box),
+    // the predict slide's left column: from the prompt's text box to the token table under it
+    stack: (() => { const code = shown('.st-key-slide_body .st-key-poll_prompt [data-testid=stCode]')[0];
+                    const table = shown('.st-key-slide_body [data-testid=stColumn] [data-testid=stTable]')[0];
+                    return code && table ? table.getBoundingClientRect().top - code.getBoundingClientRect().bottom
+                                         : null; })(),
     cut: shown('.st-key-slide_body [data-testid=stTable]').map((e) =>
       e.querySelector('table').getBoundingClientRect().right - e.getBoundingClientRect().right),
     px: {cells: px('.st-key-slide_figure .heatmap-label text'),
@@ -139,6 +146,8 @@ def problems_of(m: dict, where: str, sizes_checked: bool) -> list[str]:
     for name in ("title", "figure", "caption", "slide list", "handout", "Back", "Next", "class code"):
         if not m["parts"][name]:
             out.append(f"{where}: no {name} on screen")
+    if m["stack"] is not None and m["stack"] > STACK_PX:
+        out.append(f"{where}: {m['stack']:.0f} px between the prompt and its token table (a column in two)")
     for cut in m["cut"]:
         if cut > 1:
             out.append(f"{where}: the table is cut {cut:.0f} px on the right")
