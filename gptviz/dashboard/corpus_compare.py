@@ -104,7 +104,7 @@ def compare_tab(a: Version, model: ModelKey) -> None:
     )
     chosen = pick_b(a[0])
     if not chosen:
-        st.info("Type the folder of a second scan (`gptviz scan --out`) to compare it with this one.")
+        st.info("Pick a second scan, or type its folder (`gptviz scan --out`), to compare it with this one.")
         return
     try:
         b = scan_version(scan_folder(chosen))  # a class server: its roots only, a picked scan as a typed one
