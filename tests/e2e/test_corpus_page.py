@@ -114,6 +114,7 @@ def test_corpus_page_compares_two_scans_of_one_corpus(page: Page, corpus_url, fo
     expect(page.locator(".ytick text", has_text=f"{doc['doc']}: {doc['document']}")).to_be_visible()
     for title in ("Loss per document, scan A against scan B", "induction per head: scan A against scan B"):
         expect(page.locator(".gtitle", has_text=title)).to_be_visible()
-    expect(page.get_by_text("Scan B", exact=True)).to_be_visible()  # the chosen neuron's contexts in each scan
+    # the chosen neuron's contexts in each scan, under a bold "Scan B" (the picker above is labelled "Scan B" too)
+    expect(page.locator("strong").get_by_text("Scan B", exact=True)).to_be_visible()
     no_errors(page)
     shot(page, "corpus-compare")
