@@ -55,7 +55,7 @@ def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
 
 
 def test_gpt2_gelu_new_in_bf16_is_close_not_equal(tmp_path):
-    """GPT-2's own gelu_new: Hugging Face computes it as a Python formula of bf16 tensors (seven
+    """GPT-2's own gelu_new: Hugging Face computes it as a Python formula of bf16 tensors (eight
     roundings), gptviz as torch's tanh GELU (one); in float32 they agree to rounding. So in bf16 neither
     path is bit-equal to Hugging Face, and each stays as close as bf16 allows."""
     root = saved(hf_random(seed=1, n_embd=64), tmp_path)
@@ -73,7 +73,8 @@ def test_gpt2_gelu_new_in_bf16_is_close_not_equal(tmp_path):
 def test_trace_weights_are_the_ones_the_output_used(tmp_path):
     """Traced inside gptviz.explicit_attention(), every layer's attn.weights are what z was computed
     from (weights @ v == z, bit for bit) and equal HF eager's returned attentions; a plain trace runs the
-    fused kernel, whose z is within a bf16 rounding of weights @ v (its softmax never rounds to bf16)."""
+    fused kernel, whose z is within a bf16 rounding of weights @ v (on the CPU it rounds exp(s - max) to
+    bf16 and divides by the float32 row sum after the product with v)."""
     root = saved(hf_random_decoder("llama", seed=3), tmp_path)
     model = gptviz.load(root, dtype="bfloat16").model
     hf = hf_logits(root, "eager", IDS, output_attentions=True)
