@@ -19,6 +19,7 @@ CHOICES = {
     "activation": ("gelu", "gelu_tanh", "relu", "silu"),
     "rope_scaling": ("none", "linear", "llama3"),
     "qk_norm": ("none", "head", "all"),
+    "gelu_formula": ("kernel", "gelu_new", "gelu_fast"),
 }
 SIZES = ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")
 # GPT-2's own fields (docs/architecture.md, "The model family"): a model card always shows them
@@ -108,6 +109,10 @@ class GPTConfig:
     qkv_clip: float = 0.0  # q, k, v clamped to [-clip, clip] (OLMo 1 clip_qkv); 0 = none (GPT-2)
     embed_scale: float = 1.0  # token embeddings multiplied by this (Gemma: sqrt(C)); GPT-2: 1
     eos_token_id: tuple[int, ...] = ()  # generation stops at these (config.json / generation_config.json); () = none
+    # how gelu_tanh is computed in bf16 / fp16, where the ways differ: torch's one kernel (Gemma's
+    # gelu_pytorch_tanh) | gelu_new (GPT-2, GPT-J, Phi) or gelu_fast, Hugging Face's formulas, each step
+    # rounded to the dtype as Hugging Face rounds it. float32 always runs the kernel (equal to rounding)
+    gelu_formula: str = "kernel"
 
     def __post_init__(self):
         for name, allowed in CHOICES.items():

@@ -340,6 +340,23 @@ class CausalSelfAttention(nn.Module):
         return self.out(self.project(y))
 
 
+class FormulaGELU(nn.GELU):
+    """The tanh GELU as a Hugging Face formula computes it: in bf16 / fp16 op by op, each op rounded to the
+    dtype (GPT-2's gelu_new, or gelu_fast), so a half-precision forward equals Hugging Face's; in float32
+    torch's kernel, as before (the formula and the kernel agree there to float32 rounding)."""
+
+    def __init__(self, formula: str):
+        super().__init__(approximate="tanh")
+        self.formula = formula
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dtype not in HALF:
+            return super().forward(x)
+        if self.formula == "gelu_fast":
+            return 0.5 * x * (1.0 + torch.tanh(x * 0.7978845608 * (1.0 + 0.044715 * x * x)))
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
 ACTIVATIONS = {
     "gelu": lambda: nn.GELU(),
     "gelu_tanh": lambda: nn.GELU(approximate="tanh"),
@@ -348,13 +365,19 @@ ACTIVATIONS = {
 }
 
 
+def activation(config: GPTConfig) -> nn.Module:
+    if config.activation == "gelu_tanh" and config.gelu_formula != "kernel":
+        return FormulaGELU(config.gelu_formula)
+    return ACTIVATIONS[config.activation]()
+
+
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         C, F_, bias = config.n_embd, config.mlp_dim, config.bias and config.mlp_bias
         self.c_fc = nn.Linear(C, F_, bias=bias)  # up
         self.c_gate = nn.Linear(C, F_, bias=bias) if config.mlp_gated else None  # SwiGLU / GeGLU's gate
-        self.act = ACTIVATIONS[config.activation]()
+        self.act = activation(config)
         self.c_proj = nn.Linear(F_, C, bias=bias)  # down
         self.ln_post = make_norm(config) if config.post_norm else None  # Gemma 2/3, OLMo 2
         self.dropout = nn.Dropout(config.dropout)

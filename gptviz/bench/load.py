@@ -9,12 +9,15 @@ Then each contender runs in its own fresh Python process, one after another:
   the process's peak resident memory once loaded (VmHWM: its own peak; ru_maxrss would count the
   parent's size at fork), its CPU time and wall time for the load;
 - numbers, T = 1,024: float32 logits against Hugging Face's eager float32 (max |Δ|), bf16 logits
-  against Hugging Face's eager bf16 (argmax agreement over the positions, max |Δ|);
+  against Hugging Face's eager bf16 (argmax agreement over the positions, max |Δ|), from both of gptviz's
+  paths: the fused attention (`model(ids)`, which equals HF's SDPA) and the explicit one
+  (`model(ids, explicit=True)`, which computes the attention weights in HF eager's order);
 - speed: the plain forward in bf16 against Hugging Face's bf16 SDPA forward at T = 256 and 1,024,
   both models in one process, runs interleaved (medians).
 
 `--parts bf16` loads only in bf16 and compares those logits (no 5 GB float32 model); `--parts reference`
-sets them beside HF's own bf16 eager and SDPA paths and float32 (bf16 rounding alone); `--T 256` sets the
+sets them beside HF's own bf16 eager and SDPA paths and float32 (bf16 rounding alone), and says how a
+Trace's attention weights relate to the output each path computed; `--T 256` sets the
 lengths of the numbers and the speed; `--checkpoint` reads a folder of bf16 shards of the same shape
 (write_checkpoint) instead of writing one.
 
@@ -167,6 +170,8 @@ CHILD = textwrap.dedent(
             logits = run(ids)
             torch.save(logits.clone(), f"{out}.T{T}.pt")
             del logits
+            if tool == "gptviz":  # and its explicit attention path, in HF eager's order
+                torch.save(bundle.model(ids, explicit=True)[0].clone(), f"{out}.explicit.T{T}.pt")
     if tool == "gptviz" and "trace" in sys.argv[5:]:
         ids = torch.randint(0, 128256, (512,), generator=torch.Generator().manual_seed(512))
         c1, t1 = cpu(), time.perf_counter()
@@ -205,31 +210,59 @@ SPEED = textwrap.dedent(
 
 
 # The bf16 forwards against each other and against float32, one model at a time in one process: how far
-# bf16 rounding alone moves the logits of this model (HF's own eager and SDPA paths), beside gptviz's.
+# bf16 rounding alone moves the logits of this model (HF's own eager and SDPA paths), beside gptviz's. gptviz's
+# bf16 model runs both its paths: the fused kernel (as HF's SDPA) and the explicit one, which builds the
+# attention weights as a tensor in HF eager's order. Then, per path, how the attention weights a Trace shows
+# relate to the output the forward computed: max over layers of |weights @ v - z| (0 where z is weights @ v).
 REFERENCE = textwrap.dedent(
     """
     import gc, json, sys
     import torch
     import gptviz
+    from gptviz.model import expand_kv
     from transformers import AutoModelForCausalLM
     folder, T = sys.argv[1], int(sys.argv[2])
     ids = torch.randint(0, 128256, (1, T), generator=torch.Generator().manual_seed(T))
-    logits = {}
-    loads = {
-        "hf float32": lambda: AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
-        "hf bf16 eager": lambda: AutoModelForCausalLM.from_pretrained(
-            folder, dtype=torch.bfloat16, attn_implementation="eager"),
-        "hf bf16 sdpa": lambda: AutoModelForCausalLM.from_pretrained(
-            folder, dtype=torch.bfloat16, attn_implementation="sdpa"),
-        "gptviz bf16": lambda: gptviz.load(folder, dtype="bfloat16").model,
-        "gptviz float32": lambda: gptviz.load(folder, dtype="float32").model,
+
+    def hf(dtype, attn=None):
+        how = {} if attn is None else dict(attn_implementation=attn)
+        return lambda: AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **how)
+
+    def weights_used(model, ids):
+        rows = []
+        for explicit in (False, True):
+            with gptviz.explicit_attention(explicit):
+                tr = gptviz.trace(model, ids[0], names=["blocks.*.attn.weights", "blocks.*.attn.v", "blocks.*.attn.z"])
+            worst, top = 0.0, 0.0
+            for l in range(model.config.n_layer):
+                w, v, z = (tr.tensor(f"blocks.{l}.attn.{s}") for s in ("weights", "v", "z"))
+                y = (w[None] @ expand_kv(v[None], w.size(0)))[0]  # as the explicit path computes z
+                worst, top = max(worst, float((y.float() - z.float()).abs().max())), max(top, float(z.abs().max()))
+            rows.append(dict(path="explicit" if explicit else "fused", dtype=str(model.dtype)[6:],
+                             max_abs_diff=worst, max_abs_z=top))
+            del tr
+        return rows
+
+    loads = {  # name: (the model, its paths: False the fused kernel, True the explicit attention)
+        "hf float32": (hf(torch.float32), [False]),
+        "hf bf16 eager": (hf(torch.bfloat16, "eager"), [False]),
+        "hf bf16 sdpa": (hf(torch.bfloat16, "sdpa"), [False]),
+        "gptviz bf16": (lambda: gptviz.load(folder, dtype="bfloat16").model, [False, True]),
+        "gptviz float32": (lambda: gptviz.load(folder, dtype="float32").model, [False]),
     }
+    logits, weights = {}, []
     with torch.no_grad():
-        for name, make in loads.items():
+        for name, (make, paths) in loads.items():
             model = make().eval()
-            out = model(ids % model.config.vocab_size)
-            logits[name] = (out.logits if hasattr(out, "logits") else out)[0].float()
-            del model, out
+            x = ids % model.config.vocab_size
+            for explicit in paths:
+                out = model(x, explicit=True) if explicit else model(x)
+                out = out.logits if hasattr(out, "logits") else out
+                logits[name + (" explicit" if explicit else "")] = out[0].float()
+                del out
+            if name.startswith("gptviz"):
+                weights += weights_used(model, x)
+            del model
             gc.collect()
     top2 = logits["hf float32"].topk(2, -1).values
     rows = [dict(a="float32 top-1 minus top-2 (median)", b="", max_abs_diff=float((top2[:, 0] - top2[:, 1]).median()),
@@ -240,12 +273,12 @@ REFERENCE = textwrap.dedent(
             x, y = logits[a], logits[b]
             rows.append(dict(a=a, b=b, max_abs_diff=float((x - y).abs().max()),
                              argmax_agree=float((x.argmax(-1) == y.argmax(-1)).float().mean())))
-    print(json.dumps(rows))
+    print(json.dumps(dict(pairs=rows, weights=weights)))
     """
 )
 
 
-def child(args: list[str]) -> dict | list:
+def child(args: list[str]) -> Any:  # the last line a contender printed, as JSON
     p = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, timeout=3600)
     if p.returncode:
         raise SystemExit(f"a contender failed ({args[1]}): {p.stderr.strip().splitlines()[-1:]}")
@@ -289,11 +322,14 @@ def run(shape: str, folder: Path | None, repeats: int, parts: set[str], lengths:
             for dtype in sorted(numbers, reverse=True):
                 for T in T_num:
                     a, b = tmp / f"gptviz-{dtype}.T{T}.pt", tmp / f"hf-eager-{dtype}.T{T}.pt"
+                    e = tmp / f"gptviz-{dtype}.explicit.T{T}.pt"
                     out["numbers"][f"{dtype} T={T} vs HF eager"] = compare(a, b)
-                    a.unlink()
-                    b.unlink()
+                    out["numbers"][f"{dtype} T={T} explicit vs HF eager"] = compare(e, b)
+                    for f in (a, b, e):
+                        f.unlink()
         if "reference" in parts:
-            out["reference"] = child([REFERENCE, str(ckpt), str(T_num[0])])
+            ref = child([REFERENCE, str(ckpt), str(T_num[0])])
+            out["reference"], out["weights_used"] = ref["pairs"], ref["weights"]
         if "speed" in parts:
             speed = lengths or ([256, 1024] if shape != "tiny" else [16, 64])
             out["speed"] = child([SPEED, str(ckpt), json.dumps(speed), str(repeats)])
@@ -325,7 +361,12 @@ def summary(out: dict) -> list[str]:
     for name, n in out["numbers"].items():
         lines.append(f"  {name}: max |Δlogit| {n['max_abs_diff']:.3g}, argmax agreement {n['argmax_agree']:.1%}")
     for r in out.get("reference", []):
-        lines.append(f"  {r['a']:>16} vs {r['b']:<16} max |Δ| {r['max_abs_diff']:.4f}  argmax {r['argmax_agree']:.1%}")
+        lines.append(f"  {r['a']:>20} vs {r['b']:<20} max |Δ| {r['max_abs_diff']:.4f}  argmax {r['argmax_agree']:.1%}")
+    for r in out.get("weights_used", []):
+        lines.append(
+            f"  trace {r['dtype']} {r['path']:<8} max |weights @ v - z| {r['max_abs_diff']:.3g}"
+            f" (max |z| {r['max_abs_z']:.3g})"
+        )
     for r in out.get("speed", []):
         lines.append(f"  T={r['T']:<5} {r['run']:<22} cpu {r['cpu_s']:.3f} s  {r['cpu_ratio']:.2f}x HF bf16 sdpa")
     return lines

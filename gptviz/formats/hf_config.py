@@ -48,6 +48,8 @@ ACTIVATIONS = {
     "gelu_fast": "gelu_tanh",
     "relu": "relu",
 }
+# the tanh GELUs Hugging Face computes as a formula (in half precision gptviz then follows it op by op)
+GELU_FORMULAS = {"gelu_new": "gelu_new", "gelu_fast": "gelu_fast"}
 # keys that never change what the model computes at inference: token ids, dropouts, initialisation,
 # bookkeeping. Any other key no record reads is named in the load report.
 INERT = frozenset(
@@ -262,6 +264,8 @@ def _fields(hf: dict, given: set[str], family: Family) -> dict:
             f"this {act_key} is not supported"
         )
     out: dict = {"activation": ACTIVATIONS[act]}
+    if act in GELU_FORMULAS:
+        out["gelu_formula"] = GELU_FORMULAS[act]
     for ours, key in family.names.items():
         if not key:
             continue

@@ -1,0 +1,100 @@
+"""gptviz's two bf16 forwards against Hugging Face's two, on tiny random HF models saved in bf16.
+
+The fused path (`model(ids)`, scaled_dot_product_attention) is Hugging Face's SDPA forward; the explicit
+path (`model(ids, explicit=True)`) builds the attention weights as a tensor in HF eager's order (q kᵀ
+in bf16, times the scale, masked, softmax in float32 rounded to bf16, @ v in bf16). Each equals its
+counterpart bit for bit; across the pair they differ by bf16 rounding. And the attention weights a Trace
+shows: on the explicit path they are the ones its output was computed from, and HF eager's own."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hf_helpers import hf_random, hf_random_decoder
+
+import gptviz
+from gptviz.model import expand_kv
+
+IDS = torch.randint(0, 150, (1, 40), generator=torch.Generator().manual_seed(0))
+
+
+def prompt(model) -> torch.Tensor:
+    return (IDS % model.config.vocab_size)[:, : model.config.block_size]
+
+
+def saved(model, root):
+    model.to(torch.bfloat16).save_pretrained(root)
+    return root
+
+
+def hf_logits(root, attn: str, ids: torch.Tensor, **kw):
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(root, dtype=torch.bfloat16, attn_implementation=attn).eval()
+    with torch.no_grad():
+        return hf(ids, **kw)
+
+
+@pytest.mark.parametrize(
+    "kind", ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma3_text", "phi3", "gpt2", "gpt2-kernel", "gpt2-fast"]
+)
+def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
+    """llama: grouped heads and llama3 rotary; mistral, qwen2, gemma3_text, phi3: sliding windows; qwen3,
+    gemma3_text: q / k norms; gemma: (1 + w) norms and GeGLU (torch's tanh GELU kernel); gpt2 with its own
+    gelu_new, with gelu_pytorch_tanh and with gelu_fast: in bf16 Hugging Face computes gelu_new and gelu_fast
+    as formulas, op by op, which gptviz follows (config.gelu_formula). Families that do not hold this are in
+    docs/performance.md (GPT-NeoX, GPT-Neo, OLMo)."""
+    if kind.startswith("gpt2"):
+        act = {"gpt2": "gelu_new", "gpt2-kernel": "gelu_pytorch_tanh", "gpt2-fast": "gelu_fast"}[kind]
+        root = saved(hf_random(seed=1, activation_function=act, n_embd=64), tmp_path)
+    else:
+        root = saved(hf_random_decoder(kind, seed=3), tmp_path)
+    model = gptviz.load(root, dtype="bfloat16").model
+    ids = prompt(model)
+    eager, sdpa = hf_logits(root, "eager", ids).logits, hf_logits(root, "sdpa", ids).logits
+    with torch.no_grad():
+        fused, explicit = model(ids), model(ids, explicit=True)
+    assert fused.dtype == explicit.dtype == torch.bfloat16
+    assert torch.equal(explicit, eager)
+    assert torch.equal(fused, sdpa)
+    assert not torch.equal(eager, sdpa)  # the two orders do differ here: the equalities above say something
+
+
+def test_gelu_formula_is_kept_and_float32_runs_the_kernel(tmp_path):
+    """A GPT-2 import remembers gelu_new through a gptviz save; in float32 its GELU is torch's kernel, so
+    float32 numbers are what they were before half precision learned the formula."""
+    bundle = gptviz.load(saved(hf_random(seed=1, n_embd=64), tmp_path / "hf"), dtype="float32")
+    assert (bundle.model.config.activation, bundle.model.config.gelu_formula) == ("gelu_tanh", "gelu_new")
+    again = gptviz.load(gptviz.save(bundle.model, tmp_path / "native"), dtype="float32").model
+    assert again.config.gelu_formula == "gelu_new"
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0)) * 3
+    act = again.transformer.h[0].mlp.act
+    assert torch.equal(act(x), torch.nn.functional.gelu(x, approximate="tanh"))
+    half = x.bfloat16()
+    assert not torch.equal(act(half), torch.nn.functional.gelu(half, approximate="tanh"))
+
+
+def test_trace_weights_are_the_ones_the_output_used(tmp_path):
+    """Traced inside gptviz.explicit_attention(), every layer's attn.weights are what z was computed
+    from (weights @ v == z, bit for bit) and equal HF eager's returned attentions; a plain trace runs the
+    fused kernel, whose z is within a bf16 rounding of weights @ v (on the CPU it rounds exp(s - max) to
+    bf16 and divides by the float32 row sum after the product with v)."""
+    root = saved(hf_random_decoder("llama", seed=3), tmp_path)
+    model = gptviz.load(root, dtype="bfloat16").model
+    hf = hf_logits(root, "eager", IDS, output_attentions=True)
+    names = ["blocks.*.attn.weights", "blocks.*.attn.v", "blocks.*.attn.z", "logits"]
+    with gptviz.explicit_attention():
+        explicit = gptviz.trace(model, IDS[0], names=names)
+    fused = gptviz.trace(model, IDS[0], names=names)
+    assert torch.equal(explicit.tensor("logits"), hf.logits[0])
+    for layer, want in enumerate(hf.attentions):
+        for tr, exact in ((explicit, True), (fused, False)):
+            w, v, z = (tr.tensor(f"blocks.{layer}.attn.{s}") for s in ("weights", "v", "z"))
+            used = (w[None] @ expand_kv(v[None], w.size(0)))[0]
+            if exact:
+                assert torch.equal(w, want[0]) and torch.equal(used, z), layer
+            else:
+                ulp = torch.finfo(torch.bfloat16).eps * z.float().abs().max()
+                assert (used.float() - z.float()).abs().max() <= 2 * ulp, layer
+    # layer 0 reads the same q and k on both paths: the fused trace shows HF eager's weights there too
+    assert torch.equal(fused.tensor("blocks.0.attn.weights"), hf.attentions[0][0])
