@@ -35,7 +35,12 @@ SHAPES = {"gpt2-small": (GPT2_SMALL, TINY), "smollm2-135m": (SMOLLM2_135M, TINY_
 
 
 def measure(
-    prompt: int = 32, new: int = 128, repeats: int = 3, device: str = "cpu", shape: str = "gpt2-small", tiny: bool = False
+    prompt: int = 32,
+    new: int = 128,
+    repeats: int = 3,
+    device: str = "cpu",
+    shape: str = "gpt2-small",
+    tiny: bool = False,
 ) -> dict:
     config = SHAPES[shape][1 if tiny else 0]
     torch.manual_seed(0)
