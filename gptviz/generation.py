@@ -38,8 +38,8 @@ from .names import parse
 from .progress import ProgressFn, Reporter
 
 TOP = 10  # alternatives kept per step
-# A [C, V] copy of the head (LMHead.one_row_head) saves about 3 ms of CPU time a token on GPT-2 small and
-# SmolLM2-135M; making it costs about 80 ms, some 25 tokens' saving: below this many it does not pay.
+# A [C, V] copy of the head (LMHead.one_row_head) saves 2-3 ms of CPU time a token on GPT-2 small and
+# SmolLM2-135M; making it costs 65-80 ms, some 25 tokens' saving: below this many it does not pay.
 HEAD_COPY_MIN_TOKENS = 32
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): spreads (seed, position) over seeds
 
