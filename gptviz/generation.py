@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from .capture import as_ids, edited
+from .devices import free_memory
 from .errors import PromptError
 from .interventions import HEAD_SITES, Intervention, InterventionError, check
 from .model import GPT, KVCache
@@ -37,6 +38,9 @@ from .names import parse
 from .progress import ProgressFn, Reporter
 
 TOP = 10  # alternatives kept per step
+# A [C, V] copy of the head (LMHead.one_row_head) saves 2-3 ms of CPU time a token on GPT-2 small and
+# SmolLM2-135M; making it costs 65-80 ms, some 25 tokens' saving: below this many it does not pay.
+HEAD_COPY_MIN_TOKENS = 32
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): spreads (seed, position) over seeds
 
 # The rows list of the generate call running in this thread: hooks on a shared model see every
@@ -269,7 +273,11 @@ def generate(
     guard = step_lock if step_lock is not None else contextlib.nullcontext()
     reporter = Reporter(progress, "tokens", n)
     reporter.start()
-    with edited(model, edits.hooks()), _attention_rows(model) as rows:  # edits first: the rows see edited maps
+    with (
+        edited(model, edits.hooks()),  # edits first: the rows see edited maps
+        _attention_rows(model) as rows,
+        _decoding_head(model, n),
+    ):
         edits.first = max(0, P - block)
         with guard:  # the prompt (its last block) runs once
             logits = model(idx[:, -block:], explicit=edits.explicit, cache=cache)[0, -1]  # (V,)
@@ -310,6 +318,17 @@ def generate(
                 out.stopped = "eos"
                 break
     return out
+
+
+def _decoding_head(model: GPT, n: int) -> contextlib.AbstractContextManager:
+    """The head laid out for one-row products (LMHead.one_row_head) where that is faster and pays for its
+    copy: float32 on the CPU, n tokens or more, and the copy within a quarter of the free memory."""
+    w = model.lm_head.weight
+    free = free_memory(w.device)
+    fits = free is not None and 4 * w.numel() * w.element_size() <= free
+    if w.device.type == "cpu" and w.dtype == torch.float32 and n >= HEAD_COPY_MIN_TOKENS and fits:
+        return model.lm_head.one_row_head()
+    return contextlib.nullcontext()
 
 
 def _eos_set(model: GPT, eos_token_id: int | Sequence[int] | None) -> frozenset[int]:

