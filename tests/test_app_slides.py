@@ -47,3 +47,14 @@ def test_the_slide_list_and_the_ends(env):
     assert at.session_state["presentation"] is False and "present" not in at.query_params
     assert not [b for b in at.button if b.key == "leave_presentation"]
     ok(at.button(key="end_class").click().run())
+
+
+def test_next_pressed_twice_quickly_moves_two_slides(env):
+    """The second press leaves the browser before the first one's URL comes back: it carries the
+    URL of the slide before, which is stale, not a link to that slide."""
+    at = ok(app_session(timeout=90, lesson=LESSON.name, slide="1", present="1"))
+    ok(at.button(key="slide_next").click().run())
+    assert where(at).endswith(f"slide 2 of {N}") and at.query_params["slide"] == "2"
+    at.query_params["slide"] = "1"  # the browser's URL when it sent the second press
+    ok(at.button(key="slide_next").click().run())
+    assert where(at).endswith(f"slide 3 of {N}") and at.query_params["slide"] == "3"
