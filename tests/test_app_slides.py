@@ -65,3 +65,14 @@ def test_a_slides_full_page_link_keeps_the_sessions_steering_on_its_checkpoint(e
     other = next(i for i, s in enumerate(LESSON.slides) if s.checkpoint not in (None, "shakespeare-char"))
     q = full_page(other)  # another model: a neuron's number there is another neuron
     assert "steer" not in q and q["dtype"] == ["bfloat16"]
+
+
+def test_next_pressed_twice_quickly_moves_two_slides(env):
+    """The second press leaves the browser before the first one's URL comes back: it carries the
+    URL of the slide before, which is stale, not a link to that slide."""
+    at = ok(app_session(timeout=90, lesson=LESSON.name, slide="1", present="1"))
+    ok(at.button(key="slide_next").click().run())
+    assert where(at).endswith(f"slide 2 of {N}") and at.query_params["slide"] == "2"
+    at.query_params["slide"] = "1"  # the browser's URL when it sent the second press
+    ok(at.button(key="slide_next").click().run())
+    assert where(at).endswith(f"slide 3 of {N}") and at.query_params["slide"] == "3"

@@ -114,11 +114,17 @@ def _run(slide: Slide, run: RunKey):
 
 
 def read_lesson_url() -> None:
-    """Open ?lesson=NAME at ?slide=N (from 1) on the session's first run, or when a link brings
-    another lesson or slide than the ones this session wrote."""
+    """Open ?lesson=NAME at ?slide=N (from 1) on the session's first run, from a link while no lesson
+    is open, or when the browser's Back / Forward brings another lesson or slide than the one this
+    session wrote.
+
+    Otherwise a URL that differs from the one written is stale, not a link: Next pressed twice
+    quickly sends its second press before the first one's new URL reaches the browser, with the URL
+    of the slide before; read as a link, it sent the teacher back and both presses seemed lost."""
     _read_teacher_key()
     name, slide = st.query_params.get("lesson"), st.query_params.get("slide")
-    if name is None or (name, slide) == st.session_state.get(keys.LESSON_WRITTEN):
+    written = st.session_state.get(keys.LESSON_WRITTEN)
+    if name is None or (name, slide) == written or (written is not None and not _history_navigation()):
         return
     lesson = st.session_state.get(LESSON_KEY)
     if lesson is None or lesson.name != name or lesson.origin != "shipped":
@@ -131,6 +137,13 @@ def read_lesson_url() -> None:
     st.session_state[LESSON_KEY] = lesson
     n = len(lesson.slides)
     st.session_state[SLIDE_KEY] = min(int(slide), n) - 1 if slide and _INT.fullmatch(slide) and int(slide) else 0
+
+
+def _history_navigation() -> bool:
+    """Whether this run comes from the browser's Back / Forward. Streamlit has no public call for it:
+    if its run context ever lacks the flag, every URL is read as before (True)."""
+    ctx = get_script_run_ctx()
+    return ctx is None or bool(getattr(ctx, "is_history_navigation", True))
 
 
 def _read_teacher_key() -> None:
@@ -204,12 +217,23 @@ def list_key(i: int) -> str:
     never set afterwards: a rerun requested before the last one reached the browser (a clicker's
     Next pressed twice quickly) carries the list's value as the browser last had it, and a list set
     to the slide on screen by the server would take that stale value for the teacher's choice and
-    send the class back a slide. A widget the server never sets has no stale value."""
+    send the class back a slide. A widget the server never sets has no stale value. (Such a rerun
+    also carries the list of the slide before, gone from the page: _picked ignores it.)"""
     return f"{LIST_KEY}_{i}"
 
 
 def _picked(n: int, i: int) -> None:
-    """The slide list's choice (it was made on slide i)."""
+    """The slide list's choice (it was made on slide i), taken only while slide i is the teacher's:
+    a list the teacher has moved past can still change, on a stale copy of the browser's widgets.
+
+    A run_every fragment (the predict slide's tally, the heartbeat) that ticks in the few ms between
+    Next and the server's answer reaching the browser sends every widget as the page had them, this
+    slide's list among them. Streamlit runs that tick after the Next, and a widget gone from the page
+    keeps its on_change there (its old value is dropped, so the tick's value is a change): the list
+    would send the teacher and the class back a slide, while the screen still showed the new one
+    (the tick redraws only its fragment), and the clicker's next press would seem lost."""
+    if st.session_state.get(SLIDE_KEY) != i:
+        return
     _go(n, st.session_state[list_key(i)])
 
 
