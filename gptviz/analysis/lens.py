@@ -7,9 +7,9 @@ through model.transformer.ln_f with its own statistics, exactly as the last one 
 pass; borrowing the last layer's scale for every site (TransformerLens before 2026) shrinks or
 swells early residuals and makes their predictions look uniform or sharp for no reason.
 
-At the last site the logits are the model's own, bit for bit: the lens reads the run's logits
-there (or, over a vocabulary too large for one buffer, applies the LM head to the run's ln_f chunk by
-chunk). One [T, chunk] buffer serves every site and chunk, and only [T, k] of each leaves the model's device.
+At the last site the logits are the model's own, bit for bit: the lens applies the LM head to the run's
+ln_f, as the Trace rebuilds its logits, or reads the logits a run holds (an edited run's). One [T, chunk]
+buffer serves every site and chunk, and only [T, k] of each leaves the model's device.
 """
 
 from __future__ import annotations
