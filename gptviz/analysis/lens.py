@@ -62,8 +62,8 @@ def lens_sites(n_layer: int) -> list[str]:
 RANK_ROWS = 64  # rows per comparison when ranking the target: a [64, columns] float buffer at a time
 # The largest [n, vocabulary chunk] logits buffer: at 128k tokens, 520 rows whole. Narrower chunks cost
 # time (a quarter of this: 1.4-1.8x the CPU time of the lens at T = 1,024, for the ranks and top k of each
-# chunk), and so did stacking sites into one matmul over narrower chunks ([5,120, 768] x [768, 8,192]: the
-# matmul gains ~10 %, the chunks' merges lose more; 1.36x the floor against 1.18x, GPT-2 shape, T = 1,024).
+# chunk), and so did stacking 4-8 sites into one matmul over 8,192-16,384 columns: the matmul gains ~10 %,
+# the chunks' merges lose more (1.22-1.36x the bench's floor against 1.24x a site at a time, one run).
 CHUNK_BYTES = 256 * 2**20
 
 
