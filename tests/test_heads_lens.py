@@ -248,14 +248,16 @@ def test_one_logits_buffer_for_every_site_and_the_last_site_is_the_runs_own(mode
     written, mm = [], torch.mm
 
     def spy(a, b, *, out=None):
-        written.append(out.data_ptr())
+        written.append((out.data_ptr(), a.size(0)))
         return mm(a, b, out=out)
 
     monkeypatch.setattr(torch, "mm", spy)
     lens = gptviz.logit_lens(model, tr, k=2, target=3)
     assert len(lens.sites) == 2 * model.config.n_layer + 1
-    # every site but the last writes its [T, V] logits into one buffer; the last reads the run's logits
-    assert len(written) == len(lens.sites) - 1 and len(set(written)) == 1
+    # every site's logits go through one buffer, the sites stacked into one matmul; the run does not hold
+    # its logits, so the last site is the head on its ln_f, as the Trace rebuilds them: the run's own
+    assert len({ptr for ptr, _ in written}) == 1
+    assert sum(rows for _, rows in written) == len(lens.sites) * len(IDS)
     np.testing.assert_array_equal(lens.top_ids[-1], np.argsort(-tr["logits"], axis=-1, kind="stable")[:, :2])
 
 

@@ -52,3 +52,57 @@ def test_a_128k_vocabulary_is_never_held_whole():
     same_lens(small, whole)
     assert one_pass.bytes >= logits_bytes  # the measurement sees a [T, V] buffer when there is one
     assert chunked.bytes < logits_bytes / 8
+
+
+@torch.no_grad()
+def lens_by_definition(model, t, sites: list[str], k: int, target: int):
+    """Each site through ln_f and the LM head as the forward pass applies them, one [T, V] at a time, and
+    softmax, top k and rank straight from their definitions (float64 probabilities, ties not counted above)."""
+    ids, probs, ranks, t_probs = [], [], [], []
+    for name in sites:
+        last = name == sites[-1]
+        x = t.tensor(name)
+        logits = t.tensor("logits") if last else model.lm_head(model.transformer.ln_f(x[None]))[0]
+        p = torch.softmax(logits.double(), -1)
+        top = torch.topk(logits, k)
+        ids.append(top.indices.numpy())
+        probs.append(p.gather(1, top.indices).numpy())
+        ranks.append((logits > logits[:, target : target + 1]).sum(-1).numpy())
+        t_probs.append(p[:, target].numpy())
+    return np.stack(ids), np.stack(probs), np.stack(ranks), np.stack(t_probs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("chunk", [None, 64])
+def test_lens_equals_its_definition_with_ties_and_ranks_past_bf16s_whole_numbers(dtype, chunk):
+    """The lens returns what its definition gives: the same top k and ranks, probabilities to 1e-6. Tokens
+    2 and 3 share the target's head row (their logits tie with it: not above), and a vocabulary of 997
+    puts ranks past 256, which a count kept in bf16 would round."""
+    model = tiny_model(vocab_size=997, tie_weights=False, n_embd=32)
+    with torch.no_grad():
+        model.lm_head.weight[2] = model.lm_head.weight[3] = model.lm_head.weight[500]
+    model = model.to(dtype)
+    t = gptviz.trace(model, IDS)
+    lens = gptviz.logit_lens(model, t, k=4, target=500, chunk=chunk)
+    ids, probs, ranks, t_probs = lens_by_definition(model, t, lens.sites, 4, 500)
+    np.testing.assert_array_equal(lens.target_rank, ranks)
+    if dtype == torch.bfloat16:  # bf16 logits tie often, and top k orders ties as it likes; the lens sums
+        # the exponentials of bf16 logits in bf16, so its probabilities are as close as bf16 rounding allows
+        np.testing.assert_allclose(lens.top_probs, probs, rtol=1e-2, atol=0)
+        return
+    np.testing.assert_array_equal(lens.top_ids, ids)
+    assert ranks.max() > 256 and ranks.min() < 256
+    np.testing.assert_allclose(lens.top_probs, probs, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(lens.target_prob, t_probs, rtol=1e-6, atol=0)
+
+
+def test_an_edited_runs_own_logits_are_its_last_site():
+    """A run whose logits were edited holds them: the lens's last site reads them, not the head on ln_f."""
+    model = tiny_model(vocab_size=97)
+    bump = torch.zeros(97)
+    bump[13] = 50.0
+    t = gptviz.trace(model, IDS, interventions=[gptviz.intervene("logits", lambda v: v + bump)])
+    lens = gptviz.logit_lens(model, t, k=2)
+    assert (lens.top_ids[-1, :, 0] == 13).all()
+    np.testing.assert_array_equal(lens.top_ids[-1], torch.topk(t.tensor("logits"), 2).indices.numpy())
+    assert not (lens.top_ids[-2, :, 0] == 13).all()  # the sites before the edit do not see it

@@ -7,9 +7,9 @@ through model.transformer.ln_f with its own statistics, exactly as the last one 
 pass; borrowing the last layer's scale for every site (TransformerLens before 2026) shrinks or
 swells early residuals and makes their predictions look uniform or sharp for no reason.
 
-At the last site the logits are the model's own, bit for bit: the lens reads the run's logits
-there (or, over a vocabulary too large for one buffer, applies the LM head to the run's ln_f chunk by
-chunk). One [T, chunk] buffer serves every site and chunk, and only [T, k] of each leaves the model's device.
+At the last site the logits are the model's own, bit for bit: the lens applies the LM head to the run's
+ln_f, as the Trace rebuilds its logits, or reads the logits a run holds (an edited run's). One [T, chunk]
+buffer serves every site and chunk, and only [T, k] of each leaves the model's device.
 """
 
 from __future__ import annotations
@@ -59,9 +59,11 @@ def lens_sites(n_layer: int) -> list[str]:
     return ["embed", *(point(site, l) for l in range(n_layer) for site in ("resid_mid", "resid_post"))]
 
 
-RANK_ROWS = 64  # rows per comparison when ranking the target: a [64, V] bool mask at a time
+RANK_ROWS = 64  # rows per comparison when ranking the target: a [64, columns] float buffer at a time
 # The largest [n, vocabulary chunk] logits buffer: at 128k tokens, 520 rows whole. Narrower chunks cost
-# time (a quarter of this: 1.4-1.8x the CPU time of the lens at T = 1,024, for the ranks and top k of each chunk).
+# time (a quarter of this: 1.4-1.8x the CPU time of the lens at T = 1,024, for the ranks and top k of each
+# chunk), and so did stacking 4-8 sites into one matmul over 8,192-16,384 columns: the matmul gains ~10 %,
+# the chunks' merges lose more (1.22-1.36x the bench's floor against 1.24x a site at a time, one run).
 CHUNK_BYTES = 256 * 2**20
 
 
@@ -77,16 +79,15 @@ def _head(model, h: Tensor, out: Tensor, cols: slice) -> Tensor:
     return out
 
 
-def _ranks(logits: Tensor, target_logit: Tensor) -> Tensor:
+def _ranks(logits: Tensor, target_logit: Tensor, above: Tensor) -> Tensor:
     """How many tokens score above the target at each row: its rank, 0 = top. [n] int64. The
-    comparison is made RANK_ROWS rows at a time into one small mask, never a [n, V] one."""
-    n = logits.size(0)
-    above = torch.empty(min(n, RANK_ROWS), logits.size(1), dtype=torch.bool, device=logits.device)
+    comparison is written as 0.0 / 1.0 into `above` [RANK_ROWS, columns], RANK_ROWS rows at a time, never a
+    [n, V] one; summing floats skips the copy a bool mask makes to be summed (exact below 2**24 columns)."""
     counts = []
-    for a in range(0, n, RANK_ROWS):
+    for a in range(0, logits.size(0), RANK_ROWS):
         rows = logits[a : a + RANK_ROWS]
-        mask = torch.gt(rows, target_logit[a : a + RANK_ROWS, None], out=above[: rows.size(0)])
-        counts.append(mask.sum(-1, dtype=torch.int32))
+        mask = torch.gt(rows, target_logit[a : a + RANK_ROWS, None], out=above[: rows.size(0), : rows.size(1)])
+        counts.append(mask.sum(-1))
     return torch.cat(counts).long()
 
 
@@ -99,29 +100,33 @@ def _chunks(V: int, width: int, target: int | None) -> list[slice]:
     return cuts
 
 
-class _Site:
-    """One site's top k, log-sum-exp and target rank, gathered over vocabulary chunks: the top k of each
+class _Rows:
+    """Each row's top k, log-sum-exp and target rank, gathered over vocabulary chunks: the top k of each
     chunk merged into the running one, the sum of exponentials rescaled to each new maximum (float64)."""
 
     def __init__(self, n: int, k: int, target: int | None, device) -> None:
         self.k, self.target = k, target
-        self.vals = torch.full((n, 0), -torch.inf, device=device)
-        self.ids = torch.zeros((n, 0), dtype=torch.long, device=device)
+        self.vals: Tensor | None = None
+        self.ids: Tensor | None = None
         self.max = torch.full((n,), -torch.inf, dtype=torch.float64, device=device)
         self.sum = torch.zeros(n, dtype=torch.float64, device=device)
         self.t_logit: Tensor | None = None
         self.rank = torch.zeros(n, dtype=torch.long, device=device)
 
-    def add(self, logits: Tensor, cols: slice) -> None:
+    def add(self, logits: Tensor, cols: slice, above: Tensor) -> None:
         """Take in the logits [n, cols] of one chunk (overwritten: the exponentials are made in place)."""
         vals, ids = logits.topk(min(self.k, logits.size(1)), dim=-1)
-        vals, ids = torch.cat([self.vals, vals.to(self.vals.dtype)], 1), torch.cat([self.ids, ids + cols.start], 1)
-        self.vals, order = vals.topk(min(self.k, vals.size(1)), dim=-1)
-        self.ids = ids.gather(1, order)
+        ids += cols.start
+        if self.vals is None or self.ids is None:  # the first chunk: nothing to merge with
+            self.vals, self.ids = vals, ids
+        else:
+            vals, ids = torch.cat([self.vals, vals], 1), torch.cat([self.ids, ids], 1)
+            self.vals, order = vals.topk(min(self.k, vals.size(1)), dim=-1)
+            self.ids = ids.gather(1, order)
         if self.target is not None:
             if self.t_logit is None:  # _chunks puts the target's chunk first
                 self.t_logit = logits[:, self.target - cols.start].clone()
-            self.rank += _ranks(logits, self.t_logit)
+            self.rank += _ranks(logits, self.t_logit, above)
         m = self.vals[:, 0].double()  # the largest logit so far, this chunk's included
         # exp(logits - max) overwrites the logits instead of a second buffer
         chunk_sum = logits.sub_(m.to(logits.dtype)[:, None]).exp_().sum(-1).double()
@@ -150,7 +155,7 @@ def logit_lens(
     with a gptviz.Progress after each site (raise gptviz.Cancelled from it to stop). chunk: vocabulary
     columns per step (default: as many as fit CHUNK_BYTES for the positions asked); the logits are made
     one chunk at a time and only the top k, the log-sum-exp and the target's rank kept, so a 128k
-    vocabulary at T = 1,024 holds 256 MB of logits at a time, not 525 MB (and the run's own rebuilt)."""
+    vocabulary at T = 1,024 holds 256 MB of logits at a time, not 525 MB (nor the run's own rebuilt)."""
     V = model.config.vocab_size
     k = whole(k, "k (tokens per site)", low=1, high=V)
     if target is not None:
@@ -163,39 +168,43 @@ def logit_lens(
         raise ArgumentError(f"positions must be whole numbers, got values of type {pos.dtype}")
     if pos.size == 0 or pos.min() < 0 or pos.max() >= T:
         raise PromptError(f"positions must lie in [0, {T - 1}] for this prompt of {T} tokens")
-    dtype = model.lm_head.weight.dtype
-    width = V if chunk is None else whole(chunk, "chunk (vocabulary columns)", low=1)
-    if chunk is None:
-        width = max(k, min(V, CHUNK_BYTES // (len(pos) * dtype.itemsize)))
+    if chunk is not None:
+        chunk = whole(chunk, "chunk (vocabulary columns)", low=1)
+    dtype, n = model.lm_head.weight.dtype, len(pos)
+    width = max(k, min(V, CHUNK_BYTES // (n * dtype.itemsize))) if chunk is None else chunk
     cuts = _chunks(V, width, target)
     sites = lens_sites(trace.n_layer)
-    top_ids, top_probs, ranks, probs = [], [], [], []
     rows = None if positions is None else torch.as_tensor(pos)
-    buffer = torch.empty(len(pos), min(width, V), dtype=dtype, device=model.device)  # rewritten by every chunk
+    # An edited run's logits are its own (held): read. Else the last site is the head on the run's ln_f,
+    # as the Trace would rebuild its logits (bit for bit), written straight into the buffer, not into a
+    # fresh [T, V] copied over.
+    read_logits = trace.held("logits") or "ln_f" not in trace
+    buffer = torch.empty(n, min(width, V), dtype=dtype, device=model.device)  # rewritten by every chunk
+    above = torch.empty(min(n, RANK_ROWS), min(width, V), device=model.device)  # float32: counts
+    top_ids, top_probs, ranks, probs = [], [], [], []
     reporter = Reporter(progress, "sites", len(sites))
     reporter.start()
     for name in sites:
         last = name == sites[-1]
-        # the model's own output: the run's logits, read, not recomputed; over chunks, its ln_f through the
-        # head; elsewhere the norm with this site's own statistics
-        x = trace.tensor(("logits" if len(cuts) == 1 else "ln_f") if last else name)
+        x = trace.tensor(("logits" if read_logits else "ln_f") if last else name)
         x = (x if rows is None else x[rows.to(x.device)]).to(model.device)
-        h = x if last else model.transformer.ln_f(x[None])[0]  # [n, C], or [n, V] when it is the logits
-        site = _Site(len(pos), k, target, model.device)
+        h = x if last else model.transformer.ln_f(x[None])[0]  # [n, C] (or [n, V], the held logits)
+        found = _Rows(n, k, target, model.device)
         for cols in cuts:
             out = buffer[:, : cols.stop - cols.start]
-            if last and len(cuts) == 1:
-                out.copy_(h)
+            if last and read_logits:
+                out.copy_(h[:, cols])
             else:
                 _head(model, h, out, cols)
-            site.add(out, cols)
-        lse = site.lse()[:, None]  # [n, 1]
-        top_ids.append(site.ids.cpu())
-        top_probs.append((site.vals.double() - lse).exp().cpu())
+            found.add(out, cols, above)
+        assert found.vals is not None and found.ids is not None
+        lse = found.lse()[:, None]  # [n, 1]
+        top_ids.append(found.ids.cpu())
+        top_probs.append((found.vals.double() - lse).exp().cpu())
         if target is not None:
-            assert site.t_logit is not None
-            ranks.append(site.rank.cpu())
-            probs.append((site.t_logit.double() - lse[:, 0]).exp().cpu())
+            assert found.t_logit is not None
+            ranks.append(found.rank.cpu())
+            probs.append((found.t_logit.double() - lse[:, 0]).exp().cpu())
         reporter.tick()
     stack = lambda xs: torch.stack(xs).numpy()  # noqa: E731
     return LogitLens(
