@@ -105,3 +105,15 @@ def test_opening_a_head_from_heads_keeps_the_sessions_dtype_sae_and_steering(env
     assert at.title[0].value == "Attention"
     assert {k: at.query_params.get(k) for k in chosen} == chosen
     assert at.selectbox(key="dtype").value == "bfloat16" and at.text_input(key="sae_path").value == "my-saes/l0"
+
+
+def test_opening_a_head_from_heads_keeps_a_gemma_scope_saes_layer(env, tmp_path):
+    # a params.npz says no layer: the sidebar's box names it, and a page switch must not forget it
+    (tmp_path / "params.npz").write_bytes(b"")  # never read here: only its name says what it is
+    at = ok(app_session("views/heads.py", checkpoint=NAME, sae=str(tmp_path / "params.npz")))
+    ok(at.number_input(key="sae_layer").set_value(1).run())
+    ok(at.selectbox(key="sae_site").set_value("mlp.out").run())
+    ok(at.button(key="heads_open").click().run())
+    assert at.title[0].value == "Attention"
+    assert (at.number_input(key="sae_layer").value, at.selectbox(key="sae_site").value) == (1, "mlp.out")
+    assert not [w.value for w in at.sidebar.warning if "Say which layer" in w.value]

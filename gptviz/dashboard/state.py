@@ -249,6 +249,8 @@ SWITCH_KEYS = (  # the sidebar's widgets, which st.switch_page forgets
     "dtype",
     "sae_choice",
     "sae_path",
+    "sae_layer",  # a Gemma Scope SAE's layer and site (saes._with_site): its file names neither
+    "sae_site",
     "prompt",
     "layer",
     "head",
