@@ -220,6 +220,7 @@ def write_url(v: View) -> None:
 
 MACHINE_KEYS = ("device", "dtype")  # the session's whatever the model: every link carries them
 MODEL_KEYS = ("sae", "steer")  # they name parts of one checkpoint: carried to that checkpoint only
+PROMPT_KEYS = ("keep_last", "drop_unknown")  # choices made on one prompt: carried with that prompt only
 
 
 def link_params(**params) -> dict[str, str]:
@@ -231,9 +232,13 @@ def link_params(**params) -> dict[str, str]:
     now = st.session_state.get(keys.URL_WRITTEN)
     now = now if isinstance(now, dict) else {}
     if "checkpoint" not in out or out["checkpoint"] == now.get("checkpoint"):
-        carried = dict(now) if "checkpoint" not in out else {k: now[k] for k in MACHINE_KEYS + MODEL_KEYS if k in now}
+        same = MACHINE_KEYS + MODEL_KEYS + PROMPT_KEYS
+        carried = dict(now) if "checkpoint" not in out else {k: now[k] for k in same if k in now}
         if out.get("sae", now.get("sae")) != now.get("sae"):
             carried.pop("steer", None)
+        if out.get("prompt", carried.get("prompt")) != now.get("prompt"):  # another prompt (or the preset)
+            for k in PROMPT_KEYS:
+                carried.pop(k, None)
     else:
         carried = {k: now[k] for k in MACHINE_KEYS if k in now}
     out = {**carried, **out}
