@@ -93,6 +93,17 @@ steer = { feature = 1454, layer = 2, coeff = 8.0 }
         assert parse_qs(link.query_string)["sae"] == ["l2-resid-post-topk-8x"], i
 
 
+def test_a_slides_full_page_link_naming_the_sessions_own_sae_keeps_its_steering(env):
+    # the session opened no ?sae=: it reads its checkpoint's first SAE, the one the features slide names
+    steer = "neuron:0.1@0*4"
+    at = ok(app_session(timeout=90, checkpoint="shakespeare-char", steer=steer, lesson=LESSON.name))
+    i = next(i for i, s in enumerate(LESSON.slides) if s.page == "features")
+    ok(at.selectbox(key=slides.list_key(at.session_state[slides.SLIDE_KEY])).select(i).run())
+    link = next(el.proto for el in at.get("page_link") if el.proto.label == "Open this in its full page")
+    q = parse_qs(link.query_string)
+    assert q["sae"] == ["l2-resid-post-topk-8x"] and q["steer"] == [steer]
+
+
 def test_next_pressed_twice_quickly_moves_two_slides(env):
     """The second press leaves the browser before the first one's URL comes back: it carries the
     URL of the slide before, which is stale, not a link to that slide."""

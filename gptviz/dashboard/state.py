@@ -234,7 +234,7 @@ def link_params(**params) -> dict[str, str]:
     if "checkpoint" not in out or out["checkpoint"] == now.get("checkpoint"):
         same = MACHINE_KEYS + MODEL_KEYS + PROMPT_KEYS
         carried = dict(now) if "checkpoint" not in out else {k: now[k] for k in same if k in now}
-        if out.get("sae", now.get("sae")) != now.get("sae"):
+        if "sae" in out and out["sae"] != _sae_opened(now):
             carried.pop("steer", None)
         if out.get("prompt", carried.get("prompt")) != now.get("prompt"):  # another prompt (or the preset)
             for k in PROMPT_KEYS:
@@ -245,6 +245,17 @@ def link_params(**params) -> dict[str, str]:
     if st.session_state.get("presentation"):
         out["present"] = "1"
     return out
+
+
+def _sae_opened(url: dict[str, str]) -> str:
+    """The SAE a URL of the session opens: its ?sae=, else its checkpoint's first shipped one
+    (saes.from_url), so a link that names that one explicitly picks no other SAE."""
+    from .saes import URL_WORDS, SAEPick, shipped_saes  # it draws with widgets.py, which reads this module
+
+    if "sae" in url:
+        return url["sae"]
+    names = shipped_saes(url.get("checkpoint") or default_checkpoint())
+    return names[0] if names else URL_WORDS[SAEPick.NONE]
 
 
 SWITCH_KEYS = (  # the sidebar's widgets, which st.switch_page forgets
