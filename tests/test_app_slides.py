@@ -11,7 +11,7 @@ import pytest
 from apptest_helpers import app_session, figure, ok, serve
 
 from gptviz.dashboard import live, slides
-from gptviz.lessons import shipped_lesson
+from gptviz.lessons import parse_lesson, shipped_lesson
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = shipped_lesson("how-attention-works")
@@ -65,6 +65,43 @@ def test_a_slides_full_page_link_keeps_the_sessions_steering_on_its_checkpoint(e
     other = next(i for i, s in enumerate(LESSON.slides) if s.checkpoint not in (None, "shakespeare-char"))
     q = full_page(other)  # another model: a neuron's number there is another neuron
     assert "steer" not in q and q["dtype"] == ["bfloat16"]
+
+
+def test_a_slides_full_page_link_names_the_sae_the_slide_reads_not_the_sessions(env):
+    # a slide naming no SAE reads its checkpoint's first (lesson_check.slide_sae); the link must say so,
+    # or the page opens with the session's SAE (here none), where the feature and its steering mean nothing
+    toml = """
+[[slides]]
+page = "features"
+title = "A feature"
+checkpoint = "shakespeare-char"
+feature = 1454
+[[slides]]
+page = "attention"
+title = "Steered by a feature"
+checkpoint = "shakespeare-char"
+steer = { feature = 1454, layer = 2, coeff = 8.0 }
+"""
+    at = ok(app_session(timeout=90, checkpoint="shakespeare-char", sae="none"))
+    at.session_state[slides.LESSON_KEY] = parse_lesson(toml, "mine", origin="upload")
+    at.session_state[slides.SLIDE_KEY] = 0
+    at.switch_page("views/lesson.py").run()
+    for i in range(2):
+        if i:
+            ok(at.button(key="slide_next").click().run())
+        link = next(el.proto for el in at.get("page_link") if el.proto.label == "Open this in its full page")
+        assert parse_qs(link.query_string)["sae"] == ["l2-resid-post-topk-8x"], i
+
+
+def test_a_slides_full_page_link_naming_the_sessions_own_sae_keeps_its_steering(env):
+    # the session opened no ?sae=: it reads its checkpoint's first SAE, the one the features slide names
+    steer = "neuron:0.1@0*4"
+    at = ok(app_session(timeout=90, checkpoint="shakespeare-char", steer=steer, lesson=LESSON.name))
+    i = next(i for i, s in enumerate(LESSON.slides) if s.page == "features")
+    ok(at.selectbox(key=slides.list_key(at.session_state[slides.SLIDE_KEY])).select(i).run())
+    link = next(el.proto for el in at.get("page_link") if el.proto.label == "Open this in its full page")
+    q = parse_qs(link.query_string)
+    assert q["sae"] == ["l2-resid-post-topk-8x"] and q["steer"] == [steer]
 
 
 def test_next_pressed_twice_quickly_moves_two_slides(env):

@@ -4,6 +4,7 @@ keep-last and the upload names across a reload, and bad values ignored or explai
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 from apptest_helpers import (
@@ -105,3 +106,28 @@ def test_opening_a_head_from_heads_keeps_the_sessions_dtype_sae_and_steering(env
     assert at.title[0].value == "Attention"
     assert {k: at.query_params.get(k) for k in chosen} == chosen
     assert at.selectbox(key="dtype").value == "bfloat16" and at.text_input(key="sae_path").value == "my-saes/l0"
+
+
+def test_opening_a_head_from_heads_keeps_a_gemma_scope_saes_layer(env, tmp_path):
+    # a params.npz says no layer: the sidebar's box names it, and a page switch must not forget it
+    (tmp_path / "params.npz").write_bytes(b"")  # never read here: only its name says what it is
+    at = ok(app_session("views/heads.py", checkpoint=NAME, sae=str(tmp_path / "params.npz")))
+    ok(at.number_input(key="sae_layer").set_value(1).run())
+    ok(at.selectbox(key="sae_site").set_value("mlp.out").run())
+    ok(at.button(key="heads_open").click().run())
+    assert at.title[0].value == "Attention"
+    assert (at.number_input(key="sae_layer").value, at.selectbox(key="sae_site").value) == (1, "mlp.out")
+    assert not [w.value for w in at.warning]  # nor Streamlit's word on a widget set twice
+
+
+def test_a_link_to_the_same_prompt_keeps_its_keep_last(env):
+    # Worked examples' "One forward pass" link names the checkpoint and prompt chosen now: the prompt's
+    # own choice (keep its last tokens) must come along, or the page opens on "too long" again
+    long = "All the world's a stage. " * 4
+    at = ok(app_session(checkpoint=NAME, prompt=long, keep_last="1"))
+    ok(at.switch_page("views/worked_examples.py").run())
+    links = {el.proto.label: parse_qs(el.proto.query_string) for el in at.get("page_link")}
+    step = links["One forward pass, step by step"]
+    assert step["prompt"] == [long] and step["keep_last"] == ["1"]
+    others = [q for label, q in links.items() if "prompt" in q and label != "One forward pass, step by step"]
+    assert others and not [q for q in others if "keep_last" in q]  # another prompt: its choice is made on it

@@ -98,3 +98,21 @@ def test_trace_weights_are_the_ones_the_output_used(tmp_path):
                 assert (used.float() - z.float()).abs().max() <= 2 * ulp, layer
     # layer 0 reads the same q and k on both paths: the fused trace shows HF eager's weights there too
     assert torch.equal(fused.tensor("blocks.0.attn.weights"), hf.attentions[0][0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("formula", ["gelu_new", "gelu_fast"])
+def test_the_gelu_formula_is_hugging_faces_in_each_half_precision(formula, dtype):
+    """The GELU alone, against transformers' own activation, bit for bit, out to values where float16's
+    x³ (past 40) and x² (past 256) overflow: Hugging Face's formula then gives x or 0, never NaN. (A whole
+    float16 GPT-2 forward is not Hugging Face's to the bit on the CPU: the MLP's first product, its Conv1D
+    against gptviz's Linear, sums in another order; docs/architecture.md.)"""
+    from transformers.activations import ACT2FN
+
+    from gptviz.model import FormulaGELU
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.randn(4096, generator=g) * 4, torch.linspace(-300, 300, 601)]).to(dtype)
+    ours, theirs = FormulaGELU(formula)(x), ACT2FN[formula](x)
+    assert ours.dtype == dtype and torch.equal(ours, theirs)
+    assert not ours.isnan().any() and ours[-1] == x[-1] and ours[-601] == 0

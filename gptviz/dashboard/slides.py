@@ -30,6 +30,7 @@ from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
 from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae
 from .pages import page_file
+from .saes import shipped_saes
 from .slide_style import CLICKER_JS, PRESENT_CSS, SLIDE_CSS
 from .state import link_params
 from .widgets import CHART_CONFIG, plain
@@ -448,8 +449,8 @@ def full_page_link(slide: Slide) -> None:
         name = slide_checkpoint(slide)
         params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
         params["prompt"] = slide_prompt(slide, name)
-        if slide.sae:
-            params["sae"] = slide.sae
+        if slide.sae or slide_sae(slide, name) is not None:  # the SAE the slide reads, not the session's
+            params["sae"] = slide.sae or shipped_saes(name)[0]  # (its feature is another direction there)
         if slide.steer is not None:  # the page opens with the slide's steering (Next token, Generate)
             params["steer"] = slide.steer.text
     st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))

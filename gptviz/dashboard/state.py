@@ -220,6 +220,7 @@ def write_url(v: View) -> None:
 
 MACHINE_KEYS = ("device", "dtype")  # the session's whatever the model: every link carries them
 MODEL_KEYS = ("sae", "steer")  # they name parts of one checkpoint: carried to that checkpoint only
+PROMPT_KEYS = ("keep_last", "drop_unknown")  # choices made on one prompt: carried with that prompt only
 
 
 def link_params(**params) -> dict[str, str]:
@@ -231,15 +232,30 @@ def link_params(**params) -> dict[str, str]:
     now = st.session_state.get(keys.URL_WRITTEN)
     now = now if isinstance(now, dict) else {}
     if "checkpoint" not in out or out["checkpoint"] == now.get("checkpoint"):
-        carried = dict(now) if "checkpoint" not in out else {k: now[k] for k in MACHINE_KEYS + MODEL_KEYS if k in now}
-        if out.get("sae", now.get("sae")) != now.get("sae"):
+        same = MACHINE_KEYS + MODEL_KEYS + PROMPT_KEYS
+        carried = dict(now) if "checkpoint" not in out else {k: now[k] for k in same if k in now}
+        if "sae" in out and out["sae"] != _sae_opened(now):
             carried.pop("steer", None)
+        if out.get("prompt", carried.get("prompt")) != now.get("prompt"):  # another prompt (or the preset)
+            for k in PROMPT_KEYS:
+                carried.pop(k, None)
     else:
         carried = {k: now[k] for k in MACHINE_KEYS if k in now}
     out = {**carried, **out}
     if st.session_state.get("presentation"):
         out["present"] = "1"
     return out
+
+
+def _sae_opened(url: dict[str, str]) -> str:
+    """The SAE a URL of the session opens: its ?sae=, else its checkpoint's first shipped one
+    (saes.from_url), so a link that names that one explicitly picks no other SAE."""
+    from .saes import URL_WORDS, SAEPick, shipped_saes  # it draws with widgets.py, which reads this module
+
+    if "sae" in url:
+        return url["sae"]
+    names = shipped_saes(url.get("checkpoint") or default_checkpoint())
+    return names[0] if names else URL_WORDS[SAEPick.NONE]
 
 
 SWITCH_KEYS = (  # the sidebar's widgets, which st.switch_page forgets
@@ -249,6 +265,8 @@ SWITCH_KEYS = (  # the sidebar's widgets, which st.switch_page forgets
     "dtype",
     "sae_choice",
     "sae_path",
+    "sae_layer",  # a Gemma Scope SAE's layer and site (saes._with_site): its file names neither
+    "sae_site",
     "prompt",
     "layer",
     "head",
