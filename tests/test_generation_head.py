@@ -4,6 +4,8 @@ scores) on a random GPT-2 and a random SmolLM2-shaped Llama, with a spy that pro
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -68,6 +70,37 @@ def test_the_copy_belongs_to_its_model_and_thread():
         with a.lm_head.one_row_head():
             assert torch.equal(b(ids), want)  # another model's head is not multiplied by a's copy
     assert model_module._head_t.get() is None  # dropped on leaving
+
+
+def test_generations_at_once_share_one_copy_and_an_edited_weight_gets_a_new_one():
+    """Thirty students pressing Generate hold one [C, V] copy, not thirty; dropped when the last leaves."""
+    model = sharp_model(GPT2)
+    head = model.lm_head
+    inside, leave = threading.Barrier(3), threading.Event()
+    seen = []
+
+    def decode() -> None:
+        with head.one_row_head():
+            seen.append(model_module._head_t.get()[1].data_ptr())
+            inside.wait(timeout=30)
+            leave.wait(timeout=30)
+
+    threads = [threading.Thread(target=decode) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait(timeout=30)
+    assert len(seen) == 2 and seen[0] == seen[1] and head._users == 2
+    leave.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert head._shared is None and head._users == 0
+    ids = torch.tensor([[4, 9]])
+    with torch.no_grad(), head.one_row_head():
+        head.weight.mul_(2)  # an edit in place while a copy is held: the next block must not read the old one
+        with head.one_row_head():
+            got = model(ids)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(ids), atol=1e-4, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
