@@ -18,6 +18,7 @@ import fnmatch
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import cast
 
 import numpy as np
 import torch
@@ -321,7 +322,7 @@ def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
 
 def _block_reports(model: GPT, rec: _Recorder, progress: ProgressFn) -> list:
     """A hook after each block that reports it done (for this call's pass only, as every hook here)."""
-    blocks = list(model.transformer.h)
+    blocks = list(cast(nn.ModuleList, model.transformer.h))  # GPT builds h as a ModuleList
     reporter = Reporter(progress, "blocks", total=len(blocks))
 
     def hook(mod, args, output):
