@@ -18,6 +18,7 @@ import fnmatch
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import cast
 
 import numpy as np
 import torch
@@ -28,6 +29,7 @@ from .interventions import EXPLICIT_SITES, Intervention, InterventionError, chec
 from .model import GPT, AttentionSpec, attention_weights
 from .names import ATTENTION_MAPS, contract_names, parse, point
 from .probes import Probe, capture_name
+from .progress import ProgressFn, Reporter
 from .record import Trace
 
 _active: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar("gptviz_recorder", default=None)
@@ -318,6 +320,19 @@ def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
     return chosen
 
 
+def _block_reports(model: GPT, rec: _Recorder, progress: ProgressFn) -> list:
+    """A hook after each block that reports it done (for this call's pass only, as every hook here)."""
+    blocks = list(cast(nn.ModuleList, model.transformer.h))  # GPT builds h as a ModuleList
+    reporter = Reporter(progress, "blocks", total=len(blocks))
+
+    def hook(mod, args, output):
+        if _active.get() is rec:
+            reporter.tick()
+
+    reporter.start()
+    return [block.register_forward_hook(hook) for block in blocks]
+
+
 @torch.no_grad()
 def trace(
     model: GPT,
@@ -325,6 +340,7 @@ def trace(
     tokenizer=None,
     interventions: Sequence[Intervention] = (),
     names: str | Sequence[str] | None = None,
+    progress: ProgressFn | None = None,
 ) -> Trace:
     """Run `model` on one prompt with capture and return its Trace.
 
@@ -342,6 +358,9 @@ def trace(
 
     names: contract names or glob patterns ("blocks.*.attn.weights", "blocks.3.*", "logits"): the
     Trace answers only those, and holds only them and what rebuilds them. None: every name.
+
+    progress: called with 0 of n_layer "blocks" before the pass and after each block; a Cancelled it
+    raises stops the pass (the hooks are removed) and no Trace is returned.
     """
     idx = as_ids(ids, model.device)
     edits = check(interventions, model.config.n_layer)
@@ -361,6 +380,8 @@ def trace(
                 continue
             handles.append(module.register_forward_pre_hook(rec.pre_hook(path, module)))
             handles.append(module.register_forward_hook(rec.post_hook(path, module)))
+        if progress is not None:  # only then: the plain capture has no hook more
+            handles.extend(_block_reports(model, rec, progress))
         model(idx, explicit=any(iv.site in EXPLICIT_SITES for iv in edits))
     finally:
         for h in handles:

@@ -34,9 +34,20 @@ def prompt_ids(bundle, args) -> list[int]:
     return encode_prompt(bundle.tokenizer, args.prompt, bundle.model.config.block_size)
 
 
+def load_checkpoint(args):
+    """The checkpoint a command names, with a bar for the load (on a terminal, or with --progress)."""
+    bar = terminal_bar("loading", always=args.progress)
+    return load(args.checkpoint, device=args.device, dtype=args.dtype, progress=bar)
+
+
+def run_prompt(args, bundle, ids):
+    """gptviz.trace of the prompt, with a bar of the blocks run (on a terminal, or with --progress)."""
+    return trace(bundle.model, ids, bundle.tokenizer, progress=terminal_bar("running", always=args.progress))
+
+
 def cmd_trace(args) -> None:
-    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
-    t = trace(bundle.model, prompt_ids(bundle, args), bundle.tokenizer)
+    bundle = load_checkpoint(args)
+    t = run_prompt(args, bundle, prompt_ids(bundle, args))
     buffer = io.BytesIO()
     t.to_npz(buffer)
     write_file(Path(args.out), buffer.getbuffer())
@@ -46,7 +57,7 @@ def cmd_trace(args) -> None:
 def cmd_patch(args) -> None:
     from .analysis.patching import one_token, patching_sweep, sweep_table
 
-    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
+    bundle = load_checkpoint(args)
     tok, V, block = bundle.tokenizer, bundle.model.config.vocab_size, bundle.model.config.block_size
     if args.ids:  # every argument is token ids: for checkpoints without a tokenizer
         clean, corrupt = (parse_ids(x, V, what=w) for x, w in ((args.clean, "--clean"), (args.corrupt, "--corrupt")))
@@ -99,7 +110,7 @@ def table(rows) -> str:
 
 
 def cmd_info(args) -> None:
-    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
+    bundle = load_checkpoint(args)
     cfg = bundle.model.config
     print("== model card")
     special = [("special", "; ".join(cfg.special()))] if cfg.special() else []
@@ -107,7 +118,7 @@ def cmd_info(args) -> None:
     print("\n== load report")
     print(table(bundle.report.as_rows()))
     ids = prompt_ids(bundle, args) if (args.prompt or args.token_ids) else [0] * min(8, cfg.block_size)
-    t = trace(bundle.model, ids, bundle.tokenizer)
+    t = run_prompt(args, bundle, ids)
     print(
         f"\n== shape trace (B=1, T={t.n_tokens}, C={cfg.n_embd}, H={cfg.n_head}, D={cfg.head_dim}, V={cfg.vocab_size})"
     )
@@ -143,7 +154,7 @@ def cmd_check(args) -> int:
 
     from .analysis.health import health, worst
 
-    bundle = load(args.checkpoint, device=args.device, dtype=args.dtype)
+    bundle = load_checkpoint(args)
     cfg = bundle.model.config
     if args.prompt is not None or args.token_ids is not None:
         ids = prompt_ids(bundle, args)
@@ -151,7 +162,7 @@ def cmd_check(args) -> int:
         tok = bundle.tokenizer
         ids = encode_prompt(tok, CHECK_TEXT, cfg.block_size, "drop", keep_last=True) if tok else []
         ids = ids if len(ids) > 1 else [(i * 7919) % cfg.vocab_size for i in range(min(32, cfg.block_size))]
-    findings = health(bundle.model, trace(bundle.model, ids, bundle.tokenizer), bundle.tokenizer)
+    findings = health(bundle.model, run_prompt(args, bundle, ids), bundle.tokenizer)
     if args.json:
         print(json.dumps([f.to_dict() for f in findings], indent=2))
     else:
@@ -290,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="what the model computes in (default: auto, float32 unless it does not fit the free memory)",
         )
         p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
+        p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
         return p
 
     p = with_checkpoint(sub.add_parser("trace", help="run one prompt and write its Trace to .npz"))
@@ -327,7 +339,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wrong", required=True, type=text, help="the token the corrupt prompt should predict instead")
     p.add_argument("--site", default="resid_pre", choices=("resid_pre", "attn.z", "mlp.out"))
     p.add_argument("--ids", action="store_true", help="--clean/--corrupt/--answer/--wrong are token ids")
-    p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
     p.add_argument(
         "--out", required=True, type=cli_args.path, help="where to write it: .csv (one row per cell) or .npz"
     )

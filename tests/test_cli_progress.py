@@ -47,3 +47,20 @@ def test_scan_draws_its_bar_only_when_asked_off_a_terminal(ckpt, tmp_path, capsy
     n = len(gptviz.load_scan(tmp_path / "out").windows)
     counts = bar_counts(got.err, "scan")
     assert counts[-1] == (n, n) if flag else not counts
+
+
+@pytest.mark.parametrize("command", ["trace", "info", "check"])
+@pytest.mark.parametrize("flag", [[], ["--progress"]])
+def test_the_load_and_the_run_draw_their_bars_only_when_asked(ckpt, tmp_path, capsys, command, flag):
+    extra = ["--out", str(tmp_path / "t.npz")] if command == "trace" else []
+    rc = main([command, "--checkpoint", str(ckpt), "--prompt", "abcd", *extra, *flag])
+    assert rc in (None, 0, 1)  # check's exit status is its findings'
+    got = capsys.readouterr()
+    load, run = bar_counts(got.err, "loading"), bar_counts(got.err, "running")
+    if not flag:
+        assert not load and not run
+        return
+    model = gptviz.load(ckpt).model
+    kb = -(-model.num_params() * 4 // 2**10)  # float32, in kB: a model under 16 MB
+    assert load[-1] == (kb, kb) and run[-1] == (model.config.n_layer, model.config.n_layer)
+    assert "kB" in got.err and "block" in got.err and "loading" not in got.out

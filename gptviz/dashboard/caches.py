@@ -32,6 +32,7 @@ from ..errors import CheckpointError, GptvizError
 from ..figures.attention import mark_tile
 from ..formats import Bundle, load
 from ..formats.demo import demo_bundle
+from ..progress import Cancelled, ProgressFn
 from ..record import Trace
 from . import uploads
 from .memory import fix_mmap_threshold
@@ -118,12 +119,13 @@ HASH_FUNCS = {str: text_bytes, ModelKey: key_bytes, RunKey: key_bytes, SAEKey: k
 
 
 @cached(max_entries=MODEL_ENTRIES, show_spinner="Loading the checkpoint…")
-def load_bundle(key: ModelKey) -> Bundle | str:
+def load_bundle(key: ModelKey, _progress: ProgressFn | None = None) -> Bundle | str:
     """One model per (checkpoint, device, dtype, version) per process, shared by every session: read-only
     (an upload's only by its own session). A checkpoint that cannot be loaded gives the one-line
     reason instead, remembered like a model, so a bad file is not read again on every rerun (a new
     version of it is tried afresh). Raises CheckpointError only for an upload that this session
-    does not hold (not remembered)."""
+    does not hold (not remembered). _progress: gptviz.load's reports (not part of the key; the
+    sidebar's progress.bar draws them); a Cancelled passes through, not remembered."""
     label = ""
     if uploads.is_upload(key.source):
         upload = uploads.owned(key.owner, key.source)
@@ -137,7 +139,9 @@ def load_bundle(key: ModelKey) -> Bundle | str:
             return demo_bundle(key.device)
         if not label:
             path = checkpoint_path(key.source)
-        bundle = load(path, key.device, key.dtype)
+        bundle = load(path, key.device, key.dtype, progress=_progress)
+    except Cancelled:
+        raise  # not a reason to remember: the next visit loads it again
     except GptvizError as e:
         return str(e)
     except Exception as e:  # a loader bug or an out-of-memory must not become a page of traceback
@@ -148,9 +152,10 @@ def load_bundle(key: ModelKey) -> Bundle | str:
     return bundle
 
 
-def bundle_for(key: ModelKey) -> Bundle:
-    """The loaded bundle, or CheckpointError with the remembered reason."""
-    loaded = load_bundle(key)
+def bundle_for(key: ModelKey, progress: ProgressFn | None = None) -> Bundle:
+    """The loaded bundle, or CheckpointError with the remembered reason. progress: the load's reports,
+    where it is not cached yet."""
+    loaded = load_bundle(key, _progress=progress)
     if isinstance(loaded, str):
         raise CheckpointError(loaded)
     return loaded
@@ -167,12 +172,12 @@ FORWARD = threading.RLock()
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Running the model…")
-def run_trace(key: RunKey) -> Trace:
+def run_trace(key: RunKey, _progress: ProgressFn | None = None) -> Trace:
     """The Trace of one run. It holds the activations (attention maps are rebuilt from q and k
-    when a view asks), so a few entries stay small."""
+    when a view asks), so a few entries stay small. _progress: the blocks run (not part of the key)."""
     bundle = bundle_for(key.model)
     with FORWARD:
-        t = trace(bundle.model, list(key.ids), bundle.tokenizer, names=key.names)
+        t = trace(bundle.model, list(key.ids), bundle.tokenizer, names=key.names, progress=_progress)
     _remember(key, t)
     return t
 

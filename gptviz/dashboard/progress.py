@@ -88,3 +88,36 @@ def step(name: str, what: str, fresh: bool = False) -> Iterator[ProgressFn | Non
         st.button("Run again", key=f"again_{name}", on_click=_again, args=(name,))
         st.stop()
     box.empty()
+
+
+SHOW_AFTER_S = 0.5  # a step quicker than this (a small model's load, its run) draws no bar at all
+
+
+@contextlib.contextmanager
+def bar(what: str) -> Iterator[ProgressFn]:
+    """Yield a progress callback that draws a bar with the time left, without a Cancel: for a step done
+    inside a cached function the whole app waits on (loading the checkpoint, its first run). Its place is
+    taken here, before the step's own spinner (a bar placed after it is drawn over by it); the bar
+    appears only once the step has run SHOW_AFTER_S (a cached value makes no report, a small model's
+    load ends first: neither draws anything) and goes when it ends. Like every report, a drawn update
+    lets Streamlit act on a click made meanwhile: it reruns the page, and the step, not cached, runs
+    again there."""
+    box = st.empty()
+    drawn = False
+
+    def report(p: Progress) -> None:
+        nonlocal drawn
+        if not drawn and p.seconds < SHOW_AFTER_S:
+            return
+        drawn = True
+        with _not_recorded():
+            box.progress(min(1.0, p.fraction), text=f"{what}: {describe(p)}")
+
+    try:
+        yield report
+    except Exception:
+        if drawn:
+            box.empty()
+        raise
+    if drawn:
+        box.empty()

@@ -10,7 +10,7 @@ from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
 from ..formats.safe import shown_name
 from ..tokenizers import encode_prompt, parse_ids
-from . import keys, uploads
+from . import keys, progress, uploads
 from .caches import ModelKey, bundle_for, page_run_key, run_trace
 from .classmode import UPLOADS_ENV, class_mode, upload_total_bytes, uploads_allowed
 from .layout import sidebar_for
@@ -267,7 +267,8 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
         v.device = "cpu"
     model_key = _model_key(source, v.device, dtype)
     try:
-        v.bundle, v.model_key = bundle_for(model_key), model_key  # a failure is remembered per version
+        with progress.bar("Loading the checkpoint") as report:  # drawn only for a load that takes a while
+            v.bundle, v.model_key = bundle_for(model_key, report), model_key  # a failure is remembered per version
     except GptvizError as e:
         st.error(f"Checkpoint not loaded: {plain(e)}")
         return v
@@ -280,7 +281,8 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
         # large one's keeps what the page reads, or is a cached run of the prompt that holds it (caches.py)
         model = v.bundle.model
         key = page_run_key(model_key, tuple(ids), reads, model.config, model.dtype.itemsize)
-        v.trace, v.key = run_trace(key), key
+        with progress.bar("Running the model") as report:
+            v.trace, v.key = run_trace(key, _progress=report), key
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
         return v

@@ -18,6 +18,7 @@ from ..config import GPTConfig
 from ..devices import HALF_DTYPES, choose_dtype, dtype_name
 from ..errors import CheckpointError, summarise
 from ..model import GPT
+from ..progress import ProgressFn, Reporter
 from ..tokenizers import Tokenizer
 from .weights import READ
 
@@ -154,17 +155,19 @@ def fill_model(
     device: torch.device,
     report: LoadReport,
     source: Path,
+    progress: ProgressFn | None = None,
 ) -> GPT:
     """GPT(config) built with no storage (GPT.empty), each parameter then filled once: tensors gives
     our key and how to make its tensor (read from the file, stacked or transposed as stored), which is
     converted to dtype on device, checked for NaN / Inf, and becomes the parameter; one tensor is in
     flight at a time. A tied head takes the embedding (from lm_head.weight where the file holds it, as
     a load_state_dict would leave it: the later of the two wins). Every parameter must be filled, in
-    the shape the config gives."""
+    the shape the config gives. progress: reports the bytes filled (_Fills)."""
     model = GPT.empty(config)
     params = dict(model.named_parameters(remove_duplicate=False))
     tied = config.tie_weights
     bad = []
+    fills = _Fills(progress, params, dtype)
     for key, make in tensors:
         name = "transformer.wte.weight" if tied and key == "lm_head.weight" else key
         if name not in params:
@@ -186,6 +189,7 @@ def fill_model(
         module_name, _, attr = name.rpartition(".")
         module = model.get_submodule(module_name)
         module._parameters[attr] = torch.nn.Parameter(t, requires_grad=params[name].requires_grad)
+        fills.filled(name)
     if tied:
         wte = cast(torch.nn.Embedding, model.transformer.wte)  # GPT builds wte as an nn.Embedding
         model.lm_head.weight = wte.weight
@@ -199,6 +203,36 @@ def fill_model(
     return model
 
 
+class _Fills:
+    """The reports of a fill: the bytes of the parameters filled so far, of all of them, in the dtype the
+    model computes in. Reading a tensor and converting it take time in proportion to its size, so bytes
+    (not tensors: an embedding outweighs a norm a hundred-thousand-fold) give an honest estimate. A
+    parameter filled twice (a tied head the file holds as well) counts once. Nothing is done without a
+    callback (the plain load pays nothing)."""
+
+    def __init__(self, progress: ProgressFn | None, params: dict[str, torch.nn.Parameter], dtype: torch.dtype):
+        self.reporter = None
+        if progress is None:
+            return
+        self.sizes = {n: p.numel() * dtype.itemsize for n, p in params.items()}
+        total = sum({id(p): self.sizes[n] for n, p in params.items()}.values())  # a tied pair once
+        self.unit = 2**20 if total >= 16 * 2**20 else 2**10  # MB for a large model, kB for a small one
+        self.bytes, self.total = 0, total
+        self.seen: set[str] = set()
+        self.reporter = Reporter(progress, "MB" if self.unit == 2**20 else "kB", total=self._units(total))
+        self.reporter.start()
+
+    def _units(self, n: int) -> int:
+        return -(-n // self.unit)  # rounded up: the last report equals the total
+
+    def filled(self, name: str) -> None:
+        if self.reporter is None or name in self.seen:
+            return
+        self.seen.add(name)
+        self.bytes += self.sizes[name]
+        self.reporter.tick(self._units(min(self.bytes, self.total)) - self.reporter.done)
+
+
 def fill_from_state(
     config: GPTConfig,
     state: dict[str, torch.Tensor],
@@ -206,9 +240,11 @@ def fill_from_state(
     device: torch.device,
     report: LoadReport,
     source: Path,
+    progress: ProgressFn | None = None,
 ) -> GPT:
     """fill_model from a state dict keyed as our model names its parameters, each tensor let go once
     it is in the model. Keys the model does not have are recorded in report.unexpected."""
     check_shapes(config, {k: tuple(v.shape) for k, v in state.items()}, report, source)
     order = sorted(state, key=lambda k: k == "lm_head.weight")  # a tied head last: it wins, as it did
-    return fill_model(config, ((k, partial(state.pop, k)) for k in order), dtype, device, report, source)
+    tensors = ((k, partial(state.pop, k)) for k in order)
+    return fill_model(config, tensors, dtype, device, report, source, progress)

@@ -25,6 +25,7 @@ import torch
 from ..config import GPTConfig
 from ..errors import CheckpointError, summarise
 from ..limits import MAX_LISTING_JSON_BYTES, MAX_TOKENIZER_BYTES
+from ..progress import ProgressFn
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .families import FAMILIES, Tensor
@@ -235,7 +236,9 @@ def decoder_tokenizer(path: Path, vocab_size: int) -> tuple[BPETokenizer | None,
     return tokenizer, ""
 
 
-def load_hf_decoder(path: Path, device: torch.device, dtype: str = "auto") -> Bundle:
+def load_hf_decoder(
+    path: Path, device: torch.device, dtype: str = "auto", progress: ProgressFn | None = None
+) -> Bundle:
     """A Hugging Face directory of any family in families.py: config.json, weights, tokenizer."""
     cfg_file = path / "config.json"
     hf = read_json(cfg_file)
@@ -256,7 +259,7 @@ def load_hf_decoder(path: Path, device: torch.device, dtype: str = "auto") -> Bu
     report.format = f"hf-{kind} ({files[0].name if len(files) == 1 else f'{len(files)} shards'})"
     tokenizer, note = decoder_tokenizer(path, config.vocab_size)
     dtype_ = compute_dtype(weights.floating_dtypes(used_sources(parts)), dtype, config, device, report)
-    model = fill_model(config, fill_order(parts, weights), dtype_, device, report, source)
+    model = fill_model(config, fill_order(parts, weights), dtype_, device, report, source, progress)
     report.reshaped = sorted(k for k, p in parts.items() if len(p.sources) > 1 or p.fn is not _one)
     if tokenizer is not None:
         report.tokenizer = tokenizer.kind

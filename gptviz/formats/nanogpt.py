@@ -19,6 +19,7 @@ import torch
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError, summarise
+from ..progress import ProgressFn
 from ..tokenizers import CharTokenizer, Tokenizer, gpt2
 from ..tokenizers.vet import VocabularyTooLarge
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_from_state, finish
@@ -172,7 +173,13 @@ def checked_ckpt(ckpt: object, file: Path) -> tuple[dict, GPTConfig, dict[str, t
     return ckpt, config, state, compiled
 
 
-def load_nanogpt(path: Path, device: torch.device, dtype: str = "auto", meta: Path | None = None) -> Bundle:
+def load_nanogpt(
+    path: Path,
+    device: torch.device,
+    dtype: str = "auto",
+    meta: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> Bundle:
     """Load nanoGPT's ckpt.pt (path: the file or its directory); meta: a meta.pkl other than the one beside it."""
     file = ckpt_file(path) or path
     report = LoadReport(path=str(path), format="nanogpt")
@@ -189,7 +196,7 @@ def load_nanogpt(path: Path, device: torch.device, dtype: str = "auto", meta: Pa
     dtype_ = compute_dtype(stored, dtype, config, device, report)
     ckpt.pop("model", None), ckpt.pop("optimizer", None)  # their tensors go as each is filled, not at the end
     # the shapes (and layer count) checked again on what was read; each tensor let go once filled
-    model = fill_from_state(config, state, dtype_, device, report, file)
+    model = fill_from_state(config, state, dtype_, device, report, file, progress)
 
     tokenizer, note = nanogpt_tokenizer(file, config.vocab_size, meta)
     if tokenizer is not None:

@@ -13,6 +13,7 @@ from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError
 from ..limits import MAX_TOKENIZER_BYTES
 from ..model import GPT
+from ..progress import ProgressFn
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .safe import check_file, read_json
@@ -82,7 +83,7 @@ def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | N
     return tokenizer
 
 
-def load_native(path: Path, device: torch.device, dtype: str = "auto") -> Bundle:
+def load_native(path: Path, device: torch.device, dtype: str = "auto", progress: ProgressFn | None = None) -> Bundle:
     meta = read_json(path / "config.json")
     if "config" not in meta:
         raise CheckpointError(
@@ -102,7 +103,7 @@ def load_native(path: Path, device: torch.device, dtype: str = "auto") -> Bundle
     dtype_ = compute_dtype(weights.floating_dtypes(), dtype, config, device, report)
     order = sorted(weights.shapes, key=lambda k: k == "lm_head.weight")  # a tied head last, as load_state_dict
     tensors = ((k, lambda k=k: weights.get(k)) for k in order)
-    model = fill_model(config, tensors, dtype_, device, report, file)
+    model = fill_model(config, tensors, dtype_, device, report, file, progress)
     report.tokenizer = tokenizer.kind if tokenizer else "none"
     card = meta.get("card")
     return Bundle(finish(model, report, device), tokenizer, report, card if isinstance(card, dict) else {})
