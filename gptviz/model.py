@@ -164,11 +164,24 @@ def expand_kv(k: Tensor, n_head: int) -> Tensor:
     return k if groups == 1 else k.repeat_interleave(groups, dim=-3)
 
 
+def grouped_matmul(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b with b's heads shared by groups of a's: (..., H, T, X), (..., H_kv, X, Y) -> (..., H, T, Y),
+    head h reading b's head h // (H / H_kv), as a @ expand_kv(b) but without copying b H / H_kv times.
+    The heads of one group are consecutive, so they stack into one product of G·T rows per key/value head."""
+    H, T, Hkv = a.size(-3), a.size(-2), b.size(-3)
+    groups = H // Hkv
+    if groups == 1:
+        return a @ b
+    lead = a.shape[:-3]
+    out = a.reshape(*lead, Hkv, groups * T, a.size(-1)) @ b  # (..., H_kv, G·T, Y)
+    return out.view(*lead, H, T, b.size(-1))
+
+
 def attention_scores(q: Tensor, k: Tensor, scale: float | None = None, softcap: float = 0.0) -> Tensor:
     """q kᵀ × scale (1/√D by default) for every query and key, soft-capped where the model caps, before
     the mask: (..., H, T, D), (..., H_kv, S, D) -> (..., H, T, S)."""
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-    s = q @ expand_kv(k, q.size(-3)).transpose(-2, -1)
+    s = grouped_matmul(q, k.transpose(-2, -1))
     if scale != 1.0:
         s = s * scale
     return torch.tanh(s / softcap) * softcap if softcap else s
@@ -321,7 +334,7 @@ class CausalSelfAttention(nn.Module):
             scores = self.scores(spec.scores(q, k))  # (B, H, T, P + T)
             mask = self.mask(spec.mask(T, x.device, P))  # (T, P + T)
             weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
-            y = self.attn_dropout(weights) @ expand_kv(v, H)  # (B, H, T, D)
+            y = grouped_matmul(self.attn_dropout(weights), v)  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0
             if P == 0 and not spec.window:  # is_causal aligns the mask top-left: right only without a cache

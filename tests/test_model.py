@@ -10,7 +10,7 @@ import torch
 from conftest import VARIANTS, tiny_model, variant_id
 
 import gptviz
-from gptviz.model import sinusoidal_positions
+from gptviz.model import grouped_matmul, sinusoidal_positions
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
@@ -105,3 +105,17 @@ def test_bad_config_is_refused_with_a_reason(field, value, words):
 def test_bad_ids_raise_prompt_error_not_index_error(model, ids, words):
     with pytest.raises(gptviz.PromptError, match=re.escape(words)):
         model(ids)
+
+
+@pytest.mark.parametrize("lead", [(), (2,)])
+@pytest.mark.parametrize("H, Hkv, T", [(6, 2, 1), (6, 3, 5), (4, 4, 3), (4, 1, 2)])
+def test_grouped_matmul_reads_head_h_from_kv_head_h_over_g(lead, H, Hkv, T):
+    """Query head h reads key/value head h // (H / H_kv), as Llama's repeat_kv maps them, head by head by
+    hand; a non-contiguous left side (a transposed view, as an edit may hand back) too."""
+    g = torch.Generator().manual_seed(H * 10 + Hkv)
+    a = torch.randn(*lead, H, T, 8, generator=g)
+    b = torch.randn(*lead, Hkv, 8, 7, generator=g)
+    by_hand = torch.stack([a[..., h, :, :] @ b[..., h // (H // Hkv), :, :] for h in range(H)], dim=-3)
+    torch.testing.assert_close(grouped_matmul(a, b), by_hand, rtol=1e-6, atol=1e-6)
+    a_t = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    torch.testing.assert_close(grouped_matmul(a_t, b), by_hand, rtol=1e-6, atol=1e-6)
