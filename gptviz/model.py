@@ -42,6 +42,10 @@ def explicit_attention(on: bool = True) -> Iterator[None]:
 
 HALF = (torch.bfloat16, torch.float16)
 
+# The rotary cos and sin tables of the forward pass running in this thread, shared by its layers:
+# (local, start, T, dtype, device) -> (cos, sin). None outside GPT.forward (a layer run on its own builds its own).
+_rotations: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gptviz_rotations", default=None)
+
 
 class RMSNorm(nn.Module):
     """x / sqrt(mean(x²) + eps) * w, computed in float32; Gemma scales by (1 + w) instead of w.
@@ -289,6 +293,20 @@ class CausalSelfAttention(nn.Module):
         if self.rotary:
             self.inv_freq = rotary_frequencies(self.config, self.local).to(device)
 
+    def rotation_in(self, start: int, T: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """rotation(start, T) rounded to dtype, computed once per forward pass for every layer alike (its
+        frequencies depend on the config and whether the layer is local only): 30 layers of SmolLM2 would
+        otherwise each build the same tables at every step of decoding."""
+        memo = _rotations.get()
+        key = (self.local, start, T, dtype, self.inv_freq.device)
+        if memo is not None and key in memo:
+            return memo[key]
+        cos, sin = self.rotation(start, T)
+        turn = cos.to(dtype), sin.to(dtype)
+        if memo is not None:
+            memo[key] = turn
+        return turn
+
     def rotation(self, start: int, T: int) -> tuple[Tensor, Tensor]:
         """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them (in float32,
         whatever the model's dtype; the caller rounds them to q's dtype, as Hugging Face does)."""
@@ -319,8 +337,7 @@ class CausalSelfAttention(nn.Module):
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary:
-            cos, sin = self.rotation(P, T)
-            cos, sin = cos.to(q.dtype), sin.to(q.dtype)  # (T, R)
+            cos, sin = self.rotation_in(P, T, q.dtype)  # (T, R)
             q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
         q, k = self.q(q), self.k(k)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, H_kv, T, D)
@@ -579,8 +596,12 @@ class GPT(nn.Module):
         position len(cache)."""
         past = len(cache) if cache is not None else 0
         self.check_ids(idx, past)
-        with explicit_attention() if explicit else contextlib.nullcontext():
-            return self._logits(idx, cache, past)
+        token = _rotations.set({})
+        try:
+            with explicit_attention() if explicit else contextlib.nullcontext():
+                return self._logits(idx, cache, past)
+        finally:
+            _rotations.reset(token)
 
     def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int = 0) -> Tensor:
         B, T = idx.size()

@@ -119,3 +119,31 @@ def test_grouped_matmul_reads_head_h_from_kv_head_h_over_g(lead, H, Hkv, T):
     torch.testing.assert_close(grouped_matmul(a, b), by_hand, rtol=1e-6, atol=1e-6)
     a_t = a.transpose(-1, -2).contiguous().transpose(-1, -2)
     torch.testing.assert_close(grouped_matmul(a_t, b), by_hand, rtol=1e-6, atol=1e-6)
+
+
+def test_rotary_tables_are_built_once_per_forward_for_each_kind_of_layer(monkeypatch):
+    """Layers share one forward pass's cos / sin tables (model.rotation_in); local layers with their own
+    rotary base (Gemma 3) get their own. Equal to every layer building its own (`_logits` alone keeps no memo)."""
+    from gptviz.model import CausalSelfAttention
+
+    calls: list[bool] = []
+    real = CausalSelfAttention.rotation
+
+    def counted(self, start: int, T: int):
+        calls.append(self.local)
+        return real(self, start, T)
+
+    monkeypatch.setattr(CausalSelfAttention, "rotation", counted)
+    config = gptviz.GPTConfig(
+        n_layer=4, n_head=2, n_embd=16, vocab_size=11, block_size=16, pos_encoding="rotary",
+        sliding_window=3, layer_types="lglg", rope_local_theta=100.0,
+    )  # fmt: skip
+    model = gptviz.GPT(config).eval()
+    x = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        shared = model(x)
+        assert sorted(calls) == [False, True]
+        calls.clear()
+        own = model._logits(x)
+    assert len(calls) == 4
+    assert torch.equal(shared, own)
