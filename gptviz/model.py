@@ -42,9 +42,10 @@ def explicit_attention(on: bool = True) -> Iterator[None]:
 
 HALF = (torch.bfloat16, torch.float16)
 
-# The rotary cos and sin tables of the forward pass running in this thread, shared by its layers:
-# (local, start, T, dtype, device) -> (cos, sin). None outside GPT.forward (a layer run on its own builds its own).
-_rotations: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gptviz_rotations", default=None)
+# What every layer of the forward pass running in this thread would build alike, built once: the rotary
+# cos and sin tables, (local, start, T, dtype, device) -> (cos, sin), and the causal masks, ("mask", T,
+# offset, window, device) -> mask. None outside GPT.forward (a layer run on its own builds its own).
+_shared: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gptviz_shared", default=None)
 
 
 class RMSNorm(nn.Module):
@@ -297,7 +298,7 @@ class CausalSelfAttention(nn.Module):
         """rotation(start, T) rounded to dtype, computed once per forward pass for every layer alike (its
         frequencies depend on the config and whether the layer is local only): 30 layers of SmolLM2 would
         otherwise each build the same tables at every step of decoding."""
-        memo = _rotations.get()
+        memo = _shared.get()
         key = (self.local, start, T, dtype, self.inv_freq.device)
         if memo is not None and key in memo:
             return memo[key]
@@ -306,6 +307,19 @@ class CausalSelfAttention(nn.Module):
         if memo is not None:
             memo[key] = turn
         return turn
+
+    def mask_in(self, T: int, device: torch.device, offset: int) -> Tensor:
+        """spec.mask(T, device, offset), built once per forward pass for the layers with this window; a
+        fresh one where the mask probe is hooked (capture, an edit), which may keep or change it."""
+        probe = self.mask
+        memo = None if probe._forward_hooks or probe._forward_pre_hooks else _shared.get()
+        key = ("mask", T, offset, self.spec.window, device)
+        if memo is not None and key in memo:
+            return memo[key]
+        mask = self.spec.mask(T, device, offset)
+        if memo is not None:
+            memo[key] = mask
+        return mask
 
     def rotation(self, start: int, T: int) -> tuple[Tensor, Tensor]:
         """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them (in float32,
@@ -349,8 +363,13 @@ class CausalSelfAttention(nn.Module):
         spec = self.spec
         if _explicit.get() or spec.softcap:  # the attention weights exist as a tensor only on this path
             scores = self.scores(spec.scores(q, k))  # (B, H, T, P + T)
-            mask = self.mask(spec.mask(T, x.device, P))  # (T, P + T)
-            weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
+            built = self.mask_in(T, x.device, P)
+            mask = self.mask(built)  # (T, P + T)
+            if mask is built and T == 1 and (not spec.window or spec.window > P):  # one new token reads every key:
+                # nothing to mask (an edited mask, a new tensor, is applied); the same softmax, bit for bit
+                weights = self.weights(F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype))
+            else:
+                weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
             y = grouped_matmul(self.attn_dropout(weights), v)  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0
@@ -596,12 +615,12 @@ class GPT(nn.Module):
         position len(cache)."""
         past = len(cache) if cache is not None else 0
         self.check_ids(idx, past)
-        token = _rotations.set({})
+        token = _shared.set({})
         try:
             with explicit_attention() if explicit else contextlib.nullcontext():
                 return self._logits(idx, cache, past)
         finally:
-            _rotations.reset(token)
+            _shared.reset(token)
 
     def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int = 0) -> Tensor:
         B, T = idx.size()

@@ -10,7 +10,7 @@ import torch
 from conftest import VARIANTS, tiny_model, variant_id
 
 import gptviz
-from gptviz.model import grouped_matmul, sinusoidal_positions
+from gptviz.model import KVCache, grouped_matmul, sinusoidal_positions
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
@@ -147,3 +147,46 @@ def test_rotary_tables_are_built_once_per_forward_for_each_kind_of_layer(monkeyp
         own = model._logits(x)
     assert len(calls) == 4
     assert torch.equal(shared, own)
+
+
+def test_unhooked_masks_are_shared_and_a_hooked_one_is_the_layers_own():
+    """Within one forward pass the layers share one causal mask (model.mask_in); a hooked mask probe gets
+    a mask of its own, so an edit made in place changes that layer only, as before. A one-token step that
+    skips masking (nothing to mask) still applies an edited mask."""
+    torch.manual_seed(0)
+    config = gptviz.GPTConfig(n_layer=3, n_head=2, n_embd=16, vocab_size=11, block_size=16)
+    model = gptviz.GPT(config).eval()
+    seen: list[torch.Tensor] = []
+    x = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        plain = model(x, explicit=True)
+        h = model.transformer.h[1].attn.mask.register_forward_hook(lambda m, i, mask: seen.append(mask))
+        model(x, explicit=True)
+        h.remove()
+        assert len(seen) == 1
+
+        def in_place(m, i, mask):
+            mask[4, 0] = False  # the last query does not read the first token
+            return mask
+
+        def fresh(m, i, mask):
+            mask = mask.clone()
+            mask[4, 0] = False
+            return mask
+
+        runs = []
+        for edit in (in_place, fresh):
+            h = model.transformer.h[1].attn.mask.register_forward_hook(edit)
+            runs.append(model(x, explicit=True))
+            h.remove()
+        assert model(x, explicit=True).equal(plain)  # nothing was left changed
+    assert runs[0].equal(runs[1])  # the in-place edit reached layer 1 only
+    assert runs[0][0, :4].equal(plain[0, :4]) and not torch.allclose(runs[0][0, 4], plain[0, 4])
+
+    cache = KVCache(config.n_layer)
+    with torch.no_grad():
+        model(x[:, :4], explicit=True, cache=cache)
+        h = model.transformer.h[0].attn.mask.register_forward_hook(lambda m, i, mask: torch.zeros_like(mask))
+        step = model(x[:, 4:], explicit=True, cache=cache)  # T == 1: reads nothing once edited
+        h.remove()
+    assert step.isnan().all()
