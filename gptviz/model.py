@@ -43,6 +43,11 @@ def explicit_attention(on: bool = True) -> Iterator[None]:
 
 HALF = (torch.bfloat16, torch.float16)
 
+# What every layer of the forward pass running in this thread would build alike, built once: the rotary
+# cos and sin tables, (local, start, T, dtype, device) -> (cos, sin), and the causal masks, ("mask", T,
+# offset, window, device) -> mask. None outside GPT.forward (a layer run on its own builds its own).
+_shared: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gptviz_shared", default=None)
+
 
 class RMSNorm(nn.Module):
     """x / sqrt(mean(x²) + eps) * w, computed in float32; Gemma scales by (1 + w) instead of w.
@@ -165,11 +170,24 @@ def expand_kv(k: Tensor, n_head: int) -> Tensor:
     return k if groups == 1 else k.repeat_interleave(groups, dim=-3)
 
 
+def grouped_matmul(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b with b's heads shared by groups of a's: (..., H, T, X), (..., H_kv, X, Y) -> (..., H, T, Y),
+    head h reading b's head h // (H / H_kv), as a @ expand_kv(b) but without copying b H / H_kv times.
+    The heads of one group are consecutive, so they stack into one product of G·T rows per key/value head."""
+    H, T, Hkv = a.size(-3), a.size(-2), b.size(-3)
+    groups = H // Hkv
+    if groups == 1:
+        return a @ b
+    lead = a.shape[:-3]
+    out = a.reshape(*lead, Hkv, groups * T, a.size(-1)) @ b  # (..., H_kv, G·T, Y)
+    return out.view(*lead, H, T, b.size(-1))
+
+
 def attention_scores(q: Tensor, k: Tensor, scale: float | None = None, softcap: float = 0.0) -> Tensor:
     """q kᵀ × scale (1/√D by default) for every query and key, soft-capped where the model caps, before
     the mask: (..., H, T, D), (..., H_kv, S, D) -> (..., H, T, S)."""
     scale = 1.0 / math.sqrt(q.size(-1)) if scale is None else scale
-    s = q @ expand_kv(k, q.size(-3)).transpose(-2, -1)
+    s = grouped_matmul(q, k.transpose(-2, -1))
     if scale != 1.0:
         s = s * scale
     return torch.tanh(s / softcap) * softcap if softcap else s
@@ -277,6 +295,33 @@ class CausalSelfAttention(nn.Module):
         if self.rotary:
             self.inv_freq = rotary_frequencies(self.config, self.local).to(device)
 
+    def rotation_in(self, start: int, T: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """rotation(start, T) rounded to dtype, computed once per forward pass for every layer alike (its
+        frequencies depend on the config and whether the layer is local only): 30 layers of SmolLM2 would
+        otherwise each build the same tables at every step of decoding."""
+        memo = _shared.get()
+        key = (self.local, start, T, dtype, self.inv_freq.device)
+        if memo is not None and key in memo:
+            return memo[key]
+        cos, sin = self.rotation(start, T)
+        turn = cos.to(dtype), sin.to(dtype)
+        if memo is not None:
+            memo[key] = turn
+        return turn
+
+    def mask_in(self, T: int, device: torch.device, offset: int) -> Tensor:
+        """spec.mask(T, device, offset), built once per forward pass for the layers with this window; a
+        fresh one where the mask probe is hooked (capture, an edit), which may keep or change it."""
+        probe = self.mask
+        memo = None if probe._forward_hooks or probe._forward_pre_hooks else _shared.get()
+        key = ("mask", T, offset, self.spec.window, device)
+        if memo is not None and key in memo:
+            return memo[key]
+        mask = self.spec.mask(T, device, offset)
+        if memo is not None:
+            memo[key] = mask
+        return mask
+
     def rotation(self, start: int, T: int) -> tuple[Tensor, Tensor]:
         """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them (in float32,
         whatever the model's dtype; the caller rounds them to q's dtype, as Hugging Face does)."""
@@ -307,8 +352,7 @@ class CausalSelfAttention(nn.Module):
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary:
-            cos, sin = self.rotation(P, T)
-            cos, sin = cos.to(q.dtype), sin.to(q.dtype)  # (T, R)
+            cos, sin = self.rotation_in(P, T, q.dtype)  # (T, R)
             q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
         q, k = self.q(q), self.k(k)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, H_kv, T, D)
@@ -320,9 +364,14 @@ class CausalSelfAttention(nn.Module):
         spec = self.spec
         if _explicit.get() or spec.softcap:  # the attention weights exist as a tensor only on this path
             scores = self.scores(spec.scores(q, k))  # (B, H, T, P + T)
-            mask = self.mask(spec.mask(T, x.device, P))  # (T, P + T)
-            weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
-            y = self.attn_dropout(weights) @ expand_kv(v, H)  # (B, H, T, D)
+            built = self.mask_in(T, x.device, P)
+            mask = self.mask(built)  # (T, P + T)
+            if mask is built and T == 1 and (not spec.window or spec.window > P):  # one new token reads every key:
+                # nothing to mask (an edited mask, a new tensor, is applied); the same softmax, bit for bit
+                weights = self.weights(F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype))
+            else:
+                weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
+            y = grouped_matmul(self.attn_dropout(weights), v)  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0
             if P == 0 and not spec.window:  # is_causal aligns the mask top-left: right only without a cache
@@ -418,6 +467,16 @@ class Block(nn.Module):
         pre = self.resid_pre(x)
         mid = self.resid_mid(pre + self.attn(self.ln_1(pre), cache))
         return self.resid_post(mid + self.mlp(self.mlp_input(pre, mid)))
+
+
+def in_out_layout(weight: Tensor) -> Tensor:
+    """A Linear's weight, still [out, in] as nn.Linear reads it, with its values laid out in memory as
+    [in, out]: the transpose of a contiguous [in, out] tensor. F.linear(x, w) then calls addmm with wᵀ,
+    that contiguous matrix, as Hugging Face's Conv1D does; on the CPU in float32 a one-row product (a
+    step of decoding) reads it faster (GPT-2 small's 12 blocks: 22.6 ms a token against 25.1 ms), and
+    the prompt's T-row products take the same time. GPT-2's files store these weights [in, out], so its
+    import keeps them so at no cost (formats/families.py conv1d); other layers keep the usual layout."""
+    return weight.t().contiguous().t()
 
 
 # A [C, V] copy of an LM head's weight, with the weight it copies, while one_row_head() runs in this thread.
@@ -573,8 +632,12 @@ class GPT(nn.Module):
         position len(cache)."""
         past = len(cache) if cache is not None else 0
         self.check_ids(idx, past)
-        with explicit_attention() if explicit else contextlib.nullcontext():
-            return self._logits(idx, cache, past)
+        token = _shared.set({})
+        try:
+            with explicit_attention() if explicit else contextlib.nullcontext():
+                return self._logits(idx, cache, past)
+        finally:
+            _shared.reset(token)
 
     def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int = 0) -> Tensor:
         B, T = idx.size()

@@ -20,6 +20,7 @@ from hf_helpers import hf_random
 from safetensors.torch import save_file
 
 import gptviz
+from gptviz.formats.hf_gpt2 import CONV1D
 from gptviz.tokenizers.bpe import BPETokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -96,6 +97,27 @@ def test_parity_ladder(tmp_path, name, weights, tokenizer):
 
     # rung 3: identical decoded text
     assert bundle.tokenizer.decode(ours_ids) == hf_tok.decode(theirs_ids, clean_up_tokenization_spaces=False)
+
+
+def test_conv1d_weights_keep_the_files_layout(tmp_path):
+    """GPT-2's block weights stay laid out [in, out] as its file stores them (model.in_out_layout, faster
+    for a step of decoding): the same values as HF's, the same greedy tokens from generate as HF's
+    generate, and a native save writes them [out, in] so that they load back equal."""
+    hf = hf_model()
+    bundle = gptviz.load(save_hf(hf, tmp_path / "hf"))
+    theirs = hf.state_dict()
+    conv1d = [(n, p) for n, p in bundle.model.named_parameters() if n.endswith(CONV1D)]
+    assert len(conv1d) == 4 * hf.config.n_layer
+    for name, p in conv1d:
+        assert p.t().is_contiguous() and not p.is_contiguous(), name
+        assert torch.equal(p, theirs[name].t()), name
+    ids = bundle.tokenizer.encode(PROMPT)
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([ids]), max_new_tokens=12, min_new_tokens=12, do_sample=False, pad_token_id=0)
+    assert gptviz.generate(bundle.model, ids, 12, temperature=0, stop_at_eos=False).ids == out[0].tolist()
+    again = gptviz.load(gptviz.save(bundle.model, tmp_path / "native"))
+    for name, p in conv1d:
+        assert torch.equal(again.model.get_parameter(name), p), name
 
 
 def test_trace_logits_match_hf(tmp_path):

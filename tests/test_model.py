@@ -10,7 +10,7 @@ import torch
 from conftest import VARIANTS, tiny_model, variant_id
 
 import gptviz
-from gptviz.model import sinusoidal_positions
+from gptviz.model import KVCache, grouped_matmul, sinusoidal_positions
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
@@ -105,3 +105,88 @@ def test_bad_config_is_refused_with_a_reason(field, value, words):
 def test_bad_ids_raise_prompt_error_not_index_error(model, ids, words):
     with pytest.raises(gptviz.PromptError, match=re.escape(words)):
         model(ids)
+
+
+@pytest.mark.parametrize("lead", [(), (2,)])
+@pytest.mark.parametrize("H, Hkv, T", [(6, 2, 1), (6, 3, 5), (4, 4, 3), (4, 1, 2)])
+def test_grouped_matmul_reads_head_h_from_kv_head_h_over_g(lead, H, Hkv, T):
+    """Query head h reads key/value head h // (H / H_kv), as Llama's repeat_kv maps them, head by head by
+    hand; a non-contiguous left side (a transposed view, as an edit may hand back) too."""
+    g = torch.Generator().manual_seed(H * 10 + Hkv)
+    a = torch.randn(*lead, H, T, 8, generator=g)
+    b = torch.randn(*lead, Hkv, 8, 7, generator=g)
+    by_hand = torch.stack([a[..., h, :, :] @ b[..., h // (H // Hkv), :, :] for h in range(H)], dim=-3)
+    torch.testing.assert_close(grouped_matmul(a, b), by_hand, rtol=1e-6, atol=1e-6)
+    a_t = a.transpose(-1, -2).contiguous().transpose(-1, -2)
+    torch.testing.assert_close(grouped_matmul(a_t, b), by_hand, rtol=1e-6, atol=1e-6)
+
+
+def test_rotary_tables_are_built_once_per_forward_for_each_kind_of_layer(monkeypatch):
+    """Layers share one forward pass's cos / sin tables (model.rotation_in); local layers with their own
+    rotary base (Gemma 3) get their own. Equal to every layer building its own (`_logits` alone keeps no memo)."""
+    from gptviz.model import CausalSelfAttention
+
+    calls: list[bool] = []
+    real = CausalSelfAttention.rotation
+
+    def counted(self, start: int, T: int):
+        calls.append(self.local)
+        return real(self, start, T)
+
+    monkeypatch.setattr(CausalSelfAttention, "rotation", counted)
+    config = gptviz.GPTConfig(
+        n_layer=4, n_head=2, n_embd=16, vocab_size=11, block_size=16, pos_encoding="rotary",
+        sliding_window=3, layer_types="lglg", rope_local_theta=100.0,
+    )  # fmt: skip
+    model = gptviz.GPT(config).eval()
+    x = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        shared = model(x)
+        assert sorted(calls) == [False, True]
+        calls.clear()
+        own = model._logits(x)
+    assert len(calls) == 4
+    assert torch.equal(shared, own)
+
+
+def test_unhooked_masks_are_shared_and_a_hooked_one_is_the_layers_own():
+    """Within one forward pass the layers share one causal mask (model.mask_in); a hooked mask probe gets
+    a mask of its own, so an edit made in place changes that layer only, as before. A one-token step that
+    skips masking (nothing to mask) still applies an edited mask."""
+    torch.manual_seed(0)
+    config = gptviz.GPTConfig(n_layer=3, n_head=2, n_embd=16, vocab_size=11, block_size=16)
+    model = gptviz.GPT(config).eval()
+    seen: list[torch.Tensor] = []
+    x = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.no_grad():
+        plain = model(x, explicit=True)
+        h = model.transformer.h[1].attn.mask.register_forward_hook(lambda m, i, mask: seen.append(mask))
+        model(x, explicit=True)
+        h.remove()
+        assert len(seen) == 1
+
+        def in_place(m, i, mask):
+            mask[4, 0] = False  # the last query does not read the first token
+            return mask
+
+        def fresh(m, i, mask):
+            mask = mask.clone()
+            mask[4, 0] = False
+            return mask
+
+        runs = []
+        for edit in (in_place, fresh):
+            h = model.transformer.h[1].attn.mask.register_forward_hook(edit)
+            runs.append(model(x, explicit=True))
+            h.remove()
+        assert model(x, explicit=True).equal(plain)  # nothing was left changed
+    assert runs[0].equal(runs[1])  # the in-place edit reached layer 1 only
+    assert runs[0][0, :4].equal(plain[0, :4]) and not torch.allclose(runs[0][0, 4], plain[0, 4])
+
+    cache = KVCache(config.n_layer)
+    with torch.no_grad():
+        model(x[:, :4], explicit=True, cache=cache)
+        h = model.transformer.h[0].attn.mask.register_forward_hook(lambda m, i, mask: torch.zeros_like(mask))
+        step = model(x[:, 4:], explicit=True, cache=cache)  # T == 1: reads nothing once edited
+        h.remove()
+    assert step.isnan().all()

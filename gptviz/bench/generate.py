@@ -24,8 +24,9 @@ import statistics
 import torch
 
 from ..config import GPTConfig
+from ..formats.hf_gpt2 import CONV1D
 from ..generation import generate
-from ..model import GPT
+from ..model import GPT, in_out_layout
 from ..threads import use_threads
 from .families import SMOLLM2_135M, timed, to_hf_llama
 from .families import TINY as TINY_LLAMA
@@ -46,6 +47,10 @@ def measure(
     torch.manual_seed(0)
     dev = torch.device(device)
     model = GPT(GPTConfig(**config)).to(dev).eval()
+    if shape.startswith("gpt2"):  # block weights laid out as an imported GPT-2 holds them (families.conv1d)
+        for name, p in model.named_parameters():
+            if name.endswith(CONV1D):
+                p.data = in_out_layout(p.data)
     hf = to_hf_gpt2(model, "sdpa") if shape.startswith("gpt2") else to_hf_llama(model, "sdpa")
     eos = config["vocab_size"] - 1  # GPT-2's eos; never drawn into the prompt
     g = torch.Generator().manual_seed(1)

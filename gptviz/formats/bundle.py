@@ -179,6 +179,9 @@ def fill_model(
             )
         if _own(value, dtype, device):  # read from the file into memory of its own, as it is needed
             t = value
+        elif value.dim() == 2 and value.t().is_contiguous() and not value.is_contiguous():
+            # handed over as the transpose of a stored [in, out] (GPT-2's Conv1D): kept laid out so (in_out_layout)
+            t = torch.empty(value.shape[::-1], dtype=dtype, device=device).copy_(value.t()).t()
         else:
             t = torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
         del value

@@ -135,8 +135,10 @@ def neox_qkv(config: GPTConfig) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def conv1d(config: GPTConfig) -> Callable[[torch.Tensor], torch.Tensor]:
-    """GPT-2's Conv1D stores its weight [in, out], the transpose of nn.Linear's [out, in]."""
-    return lambda t: t.t().contiguous() if t.dim() == 2 else t
+    """GPT-2's Conv1D stores its weight [in, out], the transpose of nn.Linear's [out, in]: handed over
+    as its transposed view, which fill_model keeps laid out [in, out] (model.in_out_layout: a step of
+    decoding reads it faster, and the file's layout needs no transposing copy)."""
+    return lambda t: t.t() if t.dim() == 2 else t
 
 
 # --- layer-type rules, when config.json has no layer_types ------------------------------------------
