@@ -145,10 +145,20 @@ class AttentionSpec:
     scale: float  # multiplies q·k: 1/√D unless the model says otherwise
     softcap: float = 0.0  # scores -> cap * tanh(scores / cap); 0: no cap
     window: int = 0  # a query reads only its last `window` keys (itself included); 0: every earlier key
+    # in bf16 / fp16, q kᵀ in float32 (GPT-Neo: Hugging Face's attention casts q and k up "to avoid
+    # overflow"); the scores stay float32 into the softmax, the weights are rounded after it
+    upcast: bool = False
 
     def scores(self, q: Tensor, k: Tensor) -> Tensor:
         """What the softmax reads, before the mask: (..., H, T, D), (..., H_kv, S, D) -> (..., H, T, S)."""
+        if self.upcast and q.dtype in HALF:
+            q, k = q.float(), k.float()
         return attention_scores(q, k, self.scale, self.softcap)
+
+    def explicit_only(self, dtype: torch.dtype) -> bool:
+        """Whether attention in this dtype runs only explicitly: a soft-cap the fused kernel cannot apply,
+        or scores upcast in half precision (Hugging Face has no fused forward for either to equal)."""
+        return bool(self.softcap) or (self.upcast and dtype in HALF)
 
     def mask(self, T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
         return causal_mask(T, device, offset, self.window)
@@ -184,10 +194,12 @@ def causal_mask(T: int, device: torch.device | str = "cpu", offset: int = 0, win
     return mask.triu_(offset - window + 1) if window else mask
 
 
-def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
+def attention_weights(scores: Tensor, mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """Softmax over the keys each query may read (mask True); the others get exactly 0. Computed in
-    float32 whatever the scores' dtype (as Hugging Face's eager attention), returned in that dtype."""
-    return F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1, dtype=torch.float32).to(scores.dtype)
+    float32 whatever the scores' dtype (as Hugging Face's eager attention), returned in `dtype` (q's and
+    v's: float32 scores of an upcast spec are rounded here), by default the scores'."""
+    weights = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1, dtype=torch.float32)
+    return weights.to(dtype or scores.dtype)
 
 
 class LayerCache:
@@ -260,6 +272,7 @@ class CausalSelfAttention(nn.Module):
             scale=config.attn_scale or 1.0 / math.sqrt(D),
             softcap=config.attn_softcap,
             window=config.sliding_window if local else 0,
+            upcast=config.attn_fp32,
         )
         self.clip = config.qkv_clip
         self.rotary = config.pos_encoding == "rotary"
@@ -318,10 +331,10 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H_kv, P + T, D)
         spec = self.spec
-        if _explicit.get() or spec.softcap:  # the attention weights exist as a tensor only on this path
+        if _explicit.get() or spec.explicit_only(q.dtype):  # the attention weights exist as a tensor only here
             scores = self.scores(spec.scores(q, k))  # (B, H, T, P + T)
             mask = self.mask(spec.mask(T, x.device, P))  # (T, P + T)
-            weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
+            weights = self.weights(attention_weights(scores, mask, v.dtype))  # (B, H, T, P + T)
             y = self.attn_dropout(weights) @ expand_kv(v, H)  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0

@@ -8,6 +8,8 @@ shows: on the explicit path they are the ones its output was computed from, and 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hf_helpers import hf_random, hf_random_decoder
@@ -43,7 +45,8 @@ def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
     gemma3_text: q / k norms; gemma: (1 + w) norms and GeGLU (torch's tanh GELU kernel); gpt2 with its own
     gelu_new, with gelu_pytorch_tanh and with gelu_fast: in bf16 Hugging Face computes gelu_new and gelu_fast
     as formulas, op by op, which gptviz follows (config.gelu_formula). Families that do not hold this are in
-    docs/performance.md (GPT-NeoX, GPT-Neo, OLMo)."""
+    docs/performance.md (GPT-NeoX, OLMo); GPT-Neo has no SDPA
+    forward in Hugging Face (its own test below)."""
     if kind.startswith("gpt2"):
         act = {"gpt2": "gelu_new", "gpt2-kernel": "gelu_pytorch_tanh", "gpt2-fast": "gelu_fast"}[kind]
         root = saved(hf_random(seed=1, activation_function=act, n_embd=64), tmp_path)
@@ -58,6 +61,29 @@ def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
     assert torch.equal(explicit, eager)
     assert torch.equal(fused, sdpa)
     assert not torch.equal(eager, sdpa)  # the two orders do differ here: the equalities above say something
+
+
+def test_gpt_neo_upcasts_its_scores_as_hugging_face_does(tmp_path):
+    """GPT-Neo's attention in Hugging Face casts q and k to float32 before q kᵀ and rounds the weights to
+    bf16 only after the softmax, and has no SDPA forward: gptviz's GPT-Neo (config.attn_fp32) does the
+    same on both its paths, so each equals HF eager bit for bit; its float32 scores are what a trace shows."""
+    root = saved(hf_random_decoder("gpt_neo", seed=3), tmp_path)
+    model = gptviz.load(root, dtype="bfloat16").model
+    assert model.config.attn_fp32
+    ids = prompt(model)
+    eager = hf_logits(root, "eager", ids).logits
+    with torch.no_grad():
+        fused, explicit = model(ids), model(ids, explicit=True)
+    assert fused.dtype == torch.bfloat16
+    assert torch.equal(explicit, eager) and torch.equal(fused, eager)
+    trace = gptviz.trace(model, ids[0], names=["blocks.0.attn.scores", "blocks.0.attn.weights"])
+    assert trace.tensor("blocks.0.attn.scores").dtype == torch.float32
+    assert trace.tensor("blocks.0.attn.weights").dtype == torch.bfloat16
+    # without the upcast (q kᵀ in bf16) the forward is not Hugging Face's: the test above says something
+    for block in model.transformer.h:
+        block.attn.spec = dataclasses.replace(block.attn.spec, upcast=False)
+    with torch.no_grad():
+        assert not torch.equal(model(ids, explicit=True), eager)
 
 
 def test_gelu_formula_is_kept_and_float32_runs_the_kernel(tmp_path):

@@ -377,7 +377,8 @@ GPT_NEO = Family(
         norm_eps="layer_norm_epsilon",
         tie_weights="tie_word_embeddings",
     ),
-    fixed=frozen(qkv_bias=False, attn_scale=1.0),  # q, k, v without bias (out_proj and MLP have one); q·k unscaled
+    # q, k, v without bias (out_proj and MLP have one); q·k unscaled, and in float32 in bf16 / fp16 as HF's
+    fixed=frozen(qkv_bias=False, attn_scale=1.0, attn_fp32=True),
     defaults=frozen(
         activation_function="gelu_new",
         layer_norm_epsilon=1e-5,
