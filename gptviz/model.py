@@ -427,10 +427,23 @@ class Block(nn.Module):
         """What the MLP reads: ln_2 of resid_mid, or of resid_pre in a parallel block (GPT-NeoX)."""
         return self.ln_2(resid_pre if self.parallel else resid_mid)
 
+    def residual_out(self, resid_pre: Tensor, attn_out: Tensor | None, resid_mid: Tensor, mlp_out: Tensor) -> Tensor:
+        """resid_post: resid_mid + mlp.out, or in a parallel block resid_pre + (attn.out + mlp.out), Hugging
+        Face's order for GPT-NeoX ((mlp + attn) + x), which differs from (x + attn) + mlp by a rounding.
+        attn_out is read only in a parallel block (None will do in the others)."""
+        if self.parallel and attn_out is not None:
+            return resid_pre + (attn_out + mlp_out)
+        return resid_mid + mlp_out
+
     def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
         pre = self.resid_pre(x)
-        mid = self.resid_mid(pre + self.attn(self.ln_1(pre), cache))
-        return self.resid_post(mid + self.mlp(self.mlp_input(pre, mid)))
+        attn = self.attn(self.ln_1(pre), cache)
+        added = pre + attn
+        mid = self.resid_mid(added)
+        mlp = self.mlp(self.mlp_input(pre, mid))
+        if mid is not added:  # resid_mid was edited (an intervention, steering): the edit carries on, as in
+            return self.resid_post(mid + mlp)  # a sequential block, in a parallel one too
+        return self.resid_post(self.residual_out(pre, attn, mid, mlp))
 
 
 # A [C, V] copy of an LM head's weight, with the weight it copies, while one_row_head() runs in this thread.

@@ -29,23 +29,36 @@ def saved(model, root):
     return root
 
 
-def hf_logits(root, attn: str, ids: torch.Tensor, **kw):
+def hf_logits(root, attn: str, ids: torch.Tensor, dtype=torch.bfloat16, **kw):
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(root, dtype=torch.bfloat16, attn_implementation=attn).eval()
+    hf = AutoModelForCausalLM.from_pretrained(root, dtype=dtype, attn_implementation=attn).eval()
     with torch.no_grad():
         return hf(ids, **kw)
 
 
 @pytest.mark.parametrize(
-    "kind", ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma3_text", "phi3", "gpt2", "gpt2-kernel", "gpt2-fast"]
+    "kind",
+    [
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma3_text",
+        "phi3",
+        "gpt_neox",
+        "gpt2",
+        "gpt2-kernel",
+        "gpt2-fast",
+    ],
 )
 def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
     """llama: grouped heads and llama3 rotary; mistral, qwen2, gemma3_text, phi3: sliding windows; qwen3,
     gemma3_text: q / k norms; gemma: (1 + w) norms and GeGLU (torch's tanh GELU kernel); gpt2 with its own
     gelu_new, with gelu_pytorch_tanh and with gelu_fast: in bf16 Hugging Face computes gelu_new and gelu_fast
     as formulas, op by op, which gptviz follows (config.gelu_formula). Families that do not hold this are in
-    docs/performance.md (GPT-NeoX, OLMo); GPT-Neo has no SDPA
+    docs/performance.md (OLMo); GPT-Neo has no SDPA
     forward in Hugging Face (its own test below)."""
     if kind.startswith("gpt2"):
         act = {"gpt2": "gelu_new", "gpt2-kernel": "gelu_pytorch_tanh", "gpt2-fast": "gelu_fast"}[kind]
@@ -61,6 +74,18 @@ def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
     assert torch.equal(explicit, eager)
     assert torch.equal(fused, sdpa)
     assert not torch.equal(eager, sdpa)  # the two orders do differ here: the equalities above say something
+
+
+def test_gpt_neox_in_float32_is_hugging_faces_bit_for_bit(tmp_path):
+    """A parallel block sums resid_pre + (attn.out + mlp.out), Hugging Face's order: in float32 too each
+    path equals its Hugging Face counterpart bit for bit (the old order, (x + attn) + mlp, was 1e-6 off)."""
+    hf_random_decoder("gpt_neox", seed=3).save_pretrained(tmp_path)
+    model = gptviz.load(tmp_path, dtype="float32").model
+    ids = prompt(model)
+    eager, sdpa = (hf_logits(tmp_path, attn, ids, dtype=torch.float32).logits for attn in ("eager", "sdpa"))
+    with torch.no_grad():
+        assert torch.equal(model(ids, explicit=True), eager)
+        assert torch.equal(model(ids), sdpa)
 
 
 def test_gpt_neo_upcasts_its_scores_as_hugging_face_does(tmp_path):
