@@ -68,13 +68,20 @@ class RMSNorm(nn.Module):
 
 class TorchRMSNorm(nn.RMSNorm):
     """torch's RMSNorm (what float32 checkpoints always ran), in half precision computed as Hugging
-    Face's LlamaRMSNorm computes it: mean(x²) in float32, rounded to x's dtype, then times w."""
+    Face's LlamaRMSNorm computes it: mean(x²) in float32, rounded to x's dtype, then times w; or, with
+    fp32_scale (OLMo 2 / 3's RMSNorm), times w in float32, rounded after."""
+
+    def __init__(self, width: int, eps: float, fp32_scale: bool = False):
+        super().__init__(width, eps=eps)
+        self.fp32_scale = fp32_scale
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype not in HALF:
             return super().forward(x)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C) float32
+        if self.fp32_scale:
+            return (self.weight.float() * h).to(x.dtype)
         return self.weight * h.to(x.dtype)
 
 
@@ -82,7 +89,7 @@ def make_norm(config: GPTConfig, width: int | None = None) -> nn.Module:
     width = width or config.n_embd
     if config.norm == "rmsnorm":
         if config.norm_affine and not config.norm_plus_one:
-            return TorchRMSNorm(width, eps=config.norm_eps)  # GPT-2-era checkpoints: torch's own, as before
+            return TorchRMSNorm(width, config.norm_eps, config.norm_fp32_scale)  # torch's own in float32, as before
         return RMSNorm(width, config.norm_eps, config.norm_affine, config.norm_plus_one)
     return nn.LayerNorm(
         width, eps=config.norm_eps, elementwise_affine=config.norm_affine, bias=config.bias and config.norm_affine
@@ -320,9 +327,13 @@ class CausalSelfAttention(nn.Module):
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary:
-            cos, sin = self.rotation(P, T)
-            cos, sin = cos.to(q.dtype), sin.to(q.dtype)  # (T, R)
-            q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
+            cos, sin = self.rotation(P, T)  # (T, R), float32
+            if self.config.rotary_fp32:  # OLMo: q and k turned in float32, rounded after (a no-op in float32)
+                q = rotate(q, cos, sin, self.interleaved).to(q.dtype)
+                k = rotate(k, cos, sin, self.interleaved).to(k.dtype)
+            else:  # as Hugging Face's Llama: cos and sin rounded to q's dtype first
+                cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+                q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
         q, k = self.q(q), self.k(k)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, H_kv, T, D)
         if self.rotary or self.qk_norm != "none":  # q and k are new tensors: a view would keep c_attn's whole

@@ -15,7 +15,7 @@ import torch
 from hf_helpers import hf_random, hf_random_decoder
 
 import gptviz
-from gptviz.model import expand_kv
+from gptviz.model import TorchRMSNorm, expand_kv
 
 IDS = torch.randint(0, 150, (1, 40), generator=torch.Generator().manual_seed(0))
 
@@ -48,6 +48,9 @@ def hf_logits(root, attn: str, ids: torch.Tensor, dtype=torch.bfloat16, **kw):
         "gemma3_text",
         "phi3",
         "gpt_neox",
+        "olmo",
+        "olmo2",
+        "olmo3",
         "gpt2",
         "gpt2-kernel",
         "gpt2-fast",
@@ -57,9 +60,9 @@ def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
     """llama: grouped heads and llama3 rotary; mistral, qwen2, gemma3_text, phi3: sliding windows; qwen3,
     gemma3_text: q / k norms; gemma: (1 + w) norms and GeGLU (torch's tanh GELU kernel); gpt2 with its own
     gelu_new, with gelu_pytorch_tanh and with gelu_fast: in bf16 Hugging Face computes gelu_new and gelu_fast
-    as formulas, op by op, which gptviz follows (config.gelu_formula). Families that do not hold this are in
-    docs/performance.md (OLMo); GPT-Neo has no SDPA
-    forward in Hugging Face (its own test below)."""
+    as formulas, op by op, which gptviz follows (config.gelu_formula); gpt_neox: a parallel block sums in
+    HF's order; olmo, olmo2, olmo3: rotary (and OLMo 2 / 3's RMSNorm scale) in float32, rounded after
+    (config.rotary_fp32, norm_fp32_scale). GPT-Neo has no SDPA forward in Hugging Face (its own test below)."""
     if kind.startswith("gpt2"):
         act = {"gpt2": "gelu_new", "gpt2-kernel": "gelu_pytorch_tanh", "gpt2-fast": "gelu_fast"}[kind]
         root = saved(hf_random(seed=1, activation_function=act, n_embd=64), tmp_path)
@@ -86,6 +89,24 @@ def test_gpt_neox_in_float32_is_hugging_faces_bit_for_bit(tmp_path):
     with torch.no_grad():
         assert torch.equal(model(ids, explicit=True), eager)
         assert torch.equal(model(ids), sdpa)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_olmos_float32_steps_move_half_precision_only(tmp_path, dtype):
+    """OLMo 2 rotates q and k in float32 and scales its RMSNorms in float32, rounding after each (as its
+    Hugging Face code does; Llama rounds first): in float32 those steps change nothing, bit for bit."""
+    hf_random_decoder("olmo2", seed=3).save_pretrained(tmp_path)
+    model = gptviz.load(tmp_path, dtype=dtype).model
+    assert model.config.rotary_fp32 and model.config.norm_fp32_scale
+    ids = prompt(model)
+    with torch.no_grad():
+        olmo = model(ids)
+        model.config.rotary_fp32 = False  # read by every forward
+        for norm in model.modules():
+            if isinstance(norm, TorchRMSNorm):
+                norm.fp32_scale = False
+        llama = model(ids)
+    assert torch.equal(olmo, llama) == (dtype == "float32")
 
 
 def test_gpt_neo_upcasts_its_scores_as_hugging_face_does(tmp_path):
