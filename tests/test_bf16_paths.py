@@ -132,6 +132,17 @@ def test_gpt_neo_upcasts_its_scores_as_hugging_face_does(tmp_path):
         assert not torch.equal(model(ids, explicit=True), eager)
 
 
+def test_gemma2_runs_its_capped_attention_explicitly_equal_to_eager(tmp_path):
+    """Gemma 2 has no SDPA forward in Hugging Face either: its soft-capped attention runs explicitly on
+    both of gptviz's paths, each equal to HF eager bit for bit (final soft-cap included)."""
+    root = saved(hf_random_decoder("gemma2", seed=3), tmp_path)
+    model = gptviz.load(root, dtype="bfloat16").model
+    ids = prompt(model)
+    eager = hf_logits(root, "eager", ids).logits
+    with torch.no_grad():
+        assert torch.equal(model(ids), eager) and torch.equal(model(ids, explicit=True), eager)
+
+
 def test_gelu_formula_is_kept_and_float32_runs_the_kernel(tmp_path):
     """A GPT-2 import remembers gelu_new through a gptviz save; in float32 its GELU is torch's kernel, so
     float32 numbers are what they were before half precision learned the formula."""
