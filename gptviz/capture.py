@@ -176,7 +176,7 @@ def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None =
         q, k = rec.tensors[point("attn.q", l)][None], rec.tensors[point("attn.k", l)][None]  # (1, H, T, D)
         maps[point("attn.scores", l)] = partial(lambda s, q, k: s.scores(q, k)[0], spec, q, k)
         maps[point("attn.weights", l)] = partial(
-            lambda s, q, k, m: attention_weights(s.scores(q, k), m)[0], spec, q, k, mask
+            lambda s, q, k, m: attention_weights(s.scores(q, k), m, q.dtype)[0], spec, q, k, mask
         )
     return maps
 

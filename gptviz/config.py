@@ -39,6 +39,9 @@ FLAGS = (
     "post_norm",
     "parallel",
     "rotary_interleaved",
+    "attn_fp32",
+    "rotary_fp32",
+    "norm_fp32_scale",
 )
 # non-negative numbers where 0 means "off" (or "the usual": attn_scale 0 is 1/sqrt(D), rope_local_theta 0 is rope_theta)
 OFF_AT_ZERO = ("attn_softcap", "final_softcap", "attn_scale", "qkv_clip", "rope_local_theta")
@@ -106,6 +109,9 @@ class GPTConfig:
     attn_scale: float = 0.0  # multiplies q.k: GPT-Neo 1 (none), Gemma query_pre_attn_scalar^-0.5; 0 = 1/sqrt(D) (GPT-2)
     attn_softcap: float = 0.0  # scores become cap * tanh(scores / cap) (Gemma 2); 0 = no cap (GPT-2)
     final_softcap: float = 0.0  # the same on the logits (Gemma 2); 0 = no cap (GPT-2)
+    attn_fp32: bool = False  # in bf16 / fp16 q kᵀ and the softmax in float32 (GPT-Neo, as HF); GPT-2: no
+    rotary_fp32: bool = False  # in bf16 / fp16 q and k rotated in float32, rounded after (OLMo 1/2/3, as HF); GPT-2: no
+    norm_fp32_scale: bool = False  # in bf16 / fp16 RMSNorm multiplies by w in float32, rounded after (OLMo 2/3); no
     qkv_clip: float = 0.0  # q, k, v clamped to [-clip, clip] (OLMo 1 clip_qkv); 0 = none (GPT-2)
     embed_scale: float = 1.0  # token embeddings multiplied by this (Gemma: sqrt(C)); GPT-2: 1
     eos_token_id: tuple[int, ...] = ()  # generation stops at these (config.json / generation_config.json); () = none

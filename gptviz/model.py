@@ -73,13 +73,20 @@ class RMSNorm(nn.Module):
 
 class TorchRMSNorm(nn.RMSNorm):
     """torch's RMSNorm (what float32 checkpoints always ran), in half precision computed as Hugging
-    Face's LlamaRMSNorm computes it: mean(x²) in float32, rounded to x's dtype, then times w."""
+    Face's LlamaRMSNorm computes it: mean(x²) in float32, rounded to x's dtype, then times w; or, with
+    fp32_scale (OLMo 2 / 3's RMSNorm), times w in float32, rounded after."""
+
+    def __init__(self, width: int, eps: float, fp32_scale: bool = False):
+        super().__init__(width, eps=eps)
+        self.fp32_scale = fp32_scale
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype not in HALF:
             return super().forward(x)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C) float32
+        if self.fp32_scale:
+            return (self.weight.float() * h).to(x.dtype)
         return self.weight * h.to(x.dtype)
 
 
@@ -87,7 +94,7 @@ def make_norm(config: GPTConfig, width: int | None = None) -> nn.Module:
     width = width or config.n_embd
     if config.norm == "rmsnorm":
         if config.norm_affine and not config.norm_plus_one:
-            return TorchRMSNorm(width, eps=config.norm_eps)  # GPT-2-era checkpoints: torch's own, as before
+            return TorchRMSNorm(width, config.norm_eps, config.norm_fp32_scale)  # torch's own in float32, as before
         return RMSNorm(width, config.norm_eps, config.norm_affine, config.norm_plus_one)
     return nn.LayerNorm(
         width, eps=config.norm_eps, elementwise_affine=config.norm_affine, bias=config.bias and config.norm_affine
@@ -150,10 +157,20 @@ class AttentionSpec:
     scale: float  # multiplies q·k: 1/√D unless the model says otherwise
     softcap: float = 0.0  # scores -> cap * tanh(scores / cap); 0: no cap
     window: int = 0  # a query reads only its last `window` keys (itself included); 0: every earlier key
+    # in bf16 / fp16, q kᵀ in float32 (GPT-Neo: Hugging Face's attention casts q and k up "to avoid
+    # overflow"); the scores stay float32 into the softmax, the weights are rounded after it
+    upcast: bool = False
 
     def scores(self, q: Tensor, k: Tensor) -> Tensor:
         """What the softmax reads, before the mask: (..., H, T, D), (..., H_kv, S, D) -> (..., H, T, S)."""
+        if self.upcast and q.dtype in HALF:
+            q, k = q.float(), k.float()
         return attention_scores(q, k, self.scale, self.softcap)
+
+    def explicit_only(self, dtype: torch.dtype) -> bool:
+        """Whether attention in this dtype runs only explicitly: a soft-cap the fused kernel cannot apply,
+        or scores upcast in half precision (Hugging Face has no fused forward for either to equal)."""
+        return bool(self.softcap) or (self.upcast and dtype in HALF)
 
     def mask(self, T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
         return causal_mask(T, device, offset, self.window)
@@ -202,10 +219,12 @@ def causal_mask(T: int, device: torch.device | str = "cpu", offset: int = 0, win
     return mask.triu_(offset - window + 1) if window else mask
 
 
-def attention_weights(scores: Tensor, mask: Tensor) -> Tensor:
+def attention_weights(scores: Tensor, mask: Tensor, dtype: torch.dtype | None = None) -> Tensor:
     """Softmax over the keys each query may read (mask True); the others get exactly 0. Computed in
-    float32 whatever the scores' dtype (as Hugging Face's eager attention), returned in that dtype."""
-    return F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1, dtype=torch.float32).to(scores.dtype)
+    float32 whatever the scores' dtype (as Hugging Face's eager attention), returned in `dtype` (q's and
+    v's: float32 scores of an upcast spec are rounded here), by default the scores'."""
+    weights = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1, dtype=torch.float32)
+    return weights.to(dtype or scores.dtype)
 
 
 class LayerCache:
@@ -278,6 +297,7 @@ class CausalSelfAttention(nn.Module):
             scale=config.attn_scale or 1.0 / math.sqrt(D),
             softcap=config.attn_softcap,
             window=config.sliding_window if local else 0,
+            upcast=config.attn_fp32,
         )
         self.clip = config.qkv_clip
         self.rotary = config.pos_encoding == "rotary"
@@ -352,8 +372,13 @@ class CausalSelfAttention(nn.Module):
         if self.qk_norm == "head":
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary:
-            cos, sin = self.rotation_in(P, T, q.dtype)  # (T, R)
-            q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
+            if self.config.rotary_fp32:  # OLMo: q and k turned in float32, rounded after (a no-op in float32)
+                cos, sin = self.rotation_in(P, T, torch.float32)  # (T, R)
+                q = rotate(q, cos, sin, self.interleaved).to(q.dtype)
+                k = rotate(k, cos, sin, self.interleaved).to(k.dtype)
+            else:  # as Hugging Face's Llama: cos and sin rounded to q's dtype first
+                cos, sin = self.rotation_in(P, T, q.dtype)  # (T, R)
+                q, k = rotate(q, cos, sin, self.interleaved), rotate(k, cos, sin, self.interleaved)
         q, k = self.q(q), self.k(k)
         v = v.view(B, T, Hkv, D).transpose(1, 2)  # (B, H_kv, T, D)
         if self.rotary or self.qk_norm != "none":  # q and k are new tensors: a view would keep c_attn's whole
@@ -362,15 +387,15 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.append(k, v)  # (B, H_kv, P + T, D)
         spec = self.spec
-        if _explicit.get() or spec.softcap:  # the attention weights exist as a tensor only on this path
+        if _explicit.get() or spec.explicit_only(q.dtype):  # the attention weights exist as a tensor only here
             scores = self.scores(spec.scores(q, k))  # (B, H, T, P + T)
             built = self.mask_in(T, x.device, P)
             mask = self.mask(built)  # (T, P + T)
             if mask is built and T == 1 and (not spec.window or spec.window > P):  # one new token reads every key:
                 # nothing to mask (an edited mask, a new tensor, is applied); the same softmax, bit for bit
-                weights = self.weights(F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype))
+                weights = self.weights(F.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype))
             else:
-                weights = self.weights(attention_weights(scores, mask))  # (B, H, T, P + T)
+                weights = self.weights(attention_weights(scores, mask, v.dtype))  # (B, H, T, P + T)
             y = grouped_matmul(self.attn_dropout(weights), v)  # (B, H, T, D)
         else:
             p = self.attn_dropout.p if self.training else 0.0
@@ -463,10 +488,23 @@ class Block(nn.Module):
         """What the MLP reads: ln_2 of resid_mid, or of resid_pre in a parallel block (GPT-NeoX)."""
         return self.ln_2(resid_pre if self.parallel else resid_mid)
 
+    def residual_out(self, resid_pre: Tensor, attn_out: Tensor | None, resid_mid: Tensor, mlp_out: Tensor) -> Tensor:
+        """resid_post: resid_mid + mlp.out, or in a parallel block resid_pre + (attn.out + mlp.out), Hugging
+        Face's order for GPT-NeoX ((mlp + attn) + x), which differs from (x + attn) + mlp by a rounding.
+        attn_out is read only in a parallel block (None will do in the others)."""
+        if self.parallel and attn_out is not None:
+            return resid_pre + (attn_out + mlp_out)
+        return resid_mid + mlp_out
+
     def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
         pre = self.resid_pre(x)
-        mid = self.resid_mid(pre + self.attn(self.ln_1(pre), cache))
-        return self.resid_post(mid + self.mlp(self.mlp_input(pre, mid)))
+        attn = self.attn(self.ln_1(pre), cache)
+        added = pre + attn
+        mid = self.resid_mid(added)
+        mlp = self.mlp(self.mlp_input(pre, mid))
+        if mid is not added:  # resid_mid was edited (an intervention, steering): the edit carries on, as in
+            return self.resid_post(mid + mlp)  # a sequential block, in a parallel one too
+        return self.resid_post(self.residual_out(pre, attn, mid, mlp))
 
 
 def in_out_layout(weight: Tensor) -> Tensor:

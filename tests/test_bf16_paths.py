@@ -8,12 +8,14 @@ shows: on the explicit path they are the ones its output was computed from, and 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hf_helpers import hf_random, hf_random_decoder
 
 import gptviz
-from gptviz.model import expand_kv
+from gptviz.model import TorchRMSNorm, expand_kv
 
 IDS = torch.randint(0, 150, (1, 40), generator=torch.Generator().manual_seed(0))
 
@@ -27,23 +29,40 @@ def saved(model, root):
     return root
 
 
-def hf_logits(root, attn: str, ids: torch.Tensor, **kw):
+def hf_logits(root, attn: str, ids: torch.Tensor, dtype=torch.bfloat16, **kw):
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(root, dtype=torch.bfloat16, attn_implementation=attn).eval()
+    hf = AutoModelForCausalLM.from_pretrained(root, dtype=dtype, attn_implementation=attn).eval()
     with torch.no_grad():
         return hf(ids, **kw)
 
 
 @pytest.mark.parametrize(
-    "kind", ["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma3_text", "phi3", "gpt2", "gpt2-kernel", "gpt2-fast"]
+    "kind",
+    [
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma3_text",
+        "phi3",
+        "gpt_neox",
+        "olmo",
+        "olmo2",
+        "olmo3",
+        "gpt2",
+        "gpt2-kernel",
+        "gpt2-fast",
+    ],
 )
 def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
     """llama: grouped heads and llama3 rotary; mistral, qwen2, gemma3_text, phi3: sliding windows; qwen3,
     gemma3_text: q / k norms; gemma: (1 + w) norms and GeGLU (torch's tanh GELU kernel); gpt2 with its own
     gelu_new, with gelu_pytorch_tanh and with gelu_fast: in bf16 Hugging Face computes gelu_new and gelu_fast
-    as formulas, op by op, which gptviz follows (config.gelu_formula). Families that do not hold this are in
-    docs/performance.md (GPT-NeoX, GPT-Neo, OLMo)."""
+    as formulas, op by op, which gptviz follows (config.gelu_formula); gpt_neox: a parallel block sums in
+    HF's order; olmo, olmo2, olmo3: rotary (and OLMo 2 / 3's RMSNorm scale) in float32, rounded after
+    (config.rotary_fp32, norm_fp32_scale). GPT-Neo has no SDPA forward in Hugging Face (its own test below)."""
     if kind.startswith("gpt2"):
         act = {"gpt2": "gelu_new", "gpt2-kernel": "gelu_pytorch_tanh", "gpt2-fast": "gelu_fast"}[kind]
         root = saved(hf_random(seed=1, activation_function=act, n_embd=64), tmp_path)
@@ -58,6 +77,70 @@ def test_each_bf16_path_equals_its_hugging_face_counterpart(tmp_path, kind):
     assert torch.equal(explicit, eager)
     assert torch.equal(fused, sdpa)
     assert not torch.equal(eager, sdpa)  # the two orders do differ here: the equalities above say something
+
+
+def test_gpt_neox_in_float32_is_hugging_faces_bit_for_bit(tmp_path):
+    """A parallel block sums resid_pre + (attn.out + mlp.out), Hugging Face's order: in float32 too each
+    path equals its Hugging Face counterpart bit for bit (the old order, (x + attn) + mlp, was 1e-6 off)."""
+    hf_random_decoder("gpt_neox", seed=3).save_pretrained(tmp_path)
+    model = gptviz.load(tmp_path, dtype="float32").model
+    ids = prompt(model)
+    eager, sdpa = (hf_logits(tmp_path, attn, ids, dtype=torch.float32).logits for attn in ("eager", "sdpa"))
+    with torch.no_grad():
+        assert torch.equal(model(ids, explicit=True), eager)
+        assert torch.equal(model(ids), sdpa)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_olmos_float32_steps_move_half_precision_only(tmp_path, dtype):
+    """OLMo 2 rotates q and k in float32 and scales its RMSNorms in float32, rounding after each (as its
+    Hugging Face code does; Llama rounds first): in float32 those steps change nothing, bit for bit."""
+    hf_random_decoder("olmo2", seed=3).save_pretrained(tmp_path)
+    model = gptviz.load(tmp_path, dtype=dtype).model
+    assert model.config.rotary_fp32 and model.config.norm_fp32_scale
+    ids = prompt(model)
+    with torch.no_grad():
+        olmo = model(ids)
+        model.config.rotary_fp32 = False  # read by every forward
+        for norm in model.modules():
+            if isinstance(norm, TorchRMSNorm):
+                norm.fp32_scale = False
+        llama = model(ids)
+    assert torch.equal(olmo, llama) == (dtype == "float32")
+
+
+def test_gpt_neo_upcasts_its_scores_as_hugging_face_does(tmp_path):
+    """GPT-Neo's attention in Hugging Face casts q and k to float32 before q kᵀ and rounds the weights to
+    bf16 only after the softmax, and has no SDPA forward: gptviz's GPT-Neo (config.attn_fp32) does the
+    same on both its paths, so each equals HF eager bit for bit; its float32 scores are what a trace shows."""
+    root = saved(hf_random_decoder("gpt_neo", seed=3), tmp_path)
+    model = gptviz.load(root, dtype="bfloat16").model
+    assert model.config.attn_fp32
+    ids = prompt(model)
+    eager = hf_logits(root, "eager", ids).logits
+    with torch.no_grad():
+        fused, explicit = model(ids), model(ids, explicit=True)
+    assert fused.dtype == torch.bfloat16
+    assert torch.equal(explicit, eager) and torch.equal(fused, eager)
+    trace = gptviz.trace(model, ids[0], names=["blocks.0.attn.scores", "blocks.0.attn.weights"])
+    assert trace.tensor("blocks.0.attn.scores").dtype == torch.float32
+    assert trace.tensor("blocks.0.attn.weights").dtype == torch.bfloat16
+    # without the upcast (q kᵀ in bf16) the forward is not Hugging Face's: the test above says something
+    for block in model.transformer.h:
+        block.attn.spec = dataclasses.replace(block.attn.spec, upcast=False)
+    with torch.no_grad():
+        assert not torch.equal(model(ids, explicit=True), eager)
+
+
+def test_gemma2_runs_its_capped_attention_explicitly_equal_to_eager(tmp_path):
+    """Gemma 2 has no SDPA forward in Hugging Face either: its soft-capped attention runs explicitly on
+    both of gptviz's paths, each equal to HF eager bit for bit (final soft-cap included)."""
+    root = saved(hf_random_decoder("gemma2", seed=3), tmp_path)
+    model = gptviz.load(root, dtype="bfloat16").model
+    ids = prompt(model)
+    eager = hf_logits(root, "eager", ids).logits
+    with torch.no_grad():
+        assert torch.equal(model(ids), eager) and torch.equal(model(ids, explicit=True), eager)
 
 
 def test_gelu_formula_is_kept_and_float32_runs_the_kernel(tmp_path):

@@ -101,3 +101,23 @@ def test_new_points_are_named_in_forward_order():
     assert gptviz.point("mlp.hidden", 2) == "blocks.2.mlp.hidden"
     st = gptviz.trace(tiny_model(n_layer=1), IDS).shape_trace
     assert st[st.capture == "blocks.0.mlp.hidden"].iloc[0].outputs == ((1, len(IDS), 64),)
+
+
+def test_a_parallel_block_sums_in_hugging_faces_order_and_an_edited_resid_mid_carries_on():
+    """A parallel block (GPT-NeoX) adds resid_pre + (attn.out + mlp.out), Hugging Face's order, while
+    resid_mid = resid_pre + attn.out is still captured bit for bit; an edit of resid_mid reaches the
+    output as resid_mid + mlp.out, as in a sequential block."""
+    model = tiny_model(parallel=True, n_layer=3)
+    tr = gptviz.trace(model, IDS)
+    differs = False
+    for l in range(model.config.n_layer):
+        p = lambda site: tr[gptviz.point(site, l)]  # noqa: E731
+        np.testing.assert_array_equal(p("resid_pre") + p("attn.out"), p("resid_mid"))
+        np.testing.assert_array_equal(p("resid_pre") + (p("attn.out") + p("mlp.out")), p("resid_post"))
+        differs |= not np.array_equal(p("resid_mid") + p("mlp.out"), p("resid_post"))
+    assert differs  # the two orders do round apart here: the equalities above say which one ran
+    shift = torch.linspace(-1, 1, model.config.n_embd)
+    edited = gptviz.trace(model, IDS, interventions=[gptviz.intervene("blocks.1.resid_mid", lambda x: x + shift)])
+    e = lambda site: edited[gptviz.point(site, 1)]  # noqa: E731
+    np.testing.assert_array_equal(e("resid_mid"), tr[gptviz.point("resid_mid", 1)] + shift.numpy())
+    np.testing.assert_array_equal(e("resid_mid") + e("mlp.out"), e("resid_post"))

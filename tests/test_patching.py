@@ -46,6 +46,15 @@ def test_sweep_in_small_batches_and_on_other_variants_equals_the_naive_loop():
         np.testing.assert_allclose(fast, naive_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site=site), atol=1e-4)
 
 
+def test_a_parallel_blocks_mlp_out_sweep_equals_the_naive_loop():
+    """GPT-NeoX's parallel block adds resid_pre + (attn.out + mlp.out): the fast path rebuilds that sum."""
+    model = lively(seed=1, parallel=True)
+    fast = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site="mlp.out", batch_size=3)
+    slow = naive_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site="mlp.out")
+    np.testing.assert_allclose(fast, slow, atol=1e-4)
+    assert np.abs(slow).max() > 0.05
+
+
 def test_sweep_values_worked_out_by_hand():
     model = lively()
     s = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG)

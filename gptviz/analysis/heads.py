@@ -103,7 +103,7 @@ def layer_head_scores_from_qk(
     total, entropy, diagonal, sink = (torch.zeros(H, device=q.device) for _ in range(4))
     for a, pattern in zip(range(0, T, rows), blocks, strict=True):
         b = min(T, a + rows)
-        w = attention_weights(spec.scores(q[:, a:b], k[:, :b]), spec.mask(b - a, q.device, a)).float()
+        w = attention_weights(spec.scores(q[:, a:b], k[:, :b]), spec.mask(b - a, q.device, a), q.dtype).float()
         total += w.sum(dim=(-2, -1))
         hits += w.reshape(H, -1) @ pattern
         entropy += torch.special.entr(w).sum(dim=(-2, -1))

@@ -9,7 +9,8 @@ so 0 means the patch changed nothing and 1 means it restored the clean predictio
 Fast the honest way, computing exactly what the one-run-per-cell loop computes:
 - a patch at layer l changes nothing before layer l, so every patched run starts from the corrupt
   run's cached residual stream there and runs only the blocks from l on (mlp.out: from l + 1,
-  since an MLP reads one position and resid_post = resid_mid + mlp.out);
+  since an MLP reads one position and resid_post = resid_mid + mlp.out, in a parallel block
+  resid_pre + (attn.out + mlp.out));
 - a patch at position p changes nothing before p either (a position reads only earlier ones), so a
   batch of positions from p0 on runs only positions p0..T-1, reading the corrupt run's cached keys
   and values of the positions before p0 (a KV cache, as in generation): about half the work;
@@ -30,7 +31,7 @@ from ..capture import as_ids, edited, trace
 from ..checks import whole
 from ..errors import ArgumentError, PromptError
 from ..interventions import patch
-from ..model import GPT, KVCache
+from ..model import GPT, Block, KVCache
 from ..names import point
 from ..progress import ProgressFn, Reporter
 from ..record import Trace
@@ -172,7 +173,12 @@ def _patched(model: GPT, source: Tensor, rt: Trace, site: str, l: int, rows: ran
             x[i, cells - p0] = source[cells]
         else:
             start, x = l + 1, rt.tensor(point("resid_post", l))[p0:].expand(N, -1, -1).clone()
-            x[i, cells - p0] = rt.tensor(point("resid_mid", l))[cells] + source[cells]
+            pre, mid = rt.tensor(point("resid_pre", l))[cells], rt.tensor(point("resid_mid", l))[cells]
+            block = model.get_submodule(f"transformer.h.{l}")
+            assert isinstance(block, Block)
+            # a parallel block sums in another order, which reads attn.out
+            out = rt.tensor(point("attn.out", l))[cells] if block.parallel else None
+            x[i, cells - p0] = block.residual_out(pre, out, mid, source[cells])
         return _last_diff(model, x, start, answer, wrong, _corrupt_past(model, rt, p0, N, start))
 
     def swap_heads(z: Tensor) -> Tensor:  # z [N, H, T, D]: row r takes head cells[r] from the clean run

@@ -228,13 +228,14 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         "resid_pre + attention output",
         point("resid_mid", l),
     )
+    parallel = bool(blk.parallel)
     ln2 = blk.mlp_input(_batch(pre, dev), _batch(mid, dev))  # a parallel block's MLP reads resid_pre
     add(
         "ln_2",
         f"Block {l}: norm (ln_2)",
         "(B, T, C)",
         ln2[0],
-        f"recomputed: h.{l}.ln_2 on {'resid_pre' if blk.parallel else 'resid_mid'}",
+        f"recomputed: h.{l}.ln_2 on {'resid_pre' if parallel else 'resid_mid'}",
         "normalised again before the MLP",
     )
     hidden, h_src = _captured_or(
@@ -267,7 +268,8 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
         "(B, T, C)",
         post,
         f"captured: {point('resid_post', l)}",
-        "resid_mid + MLP output: the next block (or ln_f) reads",
+        ("resid_pre + (attention output + MLP output)" if parallel else "resid_mid + MLP output")
+        + ": the next block (or ln_f) reads",
         point("resid_post", l),
     )
 

@@ -379,7 +379,8 @@ GPT_NEO = Family(
         norm_eps="layer_norm_epsilon",
         tie_weights="tie_word_embeddings",
     ),
-    fixed=frozen(qkv_bias=False, attn_scale=1.0),  # q, k, v without bias (out_proj and MLP have one); q·k unscaled
+    # q, k, v without bias (out_proj and MLP have one); q·k unscaled, and in float32 in bf16 / fp16 as HF's
+    fixed=frozen(qkv_bias=False, attn_scale=1.0, attn_fp32=True),
     defaults=frozen(
         activation_function="gelu_new",
         layer_norm_epsilon=1e-5,
@@ -559,19 +560,19 @@ FAMILIES: dict[str, Family] = {
             "olmo",
             "OLMo: LayerNorm without learned scale or bias, optional q/k/v clipping",
             names=dict(norm_eps=None, qkv_clip="clip_qkv"),
-            fixed=dict(norm="layernorm", norm_affine=False, norm_eps=1e-5),
+            fixed=dict(norm="layernorm", norm_affine=False, norm_eps=1e-5, rotary_fp32=True),
         ),
         llama_like(
             "olmo2",
             "OLMo 2: norms after the sub-layers only, RMSNorm over all of q and k",
-            fixed=dict(pre_norm=False, post_norm=True, qk_norm="all"),
+            fixed=dict(pre_norm=False, post_norm=True, qk_norm="all", rotary_fp32=True, norm_fp32_scale=True),
             defaults=dict(rms_norm_eps=1e-5),
             layout=Layout("model.", "model.layers.{i}", _LLAMA_OUTER, _ATTN + _MLP + _POST_NORMS),
         ),
         llama_like(
             "olmo3",
             "OLMo 3: OLMo 2 with three sliding-window layers to one global, two rotary bases",
-            fixed=dict(pre_norm=False, post_norm=True, qk_norm="all"),
+            fixed=dict(pre_norm=False, post_norm=True, qk_norm="all", rotary_fp32=True, norm_fp32_scale=True),
             defaults=dict(rms_norm_eps=1e-5, sliding_window=4096, rope_theta=500_000.0),
             local_rope="rope_theta",
             layers=every_fourth_global,

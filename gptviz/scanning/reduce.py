@@ -163,7 +163,7 @@ def batch_maps(q: Tensor, k: Tensor, spec: AttentionSpec | None = None) -> Tenso
     """The attention maps of G windows of n tokens, as the model builds them: q, k [G, H, n, D] -> [G, H, n, n]."""
     n, D = q.shape[-2:]
     spec = spec or AttentionSpec(scale=1.0 / math.sqrt(D))
-    return attention_weights(spec.scores(q, k), spec.mask(n, q.device)).float()
+    return attention_weights(spec.scores(q, k), spec.mask(n, q.device), q.dtype).float()
 
 
 def extras_from_maps(w: Tensor, patterns: Tensor) -> Tensor:
