@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -80,6 +81,13 @@ def wait_for_app_run(page: Page, initial_wait_ms: int = 200, timeout: int = 60_0
     )
     page.locator("[data-testid=stApp][data-test-script-state=notRunning]").wait_for(state="attached", timeout=timeout)
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=timeout)
+
+
+def wait_for_slide(page: Page, i: int, n: int, timeout: int = 60_000) -> None:
+    """Wait until slide i (from 1) of n is drawn: its counter, the run over, its figure on the page."""
+    expect(page.get_by_text(re.compile(f"slide {i} of {n}$"))).to_be_visible(timeout=timeout)
+    wait_for_app_run(page, timeout=timeout)
+    expect(page.locator(".st-key-slide_figure .main-svg").first).to_be_attached(timeout=timeout)
 
 
 PAGES = ["Overview", "Attention", "Q / K / V", "Shapes", "Residual stream", "Next token"]

@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from streamlit.proto.BackMsg_pb2 import BackMsg
 
-from gptviz.bench.browser import ARTIFACTS, streamlit_server, wait_for_app_run
+from gptviz.bench.browser import ARTIFACTS, streamlit_server, wait_for_app_run, wait_for_slide
 from gptviz.lessons import shipped_lesson
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,10 +54,7 @@ def url():
 
 
 def on_slide(page: Page, i: int, timeout: int = 60_000) -> None:
-    """Wait until slide i (from 1) is drawn and its run is over."""
-    expect(page.get_by_text(re.compile(f"slide {i} of {N}$"))).to_be_visible(timeout=timeout)
-    wait_for_app_run(page, timeout=timeout)
-    expect(page.locator(".st-key-slide_figure .main-svg").first).to_be_visible(timeout=timeout)
+    wait_for_slide(page, i, N, timeout)
 
 
 def is_tick(payload) -> bool:

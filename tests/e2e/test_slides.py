@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from gptviz.bench.browser import ARTIFACTS, streamlit_server, wait_for_app_run
+from gptviz.bench.browser import ARTIFACTS, streamlit_server, wait_for_app_run, wait_for_slide
 from gptviz.lessons import shipped_lesson, shipped_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,8 +116,7 @@ def url():
 
 def on_slide(page: Page, i: int, n: int, timeout: int = 60_000) -> None:
     """Wait until slide i (from 1) of n is drawn: its counter, the run over, its figure laid out."""
-    expect(page.get_by_text(re.compile(f"slide {i} of {n}$"))).to_be_visible(timeout=timeout)
-    wait_for_app_run(page, timeout=timeout)
+    wait_for_slide(page, i, n, timeout)
     expect(page.locator(".st-key-slide_figure .main-svg").first).to_be_visible(timeout=timeout)
     page.wait_for_timeout(400)  # Plotly lays the figure out after its SVG appears
 
