@@ -14,8 +14,9 @@ import contextlib
 import contextvars
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +48,17 @@ HALF = (torch.bfloat16, torch.float16)
 # cos and sin tables, (local, start, T, dtype, device) -> (cos, sin), and the causal masks, ("mask", T,
 # offset, window, device) -> mask. None outside GPT.forward (a layer run on its own builds its own).
 _shared: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gptviz_shared", default=None)
+
+
+def once_per_pass(key: tuple, build: Callable[[], Any], share: bool = True) -> Any:
+    """build(), or what it gave earlier in this forward pass under the same key (see _shared); built
+    afresh when not `share` or outside a forward pass."""
+    memo = _shared.get() if share else None
+    if memo is None:
+        return build()
+    if key not in memo:
+        memo[key] = build()
+    return memo[key]
 
 
 class RMSNorm(nn.Module):
@@ -174,6 +186,10 @@ class AttentionSpec:
 
     def mask(self, T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
         return causal_mask(T, device, offset, self.window)
+
+    def masks_nothing(self, T: int, offset: int) -> bool:
+        """Whether mask(T, offset) is all True: one new token after `offset` reads every key its window holds."""
+        return T == 1 and (not self.window or self.window > offset)
 
 
 # torch >= 2.5 lets the fused kernel read each key/value head for its group of query heads itself
@@ -319,28 +335,19 @@ class CausalSelfAttention(nn.Module):
         """rotation(start, T) rounded to dtype, computed once per forward pass for every layer alike (its
         frequencies depend on the config and whether the layer is local only): 30 layers of SmolLM2 would
         otherwise each build the same tables at every step of decoding."""
-        memo = _shared.get()
-        key = (self.local, start, T, dtype, self.inv_freq.device)
-        if memo is not None and key in memo:
-            return memo[key]
-        cos, sin = self.rotation(start, T)
-        turn = cos.to(dtype), sin.to(dtype)
-        if memo is not None:
-            memo[key] = turn
-        return turn
+
+        def build() -> tuple[Tensor, Tensor]:
+            cos, sin = self.rotation(start, T)
+            return cos.to(dtype), sin.to(dtype)
+
+        return once_per_pass((self.local, start, T, dtype, self.inv_freq.device), build)
 
     def mask_in(self, T: int, device: torch.device, offset: int) -> Tensor:
         """spec.mask(T, device, offset), built once per forward pass for the layers with this window; a
         fresh one where the mask probe is hooked (capture, an edit), which may keep or change it."""
-        probe = self.mask
-        memo = None if probe._forward_hooks or probe._forward_pre_hooks else _shared.get()
+        hooked = bool(self.mask._forward_hooks or self.mask._forward_pre_hooks)
         key = ("mask", T, offset, self.spec.window, device)
-        if memo is not None and key in memo:
-            return memo[key]
-        mask = self.spec.mask(T, device, offset)
-        if memo is not None:
-            memo[key] = mask
-        return mask
+        return once_per_pass(key, lambda: self.spec.mask(T, device, offset), share=not hooked)
 
     def rotation(self, start: int, T: int) -> tuple[Tensor, Tensor]:
         """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them (in float32,
@@ -391,8 +398,8 @@ class CausalSelfAttention(nn.Module):
             scores = self.scores(spec.scores(q, k))  # (B, H, T, P + T)
             built = self.mask_in(T, x.device, P)
             mask = self.mask(built)  # (T, P + T)
-            if mask is built and T == 1 and (not spec.window or spec.window > P):  # one new token reads every key:
-                # nothing to mask (an edited mask, a new tensor, is applied); the same softmax, bit for bit
+            if mask is built and spec.masks_nothing(T, P):  # nothing to mask (an edited mask, a new tensor,
+                # is applied): the same softmax, bit for bit
                 weights = self.weights(F.softmax(scores, dim=-1, dtype=torch.float32).to(v.dtype))
             else:
                 weights = self.weights(attention_weights(scores, mask, v.dtype))  # (B, H, T, P + T)
@@ -401,7 +408,7 @@ class CausalSelfAttention(nn.Module):
             p = self.attn_dropout.p if self.training else 0.0
             if P == 0 and not spec.window:  # is_causal aligns the mask top-left: right only without a cache
                 masking = dict(is_causal=True)
-            elif T == 1 and (not spec.window or spec.window > P):  # one new token reads every key
+            elif spec.masks_nothing(T, P):  # one new token reads every key
                 masking = dict(attn_mask=None)
             else:
                 masking = dict(attn_mask=spec.mask(T, x.device, P))
@@ -491,7 +498,7 @@ class Block(nn.Module):
     def residual_out(self, resid_pre: Tensor, attn_out: Tensor | None, resid_mid: Tensor, mlp_out: Tensor) -> Tensor:
         """resid_post: resid_mid + mlp.out, or in a parallel block resid_pre + (attn.out + mlp.out), Hugging
         Face's order for GPT-NeoX ((mlp + attn) + x), which differs from (x + attn) + mlp by a rounding.
-        attn_out is read only in a parallel block (None will do in the others)."""
+        attn_out is read only in a parallel block; None there sums resid_mid + mlp.out (an edited resid_mid)."""
         if self.parallel and attn_out is not None:
             return resid_pre + (attn_out + mlp_out)
         return resid_mid + mlp_out
@@ -502,9 +509,8 @@ class Block(nn.Module):
         added = pre + attn
         mid = self.resid_mid(added)
         mlp = self.mlp(self.mlp_input(pre, mid))
-        if mid is not added:  # resid_mid was edited (an intervention, steering): the edit carries on, as in
-            return self.resid_post(mid + mlp)  # a sequential block, in a parallel one too
-        return self.resid_post(self.residual_out(pre, attn, mid, mlp))
+        # an edited resid_mid (an intervention, steering) carries on, as in a sequential block, in a parallel one too
+        return self.resid_post(self.residual_out(pre, attn if mid is added else None, mid, mlp))
 
 
 def in_out_layout(weight: Tensor) -> Tensor:
