@@ -324,11 +324,12 @@ def _decoding_head(model: GPT, n: int) -> contextlib.AbstractContextManager:
     """The head laid out for one-row products (LMHead.one_row_head) where that is faster and pays for its
     copy: float32 on the CPU, n tokens or more, and the copy within a quarter of the free memory."""
     w = model.lm_head.weight
+    if w.device.type != "cpu" or w.dtype != torch.float32 or n < HEAD_COPY_MIN_TOKENS:
+        return contextlib.nullcontext()  # (a short Generate reads no free memory)
     free = free_memory(w.device)
-    fits = free is not None and 4 * w.numel() * w.element_size() <= free
-    if w.device.type == "cpu" and w.dtype == torch.float32 and n >= HEAD_COPY_MIN_TOKENS and fits:
-        return model.lm_head.one_row_head()
-    return contextlib.nullcontext()
+    if free is None or 4 * w.numel() * w.element_size() > free:
+        return contextlib.nullcontext()
+    return model.lm_head.one_row_head()
 
 
 def _eos_set(model: GPT, eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
