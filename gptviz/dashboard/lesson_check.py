@@ -30,14 +30,20 @@ def slide_prompt(slide: Slide, name: str) -> str:
     return slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
 
 
-def slide_sae(slide: Slide, name: str) -> SAEKey | None:
-    """The SAE a slide reads (a features slide, or one steering with a feature): its `sae` shipped
-    beside its checkpoint, else that checkpoint's first; None when it reads none or none is shipped."""
+def slide_sae_name(slide: Slide, name: str) -> str | None:
+    """The name of the SAE a slide reads (a features slide, or one steering with a feature): its `sae`
+    shipped beside its checkpoint, else that checkpoint's first; None when it reads none or none is shipped."""
     if slide.page != "features" and (slide.steer is None or slide.steer.kind != "feature"):
         return None
     names = shipped_saes(name)
     sae = slide.sae or (names[0] if names else None)
-    if sae is None or sae not in names:
+    return sae if sae in names else None
+
+
+def slide_sae(slide: Slide, name: str) -> SAEKey | None:
+    """The SAE a slide reads (slide_sae_name), as the key that loads it."""
+    sae = slide_sae_name(slide, name)
+    if sae is None:
         return None
     path = shipped_path(name, sae)
     return SAEKey(path, version=sae_version(path))

@@ -64,7 +64,8 @@ def shipped_path(source: str, name: str) -> str:
     return str(checkpoints_dir() / source / "saes" / name)
 
 
-def _default(source: str):
+def default_sae(source: str) -> str | SAEPick:
+    """What the picker opens on for a checkpoint (no ?sae=): its first shipped SAE, else none."""
     names = shipped_saes(source)
     return names[0] if names else SAEPick.NONE
 
@@ -73,7 +74,7 @@ def from_url(value: str | None, source: str) -> None:
     """Set the picker from ?sae= (None: the default, the first shipped SAE), before the widget exists."""
     state = st.session_state
     if value is None:
-        state["sae_choice"] = _default(source)
+        state["sae_choice"] = default_sae(source)
     elif value in shipped_saes(source):
         state["sae_choice"] = value
     elif value in ("none", "upload"):
@@ -161,7 +162,7 @@ def pick_sae(source: str, layers: Callable[[], int | None] = lambda: None) -> tu
     names = shipped_saes(source)
     options = [*names, *SAEPick]
     if st.session_state.get("sae_choice") not in options:  # a new checkpoint: its own default
-        st.session_state["sae_choice"] = _default(source)
+        st.session_state["sae_choice"] = default_sae(source)
     choice = st.sidebar.selectbox(
         "SAE (features)",
         options,
@@ -169,7 +170,7 @@ def pick_sae(source: str, layers: Callable[[], int | None] = lambda: None) -> tu
         format_func=lambda o: o.value if isinstance(o, SAEPick) else f"{o} (shipped)",
         help=SAE_HELP,
     )
-    url = "" if choice == _default(source) else URL_WORDS.get(choice, choice if isinstance(choice, str) else "")
+    url = "" if choice == default_sae(source) else URL_WORDS.get(choice, choice if isinstance(choice, str) else "")
     if choice is SAEPick.NONE:
         return None, "", url
     if choice is SAEPick.UPLOAD:

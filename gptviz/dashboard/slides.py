@@ -28,9 +28,8 @@ from . import caches, join, keys, live, predict, sources
 from . import features as fc
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
-from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae
+from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae, slide_sae_name
 from .pages import page_file
-from .saes import shipped_saes
 from .slide_style import CLICKER_JS, PRESENT_CSS, SLIDE_CSS
 from .state import link_params
 from .widgets import CHART_CONFIG, plain
@@ -449,8 +448,9 @@ def full_page_link(slide: Slide) -> None:
         name = slide_checkpoint(slide)
         params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
         params["prompt"] = slide_prompt(slide, name)
-        if slide.sae or slide_sae(slide, name) is not None:  # the SAE the slide reads, not the session's
-            params["sae"] = slide.sae or shipped_saes(name)[0]  # (its feature is another direction there)
+        sae = slide.sae or slide_sae_name(slide, name)  # the SAE the slide reads, not the session's (its
+        if sae:  # feature is another direction there)
+            params["sae"] = sae
         if slide.steer is not None:  # the page opens with the slide's steering (Next token, Generate)
             params["steer"] = slide.steer.text
     st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))

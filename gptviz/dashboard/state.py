@@ -250,12 +250,12 @@ def link_params(**params) -> dict[str, str]:
 def _sae_opened(url: dict[str, str]) -> str:
     """The SAE a URL of the session opens: its ?sae=, else its checkpoint's first shipped one
     (saes.from_url), so a link that names that one explicitly picks no other SAE."""
-    from .saes import URL_WORDS, SAEPick, shipped_saes  # it draws with widgets.py, which reads this module
+    from .saes import URL_WORDS, default_sae  # it draws with widgets.py, which reads this module
 
     if "sae" in url:
         return url["sae"]
-    names = shipped_saes(url.get("checkpoint") or default_checkpoint())
-    return names[0] if names else URL_WORDS[SAEPick.NONE]
+    sae = default_sae(url.get("checkpoint") or default_checkpoint())
+    return sae if isinstance(sae, str) else URL_WORDS[sae]
 
 
 SWITCH_KEYS = (  # the sidebar's widgets, which st.switch_page forgets
