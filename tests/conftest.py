@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import itertools
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,14 @@ VARIANTS = [
 
 def variant_id(v: dict) -> str:
     return "-".join(str(x) for x in v.values())
+
+
+def one_error_line(cmd: list[str], env: dict[str, str], timeout: float) -> str:
+    """Run a command that must refuse: exit status 2 and one line on stderr, which is returned."""
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p.stderr[-3000:]
+    return lines[0]
 
 
 def tiny_model(seed: int = 0, **overrides) -> gptviz.GPT:
