@@ -1,16 +1,18 @@
 """The dashboard's bars for the checkpoint's load and the model's first run (dashboard/progress.py bar),
 through AppTest: a step that runs past SHOW_AFTER_S draws a bar fed by gptviz.load's and gptviz.trace's
 own reports, from 0 to the total, and removes it when done; a cached model or run draws nothing; a
-load stopped by a Cancelled is not remembered as the checkpoint's failure."""
+load stopped by a Cancelled is not remembered as the checkpoint's failure; the bars' Cancel stops the
+load or the run, says so, and holds for that checkpoint or prompt until its button asks again."""
 
 from __future__ import annotations
 
 import pytest
-from apptest_helpers import app_session, ok
+from apptest_helpers import app_session, ok, run_prompt
+from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.bench.checkpoints import NAME
-from gptviz.dashboard import caches, progress
+from gptviz.dashboard import caches, progress, sidebar
 
 
 @pytest.fixture
@@ -50,3 +52,59 @@ def test_a_cancelled_load_is_not_remembered_as_a_failure(env):
     with pytest.raises(gptviz.Cancelled):
         caches.load_bundle(key, _progress=stop)
     assert isinstance(caches.load_bundle(key), gptviz.Bundle)  # loaded afresh, not the reason remembered
+
+
+def cancel_first(monkeypatch, module, name: str, step: str) -> list[list]:
+    """Wrap module.name (a cached step taking its key and _progress=) so that the first time it works (a
+    cached value makes no report) it is cancelled at its first report, as a click on the bar's Cancel
+    would (the button's callback stores the step's key); later ones run. Returns, for each time it
+    worked, its key and reports."""
+    real, runs = getattr(module, name), []
+
+    def wrapped(key, _progress=None):
+        seen: list = []
+
+        def report(p: gptviz.Progress) -> None:
+            if not seen:
+                runs.append(seen)
+            seen.append(p)
+            if len(runs) == 1:
+                progress._cancel(step, key)
+            _progress(p)
+
+        return real(key, _progress=report)
+
+    monkeypatch.setattr(module, name, wrapped)
+    return runs
+
+
+def cancelled(at: AppTest, what: str, again: str) -> bool:
+    """The page says only that the step was cancelled (not "nothing to show"), with the button to go on."""
+    return [i.value for i in at.info] == [f"{what}: cancelled."] and again in [b.label for b in at.button]
+
+
+def test_cancel_stops_the_load_until_load_again(env, monkeypatch):
+    runs = cancel_first(monkeypatch, caches, "load_bundle", "load")
+    at = ok(app_session())
+    assert cancelled(at, "Loading the checkpoint", "Load again")
+    assert not at.get("plotly_chart") and len(runs) == 1
+    ok(at.run())  # a rerun (another widget) does not load it again: the Cancel holds
+    assert cancelled(at, "Loading the checkpoint", "Load again") and len(runs) == 1
+    ok(next(b for b in at.button if b.label == "Load again").click().run())
+    assert len(runs) == 2 and not at.info and at.get("plotly_chart")  # loaded and drawn
+
+
+def test_cancel_stops_the_first_run_until_run_again(env, monkeypatch):
+    runs = cancel_first(monkeypatch, sidebar, "run_trace", "first_run")
+    at = ok(app_session())
+    assert cancelled(at, "Running the model", "Run again") and not at.get("plotly_chart")
+    ok(next(b for b in at.button if b.label == "Run again").click().run())
+    assert len(runs) == 2 and not at.info and at.get("plotly_chart")
+
+
+def test_a_cancel_holds_for_its_prompt_only(env, monkeypatch):
+    runs = cancel_first(monkeypatch, sidebar, "run_trace", "first_run")
+    at = ok(app_session())
+    assert cancelled(at, "Running the model", "Run again")
+    ok(run_prompt(at, "ROMEO:"))
+    assert len(runs) == 2 and not at.info and at.get("plotly_chart")  # run at once, no Run again needed

@@ -25,12 +25,17 @@ def _flag(name: str) -> str:
     return f"_cancelled_{name}"
 
 
-def _cancel(name: str) -> None:
-    st.session_state[_flag(name)] = True
+def _cancel(name: str, key: object = True) -> None:
+    st.session_state[_flag(name)] = key  # a bar's Cancel holds for the checkpoint or run it was drawn for
 
 
 def _again(name: str) -> None:
     st.session_state.pop(_flag(name), None)
+
+
+def _cancelled_note(what: str, name: str, again: str) -> None:
+    st.info(f"{what}: cancelled.")
+    st.button(again, key=f"again_{name}", on_click=_again, args=(name,))
 
 
 @contextlib.contextmanager
@@ -65,8 +70,7 @@ def step(name: str, what: str, fresh: bool = False) -> Iterator[ProgressFn | Non
     if fresh:
         _again(name)
     if st.session_state.get(_flag(name)):
-        st.info(f"{what}: cancelled.")
-        st.button("Run again", key=f"again_{name}", on_click=_again, args=(name,))
+        _cancelled_note(what, name, "Run again")
         yield None
         return
     box = st.empty()
@@ -84,8 +88,7 @@ def step(name: str, what: str, fresh: bool = False) -> Iterator[ProgressFn | Non
         yield report
     except Cancelled:
         box.empty()
-        st.info(f"{what}: cancelled.")
-        st.button("Run again", key=f"again_{name}", on_click=_again, args=(name,))
+        _cancelled_note(what, name, "Run again")
         st.stop()
     box.empty()
 
@@ -94,30 +97,49 @@ SHOW_AFTER_S = 0.5  # a step quicker than this (a small model's load, its run) d
 
 
 @contextlib.contextmanager
-def bar(what: str) -> Iterator[ProgressFn]:
-    """Yield a progress callback that draws a bar with the time left, without a Cancel: for a step done
+def bar(what: str, name: str, key: object, again: str) -> Iterator[ProgressFn]:
+    """Yield a progress callback that draws a bar with the time left and a Cancel button, for a step done
     inside a cached function the whole app waits on (loading the checkpoint, its first run). Its place is
     taken here, before the step's own spinner (a bar placed after it is drawn over by it); the bar
     appears only once the step has run SHOW_AFTER_S (a cached value makes no report, a small model's
-    load ends first: neither draws anything) and goes when it ends. Like every report, a drawn update
-    lets Streamlit act on a click made meanwhile: it reruns the page, and the step, not cached, runs
-    again there."""
+    load ends first: neither draws anything) and goes when it ends.
+
+    A Cancel holds for this key only (the checkpoint, the prompt's run): the step then raises Cancelled,
+    here on entry or at its next report, after leaving "cancelled" and an `again` button in the bar's
+    place; picking another checkpoint or prompt runs as usual. Like every report, a drawn update lets
+    Streamlit act on a click made meanwhile: Cancel's rerun stops the step there; another click's rerun
+    starts it again (not cached, it runs afresh)."""
+    flag = _flag(name)
+    if flag in st.session_state and st.session_state[flag] != key:
+        del st.session_state[flag]  # cancelled for another checkpoint or prompt: not this one
+    if flag in st.session_state:
+        _cancelled_note(what, name, again)
+        raise Cancelled(f"{what}: cancelled")
     box = st.empty()
-    drawn = False
+    shown = None
 
     def report(p: Progress) -> None:
-        nonlocal drawn
-        if not drawn and p.seconds < SHOW_AFTER_S:
+        nonlocal shown
+        if flag in st.session_state:  # set by this bar's Cancel (a rerun not acted on yet, AppTest)
+            raise Cancelled(f"{what}: cancelled")
+        if shown is None and p.seconds < SHOW_AFTER_S:
             return
-        drawn = True
+        text = f"{what}: {describe(p)}"
         with _not_recorded():
-            box.progress(min(1.0, p.fraction), text=f"{what}: {describe(p)}")
+            if shown is None:
+                with box.container():
+                    shown = st.progress(min(1.0, p.fraction), text=text)
+                    st.button("Cancel", key=f"cancel_{name}", on_click=_cancel, args=(name, key))
+            else:
+                shown.progress(min(1.0, p.fraction), text=text)
 
     try:
         yield report
-    except Exception:
-        if drawn:
-            box.empty()
-        raise
-    if drawn:
+    except Cancelled:
         box.empty()
+        _cancelled_note(what, name, again)
+        raise
+    except Exception:
+        box.empty()
+        raise
+    box.empty()

@@ -9,6 +9,7 @@ from ..devices import COMPUTE_DTYPES, DEVICES, device_status, resolve_device
 from ..errors import GptvizError, PromptError, UnknownCharacterError
 from ..formats import Bundle
 from ..formats.safe import shown_name
+from ..progress import Cancelled
 from ..tokenizers import encode_prompt, parse_ids
 from . import keys, progress, uploads
 from .caches import ModelKey, bundle_for, page_run_key, run_trace
@@ -267,8 +268,11 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
         v.device = "cpu"
     model_key = _model_key(source, v.device, dtype)
     try:
-        with progress.bar("Loading the checkpoint") as report:  # drawn only for a load that takes a while
+        with progress.bar("Loading the checkpoint", "load", model_key, "Load again") as report:
             v.bundle, v.model_key = bundle_for(model_key, report), model_key  # a failure is remembered per version
+    except Cancelled:
+        v.cancelled = True  # the bar's place says so, with a button to load it again
+        return v
     except GptvizError as e:
         st.error(f"Checkpoint not loaded: {plain(e)}")
         return v
@@ -281,8 +285,11 @@ def sidebar(view_controls: tuple[str, ...] = VIEW_CONTROLS, reads: tuple[str, ..
         # large one's keeps what the page reads, or is a cached run of the prompt that holds it (caches.py)
         model = v.bundle.model
         key = page_run_key(model_key, tuple(ids), reads, model.config, model.dtype.itemsize)
-        with progress.bar("Running the model") as report:
+        with progress.bar("Running the model", "first_run", key, "Run again") as report:
             v.trace, v.key = run_trace(key, _progress=report), key
+    except Cancelled:
+        v.cancelled = True
+        return v
     except GptvizError as e:
         st.error(f"Prompt not run: {plain(e)}")
         return v

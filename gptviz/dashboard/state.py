@@ -74,6 +74,7 @@ class View:
     sae: SAEKey | None = None  # the SAE the sidebar picked (saes.py), loaded by the pages that read it
     sae_label: str = ""  # how the page names it: a shipped SAE's name, a path, an upload's file names
     sae_url: str = ""  # what ?sae= says ("" for the checkpoint's default SAE)
+    cancelled: bool = False  # the load or the first run was cancelled: its bar's place says so
 
     @property
     def source_label(self) -> str:

@@ -38,6 +38,8 @@ def plain(text: object) -> str:
 def require_trace() -> View | None:
     """The current View if it has a Trace; otherwise say why there is nothing to show."""
     v = view()
+    if v is not None and v.cancelled:
+        return None  # the cancelled step's place says so, with its button to go on
     if v is None or v.trace is None:
         st.info("Nothing to show yet: fix the message above, or choose a checkpoint and a prompt in the sidebar.")
         return None
