@@ -19,7 +19,7 @@ from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
 from gptviz.figures import compare
 from gptviz.figures.attention import mark_tile
-from gptviz.figures.style import MASKED, NAN, PRESENTATION_WRAP, wrap
+from gptviz.figures.style import MASKED, NAN, PRESENTATION_WRAP, percent, wrap
 from gptviz.lessons import content
 
 
@@ -62,6 +62,18 @@ def test_top_k_is_softmax_top_k(trace):
     np.testing.assert_array_equal(fig.data[0].x, top["probability"].to_numpy())
     assert "temperature 2" in fig.layout.title.text
     assert all(axis_titles(fig))
+
+
+def test_a_thin_distribution_never_reads_zero_percent():
+    """A 128k vocabulary over random weights: every top probability is ~1e-5. The bars and their axis
+    must still give numbers, not a column of 0.0% (seen on a 1B-shaped model)."""
+    logits = np.linspace(0.0, 0.5, 128_256, dtype=np.float32)
+    top = analysis.top_k(logits, 3)
+    hi = float(top["probability"].max())
+    fig = figures.topk_bars(top, position_label="9 x")
+    assert fig.data[0].text[0].startswith(f"{100 * hi:.2g}%") and "0.0%" not in fig.data[0].text[0]
+    assert fig.layout.xaxis.tickformat == ".5~%"  # enough for its ticks of 0.0002%; ~ trims the zeros left
+    assert [percent(p) for p in (0.5, 0.0123, 0.00099, 7.8e-6, 0.0)] == ["50.0%", "1.2%", "0.099%", "0.00078%", "0.0%"]
 
 
 def test_top_k_breaks_ties_by_id():

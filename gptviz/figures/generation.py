@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import BLUE, ORANGE, category_axis, html_text, mean_loss, plotly_text, style
+from .style import BLUE, ORANGE, category_axis, html_text, mean_loss, percent, percent_ticks, plotly_text, style
 
 GREY = "#9aa5b1"  # prompt tokens, set apart from the generated ones
 
@@ -25,7 +25,7 @@ def step_alternatives(tokens: Sequence[str], probs: Sequence[float], chosen: int
             y=names,
             orientation="h",
             marker_color=colours,
-            text=[f"{x:.1%}" + (" · chosen" if i == chosen else "") for i, x in enumerate(p)],
+            text=[percent(x) + (" · chosen" if i == chosen else "") for i, x in enumerate(p)],
             textposition="auto",
             hovertemplate="%{y}<br>probability %{x:.4%}<extra></extra>",
         )
@@ -34,7 +34,7 @@ def step_alternatives(tokens: Sequence[str], probs: Sequence[float], chosen: int
     hi = float(p.max()) if p.size else 1.0
     fig.update_xaxes(
         title_text="probability under the model (softmax of the logits, before temperature)",
-        tickformat=".0%",
+        tickformat=percent_ticks(hi),
         range=[0, min(1.0, hi * 1.3) or 1.0],
         gridcolor="#eee",
     )

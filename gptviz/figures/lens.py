@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import BLUE, ORANGE, category_axis, colorbar_title, nan_overlay, style
+from .style import BLUE, ORANGE, category_axis, colorbar_title, nan_overlay, percent, style
 
 LENS_TITLE = "the final norm and LM head applied to an intermediate residual (a logit lens)"
 MAX_TEXT_COLUMNS = 48  # positions shown with their token text; the page picks a window this wide
@@ -54,7 +54,7 @@ def lens_grid(
             hover[s, w] = (
                 "NaN: the logits here are NaN"
                 if nan[s, w]
-                else "<br>".join(f"{esc[s, w, j]}  {top_probs[s, w, j]:.1%}" for j in range(k))
+                else "<br>".join(f"{esc[s, w, j]}  {percent(top_probs[s, w, j])}" for j in range(k))
             )
     fig = go.Figure(
         go.Heatmap(

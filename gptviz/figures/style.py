@@ -67,6 +67,22 @@ def number(x: float, spec: str = ".3f") -> str:
     return f"{x:{spec}}".replace("-", "−") if np.isfinite(x) else ("Inf" if x > 0 else "−Inf")
 
 
+def percent(p: float) -> str:
+    """A probability as a percentage that never reads 0.0% for a value above 0: one decimal from 0.1 %
+    up, else two significant digits (a 128k vocabulary spreads its mass thin: "0.00078%")."""
+    p = float(p)
+    if not np.isfinite(p) or p == 0 or abs(p) >= 1e-3:
+        return f"{p:.1%}"
+    return np.format_float_positional(100 * p, precision=2, unique=False, fractional=False, trim="-") + "%"
+
+
+def percent_ticks(hi: float) -> str:
+    """A d3 tick format for a probability axis up to hi, with as many decimals as its ticks need."""
+    if not hi > 0:
+        return ".0%"
+    return f".{max(0, int(np.ceil(-np.log10(100 * hi))) + 1)}~%"
+
+
 def mean_loss(values: Sequence[float] | np.ndarray, spec: str = ".3f") -> str:
     """The mean of per-token losses in LOSS_UNIT for a title or legend, saying how many are NaN
     instead of printing "mean nan": "mean 1.234 nats", "mean 1.234 nats over 40 tokens, 19 NaN",

@@ -21,6 +21,8 @@ from .style import (
     layout_spec,
     mean_loss,
     nan_figure,
+    percent,
+    percent_ticks,
     plotly_text,
     style,
 )
@@ -87,7 +89,7 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
         y=names,
         orientation="h",
         marker=dict(color=BLUE),
-        text=[f"{p:.1%} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
+        text=[f"{percent(p)} · logit {l:.2f}" for p, l in zip(top["probability"], top["logit"])],
         textposition="auto",  # inside a long bar, outside a short one: never clipped
         customdata=np.stack([top["id"].to_numpy(), top["logit"].to_numpy()], axis=1),
         hovertemplate=(
@@ -100,7 +102,7 @@ def topk_bars(top: pd.DataFrame, *, position_label: str, temperature: float = 1.
     layout = layout_spec(f"Next token after {position_label}: top {len(top)}{t}", height=max(260, 34 * len(top) + 110))
     layout["xaxis"] = dict(
         title=dict(text="probability (softmax of logits / temperature)"),
-        tickformat=".0%" if hi > 0.1 else ".1%",
+        tickformat=percent_ticks(hi),
         range=[0, min(1.0, hi * 1.35) or 1.0],
         showgrid=True,
         gridcolor="#eee",
