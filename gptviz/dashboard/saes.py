@@ -126,17 +126,16 @@ def _gemma_without_site(path: str) -> bool:
 
 
 def _with_site(key: SAEKey, layers: Callable[[], int | None]) -> SAEKey | None:
-    """A Gemma Scope SAE's site from the two boxes under it (its file says no layer); None, with one
-    line saying why, until they name a layer of this model. layers(): the model's layer count (None:
-    no model loaded)."""
+    """A Gemma Scope SAE's site from the two boxes under it, one under the other (its file says no
+    layer); None, with one line saying why, until they name a layer of this model. layers(): the
+    model's layer count (None: no model loaded)."""
     n = layers()
     state = st.session_state
     layer = state.get("sae_layer")
     if n is not None and isinstance(layer, int) and layer >= n:  # picked for a deeper model
         del state["sae_layer"]
         st.sidebar.error(f"Layer {layer} is not a layer of this model (0 … {n - 1}): pick the SAE's layer again.")
-    c1, c2 = st.sidebar.columns([1, 1.6])
-    layer = c1.number_input(
+    layer = st.sidebar.number_input(
         "SAE's layer",
         min_value=0,
         max_value=None if n is None else n - 1,
@@ -146,7 +145,8 @@ def _with_site(key: SAEKey, layers: Callable[[], int | None]) -> SAEKey | None:
         placeholder="0 …" if n is None else f"0 … {n - 1}",
         help="Gemma Scope's params.npz does not say where it reads: the layer (layer_N in its folder's name)",
     )
-    site = c2.selectbox("Reads", tuple(GEMMA_SITES), key="sae_site", format_func=GEMMA_SITES.__getitem__)
+    # a row of its own: beside the layer box it was too narrow for its labels ("residual stream (r")
+    site = st.sidebar.selectbox("Reads", tuple(GEMMA_SITES), key="sae_site", format_func=GEMMA_SITES.__getitem__)
     if layer is None:
         st.sidebar.warning(
             "Say which layer this Gemma Scope SAE reads" + (f" (0 … {n - 1})." if n is not None else ".")

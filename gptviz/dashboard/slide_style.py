@@ -57,6 +57,15 @@ SLIDE_CSS = """<style>
 .st-key-slide_head [data-testid=stMarkdownContainer], .st-key-follow_head [data-testid=stMarkdownContainer],
 .st-key-slide_note [data-testid=stMarkdownContainer], .st-key-follow_note [data-testid=stMarkdownContainer] {
   margin-bottom: 0; }  /* Streamlit's -1rem put the note on the title */
+/* the slide row: ◀ Back, the counter, Next ▶, then the class code at the right end; the counter on
+   one line, a lesson title too long for it cut short (…), never the slide count */
+[data-testid=stLayoutWrapper]:has(> .st-key-slide_where) {
+  flex: 0 1 auto; width: auto; min-width: 0; max-width: calc(100% - 10rem); }  /* 10rem: Back and Next */
+.st-key-slide_where, .st-key-slide_where [data-testid=stElementContainer] { min-width: 0; }
+.st-key-slide_where [data-testid=stMarkdownContainer] { min-width: 0; margin-bottom: 0; }
+.st-key-slide_where p { display: flex; white-space: pre; margin: 0; }
+.st-key-slide_where strong { overflow: hidden; text-overflow: ellipsis; }
+[data-testid=stLayoutWrapper]:has(> .st-key-slide_share) { margin-left: auto; }
 [data-testid=stLayoutWrapper]:has(> .st-key-slide_ends) { display: none; }
 [data-testid=stElementContainer]:has(> [data-testid=stHtml] > script:only-child) { display: none; }
 </style>"""
@@ -70,6 +79,10 @@ PRESENT_CSS = """<style>
 [data-testid=stHeader], [data-testid=stSidebar], [data-testid=stSidebarCollapsedControl] { display: none; }
 [data-testid=stMainBlockContainer] { height: 100vh; max-width: none; padding: 0.5rem 1.5rem 0.6rem; }
 [data-testid=stMainBlockContainer] > [data-testid=stVerticalBlock] { height: 100%; gap: 0.45rem; }
+/* the slide row is one row; under 1200 px the counter is a little smaller, so that at 1024 × 768 it
+   still has room for a short lesson title (the shipped one) */
+.st-key-slide_bar { flex-wrap: nowrap; }
+@media (max-width: 1200px) { .st-key-slide_where p { font-size: 0.9rem; } }
 [data-testid=stLayoutWrapper]:has(> .st-key-slide_body, > .st-key-follow_body) { flex: 1 1 0; min-height: 0; }
 .st-key-slide_body, .st-key-follow_body { height: 100%; }
 .st-key-slide_body [data-testid=stLayoutWrapper], .st-key-follow_body [data-testid=stLayoutWrapper],

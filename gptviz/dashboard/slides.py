@@ -341,14 +341,15 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
             nudge(code)
     write_lesson_url(lesson, i)
     st.html(CLICKER_JS, unsafe_allow_javascript=True)
-    back, where, forward, share = st.columns([0.9, 2.1, 0.9, 4.1], vertical_alignment="center")
-    back.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0, width="stretch")
-    forward.button(
-        "Next ▶", key="slide_next", on_click=_move, args=(n, 1), disabled=i == n - 1, width="stretch", type="primary"
-    )
-    where.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
-    with share:
-        class_bar()
+    # One row, not columns of fixed shares (their share of 1024 px wrapped the counter onto two
+    # lines): each part is as wide as what it shows; SLIDE_CSS keeps the counter on one line.
+    with st.container(horizontal=True, vertical_alignment="center", gap="xsmall", key="slide_bar"):
+        st.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0)
+        with st.container(key="slide_where"):
+            st.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
+        st.button("Next ▶", key="slide_next", on_click=_move, args=(n, 1), disabled=i == n - 1, type="primary")
+        with st.container(key="slide_share", width="content"):
+            class_bar()
     with st.container(key="slide_ends"):  # pressed by Home and End (CLICKER_JS), never seen
         st.button("First slide", key="slide_first", on_click=_go, args=(n, 0))
         st.button("Last slide", key="slide_last", on_click=_go, args=(n, n - 1))

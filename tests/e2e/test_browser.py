@@ -76,3 +76,29 @@ def test_unknown_characters_in_the_browser(page: Page, shot):
     expect(page.get_by_text("Dropped 2 unknown character(s)")).to_be_visible()
     expect(heatmap_drawn(page)).to_be_attached()
     no_errors(page)
+
+
+# The text a box shows cut on the right: its <input>'s text runs past the box.
+CUT = "(e) => e.scrollWidth - e.clientWidth"
+
+
+def test_a_gemma_scope_saes_reads_box_shows_its_whole_choice(page: Page, shot, tmp_path):
+    # a params.npz whose path names no layer gets two boxes: the layer and what it reads; beside the
+    # layer box, the Reads box showed "residual stream (r" (and it is what a person checks)
+    (tmp_path / "params.npz").write_bytes(b"")  # not read until a layer is named: its name says what it is
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(f"/?sae={tmp_path / 'params.npz'}")
+    expect(page.get_by_text("Say which layer this Gemma Scope SAE reads")).to_be_visible(timeout=90_000)
+    wait_for_app_run(page)
+    reads = page.get_by_role("combobox", name="Reads")
+    for choice in ("residual stream (res)", "MLP output (mlp)", "attention (att)"):
+        if reads.input_value() != choice:
+            reads.click()
+            page.get_by_role("option", name=choice).click()
+            wait_for_app_run(page)
+        expect(reads).to_have_value(choice)
+        reads.scroll_into_view_if_needed()
+        assert reads.evaluate(CUT) <= 1, f"{choice!r} is cut {reads.evaluate(CUT)} px in the Reads box"
+        if choice.endswith("(res)"):
+            shot(page, "sae_gemma_reads_1280x720")
+    no_errors(page)

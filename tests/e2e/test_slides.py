@@ -5,6 +5,7 @@ checkpoints, in presentation mode at 1280 × 720 and 1024 × 768, with a class b
   figure, caption and the tools row (slide list, full page, handout) lie inside the window, none
   on another, and the page has nothing to scroll to; a predict slide's prompt and its token table
   read as one block (no gap between them);
+- the slide counter ("How attention works · slide 13 of 16") on one line, the lesson's title whole;
 - every number a slide is about is at least 24 px at 1280 × 720: the numbers in heatmap cells, the
   table cells, the facts beside them and the class code;
 - a highlight frames its cells from outside: no line of its frame lies on the cells it points at,
@@ -30,12 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSONS = {name: shipped_lesson(name) for name in shipped_lessons()}
 SIZES = [(1280, 720), (1024, 768)]
 NUMBER_PX = 24  # projection guidance: nothing a class must read under 24 px
+COUNTER_LINES = 1.5  # the counter's height over its line height: one line (two would be 2)
 STACK_PX = 16  # at most this between one part of a column and the next (Streamlit's own gap is 0.3rem, 6 px)
 SLOW = 120_000  # ms: a slide's first computation on busy shared cores
 
 # What must be on screen: CSS selectors of the slide's parts (a part a slide lacks is skipped).
 PARTS = {
     "Back": ".st-key-slide_back button",
+    "counter": ".st-key-slide_where p",
     "Next": ".st-key-slide_next button",
     "class code": ".st-key-class_bar strong",
     "End class": ".st-key-end_class button",
@@ -51,7 +54,7 @@ PARTS = {
     "handout": ".st-key-lesson_handout button",
 }
 
-MEASURE = """(parts) => {
+MEASURE = r"""(parts) => {
   const box = (e) => { const r = e.getBoundingClientRect(); return {l: r.left, r: r.right, t: r.top, b: r.bottom}; };
   const shown = (sel) => [...document.querySelectorAll(sel)].filter((e) => e.getClientRects().length);
   const px = (sel) => shown(sel).map((e) => parseFloat(getComputedStyle(e).fontSize));
@@ -63,6 +66,10 @@ MEASURE = """(parts) => {
     header: !!header && header.getClientRects().length > 0,
     parts: Object.fromEntries(Object.entries(parts).map(([k, s]) => [k, shown(s).map(box)])),
     tools: shown('.st-key-lesson_tools').map(box),
+    // the counter found by its text, not by its key: its height in lines, whether its text is cut
+    counter: shown('[data-testid=stMain] p').filter((e) => /slide \d+ of \d+$/.test(e.textContent)).map((e) =>
+      ({lines: e.getBoundingClientRect().height / parseFloat(getComputedStyle(e).lineHeight),
+        cut: [e, ...e.querySelectorAll('strong')].some((x) => x.scrollWidth > x.clientWidth + 1)})),
     // the predict slide's left column: from the prompt's text box to the token table under it
     stack: (() => { const code = shown('.st-key-slide_body .st-key-poll_prompt [data-testid=stCode]')[0];
                     const table = shown('.st-key-slide_body [data-testid=stColumn] [data-testid=stTable]')[0];
@@ -145,6 +152,13 @@ def problems_of(m: dict, where: str, sizes_checked: bool) -> list[str]:
     for name in ("title", "figure", "caption", "slide list", "handout", "Back", "Next", "class code"):
         if not m["parts"][name]:
             out.append(f"{where}: no {name} on screen")
+    if len(m["counter"]) != 1:
+        out.append(f"{where}: {len(m['counter'])} slide counters on screen")
+    for c in m["counter"]:
+        if c["lines"] > COUNTER_LINES:
+            out.append(f"{where}: the slide counter runs onto {c['lines']:.1f} lines")
+        if c["cut"]:
+            out.append(f"{where}: the slide counter's text is cut short")
     if m["stack"] is not None and m["stack"] > STACK_PX:
         out.append(f"{where}: {m['stack']:.0f} px between the prompt and its token table (a column in two)")
     for cut in m["cut"]:
