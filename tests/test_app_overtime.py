@@ -58,6 +58,9 @@ def test_two_prompts_on_one_checkpoint(at, ckpt_root):
     loss = figure(at, "cmp_loss")["data"]
     ref = cmp.loss_comparison(a, b)
     assert np.allclose(array(loss[0]["y"]), ref["loss_a"]) and np.allclose(array(loss[1]["y"]), ref["loss_b"])
+    mean = next(m for m in at.metric if m.label.startswith("Mean loss of B"))
+    assert mean.value == f"{ref['loss_b'].mean():.3f}"
+    assert mean.proto.delta == f"{ref['loss_b'].mean() - ref['loss_a'].mean():+.3f} from A"
 
 
 def test_the_same_prompt_is_zero_difference_and_says_so(at):

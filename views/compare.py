@@ -95,10 +95,10 @@ m1.metric("Tokens", a.n_tokens)
 m2.metric("First differing token", "none" if first is None else f"position {first}")
 # np.mean, not pandas' NaN-skipping mean: a NaN anywhere makes the mean NaN, and the page says so
 m3.metric("Mean KL(A ‖ B)", f"{figures.number(np.mean(div['kl_ab'].to_numpy()), '.4f')} {figures.LOSS_UNIT}")
-m4.metric(
-    f"Mean loss A → B ({figures.LOSS_UNIT})",
-    " → ".join(figures.number(np.mean(loss[c].to_numpy())) for c in ("loss_a", "loss_b")),
-)
+loss_a, loss_b = (float(np.mean(loss[c].to_numpy())) for c in ("loss_a", "loss_b"))
+# B's value and its change from A: the two values side by side did not fit a quarter of the page (11.910 → 11.9…)
+change = f"{loss_b - loss_a:+.3f} from A" if np.isfinite(loss_b - loss_a) else None
+m4.metric(f"Mean loss of B ({figures.LOSS_UNIT})", figures.number(loss_b), change, delta_color="inverse")
 if first is None and mode == PROMPTS:
     st.info("The two prompts are the same: every difference below is 0. Change a word in prompt B.")
 
