@@ -70,6 +70,9 @@ def test_the_same_prompt_is_zero_difference_and_says_so(at):
     assert np.nansum(np.abs(array(figure(at, "cmp_att_diff")["data"][0]["z"]))) == 0
     assert np.all(array(figure(at, "cmp_kl")["data"][0]["y"]) == 0)
     assert any("the same" in i.value for i in at.info)
+    mean = next(m for m in at.metric if m.label.startswith("Mean loss of B"))
+    assert mean.proto.delta == "+0.000 from A"
+    assert mean.proto.direction == mean.proto.MetricDirection.NONE and mean.proto.color == mean.proto.MetricColor.GRAY
 
 
 def test_one_prompt_on_two_checkpoints_and_head_score_change(at, ckpt_root):

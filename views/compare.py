@@ -97,8 +97,15 @@ m2.metric("First differing token", "none" if first is None else f"position {firs
 m3.metric("Mean KL(A ‖ B)", f"{figures.number(np.mean(div['kl_ab'].to_numpy()), '.4f')} {figures.LOSS_UNIT}")
 loss_a, loss_b = (float(np.mean(loss[c].to_numpy())) for c in ("loss_a", "loss_b"))
 # B's value and its change from A: the two values side by side did not fit a quarter of the page (11.910 → 11.9…)
-change = f"{loss_b - loss_a:+.3f} from A" if np.isfinite(loss_b - loss_a) else None
-m4.metric(f"Mean loss of B ({figures.LOSS_UNIT})", figures.number(loss_b), change, delta_color="inverse")
+change = f"{loss_b - loss_a:+.3f}" if np.isfinite(loss_b - loss_a) else None
+same = change is not None and float(change) == 0  # no arrow, no colour for "no change"
+m4.metric(
+    f"Mean loss of B ({figures.LOSS_UNIT})",
+    figures.number(loss_b),
+    None if change is None else f"{change} from A",
+    delta_color="off" if same else "inverse",
+    delta_arrow="off" if same else "auto",
+)
 if first is None and mode == PROMPTS:
     st.info("The two prompts are the same: every difference below is 0. Change a word in prompt B.")
 
