@@ -15,7 +15,7 @@ from conftest import VARIANTS, tiny_model, variant_id
 
 import gptviz
 from gptviz.analysis.attribution import COLUMNS, component_labels, head_matrix
-from gptviz.analysis.health import ATTN_LOGIT_LIMIT, GROWTH_LIMIT, Finding, worst
+from gptviz.analysis.health import ATTN_LOGIT_LIMIT, GROWTH_LIMIT, Finding, _copied_rows, _nonfinite, _row_norms, worst
 from gptviz.cli import main
 from gptviz.record import Trace
 
@@ -275,6 +275,33 @@ def test_untrained_embedding_rows_and_unreachable_vocabulary(model):
     big = gptviz.CharTokenizer(list("abcdefghijklm"))  # 13 ids for a model of 11
     assert findings(model, tokenizer=big)["unreachable_vocab"].status == "fail"
     assert findings(model)["unreachable_vocab"].value is None  # not checked without a tokenizer
+
+
+def test_the_quick_weight_and_row_checks_count_what_the_slow_ones_did():
+    """The checks read a 1B model's weights in one pass (a sum) and hash the embedding rows, instead of
+    counting every value and sorting every row: the counts must be those of the definitions."""
+    big = torch.full((8,), 6e4, dtype=torch.float16)  # finite, but its sum overflows float16
+    assert _nonfinite(big) == 0
+    big[3], big[5] = float("inf"), float("nan")
+    assert _nonfinite(big) == 2 == int((~torch.isfinite(big)).sum())
+    g = torch.Generator().manual_seed(1)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        w = torch.randn(9000, 16, generator=g).to(dtype)  # more rows than ROWS_AT_ONCE
+        w[8999] = w[3]
+        w[7], w[100] = 0.0, -0.0  # zero rows: not among the rows judged
+        w[50, :] = w[60, :]
+        w[50, 0], w[60, 0] = 0.0, -0.0  # equal under ==, not bit for bit
+        w[200] = w[201] = float("nan")  # NaN != NaN: never copies
+        norms, want_norms = _row_norms(w), torch.linalg.vector_norm(w.double(), dim=1)
+        assert torch.equal(norms.isnan(), want_norms.isnan()) and torch.equal(norms[:200], want_norms[:200])
+        among = torch.isfinite(norms) & (norms != 0)  # as check_embeddings asks
+        want = torch.zeros(9000, dtype=torch.bool)
+        want[[3, 8999, 50, 60]] = True
+        assert torch.equal(_copied_rows(w, among), want), dtype
+    wide = torch.randn(50, 300, generator=g)  # only every 3rd column is hashed
+    wide[10], wide[20], wide[30] = wide[40], wide[40], wide[40]
+    wide[10, 1] += 1.0  # equal to row 40 in every hashed column, not in all
+    assert torch.nonzero(_copied_rows(wide, torch.ones(50, dtype=torch.bool))).flatten().tolist() == [20, 30, 40]
 
 
 def test_one_token_prompt_and_nonfinite_values_are_reported_not_raised(model):
