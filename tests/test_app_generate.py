@@ -11,6 +11,7 @@ from apptest_helpers import app_session, array, figure, ok, serve
 from streamlit.testing.v1 import AppTest
 
 import gptviz
+from gptviz import figures
 from gptviz.bench.checkpoints import CONFIG, NAME
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ def test_greedy_steps_equal_the_library_and_the_attention_row_a_trace(at, ckpt_r
     assert all(type(i) is int for i in gen["ids"]) and all(type(p) is float for p in gen["probs"])
     assert all(type(x) is list and all(type(p) is float for p in x) for x in gen["top_probs"])
     assert at.metric[0].value == "6 of 6"
-    assert at.metric[2].value == f"{g.steps[-1].prob:.2%}"
+    assert at.metric[2].value == figures.percent(g.steps[-1].prob) == f"{g.steps[-1].prob:.1%}"
     # the last step's attention in layer 1, head 2 (chosen in the sidebar) equals the step's own row
     at.radio(key="layer").set_value(1)
     at.radio(key="head").set_value(2)

@@ -24,9 +24,8 @@ if widgets.nan_logits(logits, f"after {v.texts[pos]}"):
     st.stop()  # every part of a NaN logit is NaN: choose a position before the NaN, or see Health
 top = analysis.top_k(logits, TOP, display=v.display)
 options = top["id"].astype(int).tolist()
-shown = dict(
-    zip(options, (f"#{r} {tok} · p {p:.1%}" for r, tok, p in zip(top["rank"], top["token"], top["probability"])))
-)
+ranked = zip(top["rank"], top["token"], top["probability"])
+shown = dict(zip(options, (f"#{r} {tok} · p {figures.percent(p)}" for r, tok, p in ranked)))
 
 
 def typed(text: str, what: str) -> int | None:

@@ -128,7 +128,7 @@ top_ids, top_probs = gen["top_ids"][s], gen["top_probs"][s]
 m1, m2, m3 = st.columns(3)
 m1.metric("Step", f"{shown} of {steps}")
 m2.metric("Token chosen", v.display([chosen])[0])
-m3.metric("Its probability", f"{prob:.2%}")
+m3.metric("Its probability", figures.percent(prob))
 
 left, right = st.columns(2)
 with left:

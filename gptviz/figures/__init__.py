@@ -23,7 +23,7 @@ from .lens import lens_grid, site_label, target_depth
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
 from .residual import contributions_bars, residual_heatmap, residual_lines
 from .shapes import shape_flow
-from .style import LOSS_AXIS, LOSS_UNIT, mean_loss, number, presentation, style
+from .style import LOSS_AXIS, LOSS_UNIT, mean_loss, number, percent, presentation, style
 from .tokens import loss_bars, token_chips_html, topk_bars
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "mark_tile",
     "mean_loss",
     "number",
+    "percent",
     "matrix_heatmap",
     "overview_cell",
     "presentation",
