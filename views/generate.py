@@ -88,7 +88,7 @@ if one or many:
         generating.say_why_stopped(g, v.display)
 
 tok = v.bundle.tokenizer
-text = tok.decode(all_ids) if tok is not None else ", ".join(map(str, all_ids))
+text = generating.prompt_text(tok, all_ids)
 b5.button(
     "Use as prompt",
     key="gen_use",
@@ -106,7 +106,7 @@ labels = figures.token_labels(v.display(all_ids))
 if steps and st.session_state.get("gen_view") not in range(1, steps + 1):
     st.session_state["gen_view"] = steps
 shown = st.session_state.get("gen_view", 0) if steps else 0
-pieces = [p + " " for p in v.display(all_ids)] if tok is None else [tok.decode([i]) for i in all_ids]
+pieces = generating.text_pieces(tok, v.display, all_ids)
 st.markdown(gfig.generated_text_html(pieces, P, P + shown - 1 if steps else None), unsafe_allow_html=True)
 st.caption(
     f"Grey: the prompt ({P} tokens). Black: {steps} generated token(s); orange: the step on view. "

@@ -44,3 +44,17 @@ def context_note(stuck: bool, room: int, block: int) -> None:
             f"The text is longer than the model's context, block_size = {block} tokens: each token past it was "
             f"predicted from the {block} tokens before it (a sliding window), and its attention rows cover only those."
         )
+
+
+def text_pieces(tok, display: Callable[[list[int]], list[str]], ids: list[int]) -> list[str]:
+    """Each id's text in the generated-text box: the tokenizer's own decoding (spaces and newlines as the
+    model wrote them); an id the tokenizer cannot produce (a vocabulary padded past it, as nanoGPT pads
+    GPT-2's to 50,304) by its shown name, where decoding gave nothing (or, for characters, failed)."""
+    if tok is None:
+        return [p + " " for p in display(ids)]
+    return [tok.decode([i]) if i < tok.vocab_size else display([i])[0] for i in ids]
+
+
+def prompt_text(tok, ids: list[int]) -> str:
+    """The text "Use as prompt" puts in the sidebar: the ids the tokenizer can write (a padding id has no text)."""
+    return tok.decode([i for i in ids if i < tok.vocab_size]) if tok is not None else ", ".join(map(str, ids))

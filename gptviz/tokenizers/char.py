@@ -48,8 +48,10 @@ class CharTokenizer:
         return [self.itos[i] for i in ids]
 
     def display(self, ids: Sequence[int]) -> list[str]:
-        """The character of each id, whitespace made visible."""
-        return [display_token(s) for s in self.token_strings(ids)]
+        """The character of each id, whitespace made visible; an id past the characters (a vocabulary
+        padded past them) by its number, as the other tokenizers show one they cannot produce."""
+        n = len(self.itos)
+        return [display_token(self.itos[i]) if 0 <= i < n else f"<id {int(i)}>" for i in ids]
 
     def to_dict(self) -> dict:
         """What a native checkpoint's config.json stores to rebuild this tokenizer."""
