@@ -175,16 +175,18 @@ def test_bf16_forward_matches_hugging_face_bf16(tmp_path):
 
 
 def test_in_out_copy_converts_and_lays_out_any_shape():
-    """The fill's blocked copy (16 rows at a time): the same values, upcast, laid out [in, out], whatever
-    the row count (a last block shorter than 16, fewer than 16 rows, a non-contiguous source)."""
+    """The fill's blocked copy: the same values, upcast, laid out [in, out], whatever the row count (a
+    last block shorter than the others, fewer rows than a block, blocks large enough for torch's tiled
+    transpose) and from a non-contiguous source."""
     g = torch.Generator().manual_seed(0)
-    for shape in ((37, 5), (16, 3), (3, 40), (1, 7)):
+    for shape in ((300, 70), (37, 5), (16, 3), (3, 40), (1, 7)):
         value = torch.randn(shape, generator=g).to(torch.bfloat16)
         for source in (value, value.t().contiguous().t()):
-            t = in_out_copy(source, torch.float32)
-            assert t.shape == value.shape and t.dtype == torch.float32
-            assert t.t().is_contiguous() and (t.is_contiguous() is (1 in shape)), shape
-            assert torch.equal(t, value.float()), shape
+            for rows in (4, 256):
+                t = in_out_copy(source, torch.float32, rows)
+                assert t.shape == value.shape and t.dtype == torch.float32
+                assert t.t().is_contiguous() and (t.is_contiguous() is (1 in shape)), shape
+                assert torch.equal(t, value.float()), (shape, rows)
 
 
 def test_a_bf16_llama_computed_in_float32_lays_its_block_weights_in_out(tmp_path):
