@@ -193,8 +193,8 @@ def test_a_bf16_llama_computed_in_float32_lays_its_block_weights_in_out(tmp_path
     """A float32 load of a bf16 Llama (what the Hub ships) writes each block Linear weight laid out
     [in, out] as it converts it (model.in_out_layout: a step of decoding reads it faster); a float32
     file keeps its tensors as read, and a bf16 load the stored tensors. The numbers do not move: the
-    same values as the float32 file's, the same logits over a prompt bit for bit, each decoding step's
-    within float32 rounding, and the same greedy ids as Hugging Face's generate."""
+    same values as the float32 file's, the same logits over a prompt and each decoding step's within
+    float32 rounding, and the same greedy ids as Hugging Face's generate."""
     from transformers import AutoModelForCausalLM
 
     half = llama_dir(tmp_path / "bf16", torch.bfloat16)
@@ -211,7 +211,9 @@ def test_a_bf16_llama_computed_in_float32_lays_its_block_weights_in_out(tmp_path
     ids = torch.randint(0, 150, (1, 12), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         for explicit in (False, True):
-            assert torch.equal(laid(ids, explicit=explicit), plain(ids, explicit=explicit))
+            # bit for bit on this project's CPU (MKL packs either layout for the same kernel); another BLAS
+            # may round differently, a wrong or misplaced weight would be far off
+            torch.testing.assert_close(laid(ids, explicit=explicit), plain(ids, explicit=explicit), rtol=0, atol=1e-5)
         hf = AutoModelForCausalLM.from_pretrained(half, dtype=torch.float32, attn_implementation="sdpa").eval()
         want = hf.generate(
             ids,
@@ -226,6 +228,9 @@ def test_a_bf16_llama_computed_in_float32_lays_its_block_weights_in_out(tmp_path
     for a, b in zip(got.steps, ref.steps):
         assert abs(a.prob - b.prob) < 1e-5 and a.top[0][0] == b.top[0][0]
         torch.testing.assert_close(torch.tensor(a.attention), torch.tensor(b.attention), atol=1e-5, rtol=1e-4)
+    again = gptviz.load(gptviz.save(laid, tmp_path / "native")).model  # a native save writes the values
+    for name in block:
+        assert torch.equal(again.get_parameter(name), laid.get_parameter(name)), name
 
 
 def test_auto_keeps_float32_unless_it_does_not_fit(tmp_path, monkeypatch):
