@@ -519,8 +519,25 @@ def in_out_layout(weight: Tensor) -> Tensor:
     that contiguous matrix, as Hugging Face's Conv1D does; on the CPU in float32 a one-row product (a
     step of decoding) reads it faster (GPT-2 small's 12 blocks: 22.6 ms a token against 25.1 ms), and
     the prompt's T-row products take the same time. GPT-2's files store these weights [in, out], so its
-    import keeps them so at no cost (formats/families.py conv1d); other layers keep the usual layout."""
+    import keeps them so at no cost (formats/families.py conv1d); the other families' files store [out, in],
+    and their block weights are laid out so where the load converts them anyway (formats/bundle.py
+    fill_model: a bf16 / fp16 file computed in float32 on the CPU)."""
     return weight.t().contiguous().t()
+
+
+# The Linear weights of a block (after "transformer.h.<i>."): the products a step of decoding runs per layer.
+BLOCK_LINEARS = (
+    "attn.c_attn.weight",
+    "attn.c_proj.weight",
+    "mlp.c_fc.weight",
+    "mlp.c_gate.weight",
+    "mlp.c_proj.weight",
+)
+
+
+def is_block_linear(name: str) -> bool:
+    """Whether a parameter name is one of a block's Linear weights (BLOCK_LINEARS)."""
+    return name.startswith("transformer.h.") and name.endswith(BLOCK_LINEARS)
 
 
 # A [C, V] copy of an LM head's weight, with the weight it copies, while one_row_head() runs in this thread.

@@ -21,7 +21,9 @@ from untrusted_helpers import NANO_ARGS, hf
 
 import gptviz
 from gptviz import devices
+from gptviz.formats.bundle import in_out_copy
 from gptviz.formats.hf_gpt2 import CONV1D
+from gptviz.model import is_block_linear
 
 HALF = [torch.bfloat16, torch.float16]
 ROTARY = dict(pos_encoding="rotary", norm="rmsnorm", activation="silu", mlp_gated=True, bias=False, n_kv_head=1)
@@ -170,6 +172,65 @@ def test_bf16_forward_matches_hugging_face_bf16(tmp_path):
                     diff,
                     agree,
                 )
+
+
+def test_in_out_copy_converts_and_lays_out_any_shape():
+    """The fill's blocked copy: the same values, upcast, laid out [in, out], whatever the row count (a
+    last block shorter than the others, fewer rows than a block, blocks large enough for torch's tiled
+    transpose) and from a non-contiguous source."""
+    g = torch.Generator().manual_seed(0)
+    for shape in ((300, 70), (37, 5), (16, 3), (3, 40), (1, 7)):
+        value = torch.randn(shape, generator=g).to(torch.bfloat16)
+        for source in (value, value.t().contiguous().t()):
+            for rows in (4, 256):
+                t = in_out_copy(source, torch.float32, rows)
+                assert t.shape == value.shape and t.dtype == torch.float32
+                assert t.t().is_contiguous() and (t.is_contiguous() is (1 in shape)), shape
+                assert torch.equal(t, value.float()), (shape, rows)
+
+
+def test_a_bf16_llama_computed_in_float32_lays_its_block_weights_in_out(tmp_path):
+    """A float32 load of a bf16 Llama (what the Hub ships) writes each block Linear weight laid out
+    [in, out] as it converts it (model.in_out_layout: a step of decoding reads it faster); a float32
+    file keeps its tensors as read, and a bf16 load the stored tensors. The numbers do not move: the
+    same values as the float32 file's, the same logits over a prompt and each decoding step's within
+    float32 rounding, and the same greedy ids as Hugging Face's generate."""
+    from transformers import AutoModelForCausalLM
+
+    half = llama_dir(tmp_path / "bf16", torch.bfloat16)
+    full = llama_dir(tmp_path / "f32", torch.float32, torch.bfloat16)
+    laid, plain = gptviz.load(half, dtype="float32").model, gptviz.load(full).model
+    as_stored = gptviz.load(half, dtype="bfloat16").model
+    block = [n for n, _ in laid.named_parameters() if is_block_linear(n)]
+    assert len(block) == 5 * laid.config.n_layer  # c_attn, c_proj, c_gate, c_fc, mlp.c_proj
+    for name in block:
+        a, b, c = laid.get_parameter(name), plain.get_parameter(name), as_stored.get_parameter(name)
+        assert a.t().is_contiguous() and not a.is_contiguous(), name
+        assert b.is_contiguous() and c.is_contiguous(), name
+        assert torch.equal(a, b), name
+    ids = torch.randint(0, 150, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for explicit in (False, True):
+            # bit for bit on this project's CPU (MKL packs either layout for the same kernel); another BLAS
+            # may round differently, a wrong or misplaced weight would be far off
+            torch.testing.assert_close(laid(ids, explicit=explicit), plain(ids, explicit=explicit), rtol=0, atol=1e-5)
+        hf = AutoModelForCausalLM.from_pretrained(half, dtype=torch.float32, attn_implementation="sdpa").eval()
+        want = hf.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=10,
+            min_new_tokens=10,
+            do_sample=False,
+            pad_token_id=0,
+        )[0].tolist()
+    got, ref = (gptviz.generate(m, ids[0].tolist(), 10, temperature=0, stop_at_eos=False) for m in (laid, plain))
+    assert got.ids == ref.ids == want
+    for a, b in zip(got.steps, ref.steps):
+        assert abs(a.prob - b.prob) < 1e-5 and a.top[0][0] == b.top[0][0]
+        torch.testing.assert_close(torch.tensor(a.attention), torch.tensor(b.attention), atol=1e-5, rtol=1e-4)
+    again = gptviz.load(gptviz.save(laid, tmp_path / "native")).model  # a native save writes the values
+    for name in block:
+        assert torch.equal(again.get_parameter(name), laid.get_parameter(name)), name
 
 
 def test_auto_keeps_float32_unless_it_does_not_fit(tmp_path, monkeypatch):

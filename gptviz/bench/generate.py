@@ -4,8 +4,10 @@
 
 Two shapes with random weights: GPT-2 small (against transformers' GPT2LMHeadModel) and SmolLM2-135M
 (a Llama: 30 layers, 9 query heads on 3 key/value heads, tied 49,152 vocabulary; against its
-LlamaForCausalLM). Each pair decodes greedily from the same prompt with the same weights, the same
-threads and the same device. gptviz records, per new token, its probability, its top 10 alternatives
+LlamaForCausalLM). gptviz's block weights are laid out as a load lays them out: GPT-2's as its file
+stores them, SmolLM2's as a float32 load of its bf16 file (as the Hub ships it) writes them. Each
+pair decodes greedily from the same prompt with the same weights, the same threads and the same
+device. gptviz records, per new token, its probability, its top 10 alternatives
 and its attention row in every layer and head; Hugging Face returns the ids only. Runs alternate and
 the median of each is reported, in wall-clock time and in this process's CPU time (which leaves out
 time spent waiting for a busy core), so a busy machine slows both alike. Prints one JSON line per
@@ -24,9 +26,8 @@ import statistics
 import torch
 
 from ..config import GPTConfig
-from ..formats.hf_gpt2 import CONV1D
 from ..generation import generate
-from ..model import GPT, in_out_layout
+from ..model import GPT, in_out_layout, is_block_linear
 from ..threads import use_threads
 from .families import SMOLLM2_135M, timed, to_hf_llama
 from .families import TINY as TINY_LLAMA
@@ -47,9 +48,11 @@ def measure(
     torch.manual_seed(0)
     dev = torch.device(device)
     model = GPT(GPTConfig(**config)).to(dev).eval()
-    if shape.startswith("gpt2"):  # block weights laid out as an imported GPT-2 holds them (families.conv1d)
+    # block weights laid out as a load lays them out (model.in_out_layout): an imported GPT-2 as its file stores
+    # them (families.conv1d); a Llama as a float32 load of a bf16 file, what the Hub ships, writes them on the CPU
+    if shape.startswith("gpt2") or dev.type == "cpu":
         for name, p in model.named_parameters():
-            if name.endswith(CONV1D):
+            if is_block_linear(name):
                 p.data = in_out_layout(p.data)
     hf = to_hf_gpt2(model, "sdpa") if shape.startswith("gpt2") else to_hf_llama(model, "sdpa")
     eos = config["vocab_size"] - 1  # GPT-2's eos; never drawn into the prompt

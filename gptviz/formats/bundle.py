@@ -17,7 +17,7 @@ import torch
 from ..config import GPTConfig
 from ..devices import HALF_DTYPES, choose_dtype, dtype_name
 from ..errors import CheckpointError, summarise
-from ..model import GPT
+from ..model import GPT, is_block_linear
 from ..progress import ProgressFn, Reporter
 from ..tokenizers import Tokenizer
 from .weights import READ
@@ -148,6 +148,19 @@ def _own(value: torch.Tensor, dtype: torch.dtype, device: torch.device) -> bool:
     )
 
 
+def in_out_copy(value: torch.Tensor, dtype: torch.dtype, rows: int = 256) -> torch.Tensor:
+    """value [out, in] converted to dtype on the CPU, its values laid out [in, out] (model.in_out_layout,
+    which a step of decoding reads faster in float32: SmolLM2-135M 41.7 -> 35.8 ms a token). `rows` rows of
+    value at a time: torch transposes such a block fast in its own dtype (a tiled kernel), then the
+    conversion writes `rows` values in a run into each row of the result. A float32 load of Llama-3.2-1B
+    from bf16 takes 0.5 s of CPU more than with plain conversions (3.3 s); 16 rows at a time written
+    strided took 1.0 s more, and one strided copy of each whole transpose 3.8x a plain conversion."""
+    out = torch.empty(value.shape[::-1], dtype=dtype)
+    for i in range(0, value.size(0), rows):
+        out[:, i : i + rows].copy_(value[i : i + rows].t().contiguous())
+    return out.t()
+
+
 def fill_model(
     config: GPTConfig,
     tensors: Iterable[tuple[str, Callable[[], torch.Tensor]]],
@@ -182,6 +195,8 @@ def fill_model(
         elif value.dim() == 2 and value.t().is_contiguous() and not value.is_contiguous():
             # handed over as the transpose of a stored [in, out] (GPT-2's Conv1D): kept laid out so (in_out_layout)
             t = torch.empty(value.shape[::-1], dtype=dtype, device=device).copy_(value.t()).t()
+        elif value.dtype != dtype and dtype == torch.float32 and device.type == "cpu" and is_block_linear(name):
+            t = in_out_copy(value, dtype)  # converted anyway (a bf16 file computed in float32): written [in, out]
         else:
             t = torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
         del value
