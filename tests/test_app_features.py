@@ -14,6 +14,7 @@ from sae_helpers import random_sae
 
 import gptviz
 from gptviz.bench.checkpoints import NAME, make_checkpoints
+from gptviz.dashboard import keys
 from gptviz.dashboard.classmode import CLASS_ENV
 from gptviz.dashboard.saes import SAEPick
 from gptviz.dashboard.state import PRESET_PROMPT
@@ -368,3 +369,19 @@ def test_an_uploaded_gemma_scope_params_npz_reads_the_layer_named_beside_it(monk
     at.selectbox(key="ckpt_choice").set_value("induction-2l").run()
     assert not at.exception
     assert any("Layer 2 is not a layer of this model (0 … 1)" in e.value for e in at.sidebar.error)
+
+
+def test_an_uploaded_sae_stays_in_use_across_a_page_switch(monkeypatch, ckpt_root):
+    """A click that opens another page (st.switch_page) empties the SAE uploader: its SAE stays in use."""
+    root, _ = ckpt_root
+    at = open_page(monkeypatch, ckpt_root, "views/features.py")
+    ok(at.sidebar.selectbox(key="sae_choice").set_value(SAEPick.UPLOAD).run())
+    ok(at.get_by_key("sae_upload").set_value(_sae_files(root / NAME / "saes" / "tiny-sae-2")).run())
+    ok(at.switch_page("views/heads.py").run())
+    at.session_state[keys.HEADS_OPEN_ATTENTION] = True  # the Heads grid's click: st.switch_page to Attention
+    ok(at.run())
+    captions = [re.sub(r"\\(.)", r"\1", c.value) for c in at.sidebar.caption]
+    assert any(c.startswith("In use: cfg.json, sae_weights.safetensors, uploaded on the page before") for c in captions)
+    ok(at.switch_page("views/features.py").run())
+    acts = gptviz.feature_activations(_run(root)[2], gptviz.load_sae(root / NAME / "saes" / "tiny-sae-2"))
+    assert _heat_features(at) == top_features(acts, 12).tolist()

@@ -22,7 +22,8 @@ from apptest_helpers import (
 
 import gptviz
 from gptviz.bench.checkpoints import CHARS, CONFIG, NAME
-from gptviz.dashboard import caches, sources, state, uploads
+from gptviz.dashboard import caches, keys, sources, state, uploads
+from gptviz.dashboard.widgets import plain
 
 
 def test_upload_is_size_limited_and_held_in_memory(env):
@@ -123,3 +124,25 @@ def test_an_upload_is_freed_when_its_session_ends(env):
     del at
     gc.collect()
     assert held() is None  # its bytes went with the session; the cached model holds none of them
+
+
+def test_an_upload_stays_in_use_across_a_page_switch(at, env, tmp_path):
+    """st.switch_page (a click on the Heads grid opens the head in Attention) empties every file_uploader:
+    the uploaded checkpoint stays in use there, said under the empty box, until other files are uploaded."""
+    ok(upload(at, env / NAME))
+    held = at.session_state[keys.UPLOADS]._last[1]
+    ok(at.switch_page("views/heads.py").run())
+    at.session_state[keys.HEADS_OPEN_ATTENTION] = True  # what the grid's click callback sets
+    ok(at.run())
+    assert at.get_by_key("attn_heatmap") is not None and "upload those files again" not in page_text(at)
+    said = plain(f"In use: {', '.join(held.names)}, uploaded on the page before. Upload again to change it.")
+    assert said in [c.value for c in at.sidebar.caption]
+    torch.manual_seed(6)  # the same names, other weights: uploaded by hand, they replace the carried ones
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / NAME, gptviz.CharTokenizer(CHARS))
+    ok(
+        at.get_by_key("ckpt_upload")
+        .set_value([(p.name, p.read_bytes(), "application/octet-stream") for p in sorted((tmp_path / NAME).iterdir())])
+        .run()
+    )
+    assert at.session_state[keys.UPLOADS]._last[1].digest != held.digest
+    assert not any("uploaded on the page before" in c.value for c in at.sidebar.caption)

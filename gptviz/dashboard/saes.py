@@ -94,18 +94,27 @@ def _upload(layers: Callable[[], int | None]) -> tuple[SAEKey | None, str]:
         st.sidebar.info(f"Uploads are off on this server ({why}): pick a shipped SAE.")
         return None, ""
     files = st.sidebar.file_uploader(
-        f"SAE files (up to {limit} MB)", accept_multiple_files=True, key="sae_upload", max_upload_size=limit
+        f"SAE files (up to {limit} MB)",
+        accept_multiple_files=True,
+        key="sae_upload",
+        max_upload_size=limit,
+        on_change=uploads.forget_carried,
+        args=("sae_upload",),
     )
-    if not files:
+    upload = None if files else uploads.carried_over("sae_upload", _owner())
+    if upload is not None:
+        st.sidebar.caption(plain(uploads.carried_note(upload)))
+    elif not files:
         return None, ""
-    odd = [f.name for f in files if f.name not in SAE_FILES]
-    try:
-        if odd:
-            raise CheckpointError(f"{odd[0][:60]!r} is not an SAE file; upload {', '.join(SAE_FILES)}")
-        upload = _owner().save(files, limit, UPLOAD_LIMIT_ENV, upload_total_bytes() if class_mode() else None)
-    except GptvizError as e:
-        st.sidebar.error(f"SAE upload not used: {plain(e)}")
-        return None, ""
+    else:
+        odd = [f.name for f in files if f.name not in SAE_FILES]
+        try:
+            if odd:
+                raise CheckpointError(f"{odd[0][:60]!r} is not an SAE file; upload {', '.join(SAE_FILES)}")
+            upload = _owner().save(files, limit, UPLOAD_LIMIT_ENV, upload_total_bytes() if class_mode() else None)
+        except GptvizError as e:
+            st.sidebar.error(f"SAE upload not used: {plain(e)}")
+            return None, ""
     key = SAEKey(upload.source, _owner().token)
     if CFG in upload.names:  # SAELens's cfg.json names its own site
         return key, upload.label

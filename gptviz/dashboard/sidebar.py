@@ -81,7 +81,12 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             key="ckpt_upload",
             max_upload_size=limit,
             help=CHECKPOINT_HELP,
+            on_change=uploads.forget_carried,
+            args=("ckpt_upload",),
         )
+        if not files and (kept := uploads.carried_over("ckpt_upload", _session_uploads())) is not None:
+            st.sidebar.caption(plain(uploads.carried_note(kept)))
+            return kept.source, kept.label
         if not files:
             names = st.session_state.get(keys.UPLOAD_NAMES)
             if names:

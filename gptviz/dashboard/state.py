@@ -22,7 +22,7 @@ from ..devices import COMPUTE_DTYPES, DEVICES
 from ..formats import Bundle
 from ..record import Trace
 from ..steering_spec import SteeringSpec, SteeringSpecError
-from . import keys
+from . import keys, uploads
 from .caches import ModelKey, RunKey, SAEKey
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
@@ -281,4 +281,5 @@ def switch_page(page: str, leave: tuple[str, ...] = (), **chosen) -> NoReturn:
     `chosen`; the steering is no widget's and stays by itself."""
     state = st.session_state
     state[keys.SWITCH_CHOICES] = {k: state[k] for k in SWITCH_KEYS if k in state and k not in leave} | chosen
+    uploads.carry_over()
     st.switch_page(page)

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from ..errors import CheckpointError
 from ..formats import MemoryPath
+from . import keys
 
 UPLOAD_PREFIX = "upload:"  # a source "upload:<hash>" is the session's upload with that content
 # owner token -> the session's uploads, held weakly: a closed session's object (and its bytes) is
@@ -127,6 +128,10 @@ class SessionUploads:
             return self._last[1]
         return None
 
+    def held(self) -> Upload | None:
+        """The upload this session holds, if any."""
+        return self._last[1] if self._last else None
+
     def close(self) -> None:
         """Drop the upload now (its bytes go once no cached model load is reading them)."""
         self._last = None
@@ -142,6 +147,37 @@ def session_owner(key: str) -> SessionUploads:
     if not isinstance(owner, SessionUploads):
         owner = st.session_state[key] = SessionUploads()
     return owner
+
+
+UPLOADERS = ("ckpt_upload", "sae_upload")  # the sidebar's file_uploader keys: the checkpoint's, the SAE's
+
+
+def carry_over() -> None:
+    """Before st.switch_page, which empties every file_uploader: each uploader's files stay in use on the
+    next page (carried_over) until the person changes that uploader's files (forget_carried)."""
+    import streamlit as st
+
+    st.session_state[keys.UPLOADS_CARRIED] = set(UPLOADERS)
+
+
+def carried_over(uploader: str, owner: SessionUploads) -> Upload | None:
+    """The upload an empty uploader held before a page switch emptied it (carry_over); None if the
+    person has changed its files since, or it held none."""
+    import streamlit as st
+
+    return owner.held() if uploader in st.session_state.get(keys.UPLOADS_CARRIED, ()) else None
+
+
+def carried_note(upload: Upload) -> str:
+    """What the sidebar says under an uploader emptied by a page switch whose upload is still in use."""
+    return f"In use: {', '.join(upload.names)}, uploaded on the page before. Upload again to change it."
+
+
+def forget_carried(uploader: str) -> None:
+    """The uploader's on_change: files added or removed by hand are what it holds from now on."""
+    import streamlit as st
+
+    st.session_state.get(keys.UPLOADS_CARRIED, set()).discard(uploader)
 
 
 def held_bytes(but: SessionUploads | None = None) -> int:
