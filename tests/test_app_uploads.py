@@ -135,7 +135,7 @@ def test_an_upload_stays_in_use_across_a_page_switch(at, env, tmp_path):
     at.session_state[keys.HEADS_OPEN_ATTENTION] = True  # what the grid's click callback sets
     ok(at.run())
     assert at.get_by_key("attn_heatmap") is not None and "upload those files again" not in page_text(at)
-    said = plain(f"In use: {', '.join(held.names)}, uploaded on the page before. Upload again to change it.")
+    said = plain(f"In use: {', '.join(held.names)}, uploaded on the page before.")
     assert said in [c.value for c in at.sidebar.caption]
     torch.manual_seed(6)  # the same names, other weights: uploaded by hand, they replace the carried ones
     gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / NAME, gptviz.CharTokenizer(CHARS))

@@ -169,8 +169,9 @@ def carried_over(uploader: str, owner: SessionUploads) -> Upload | None:
 
 
 def carried_note(upload: Upload) -> str:
-    """What the sidebar says under an uploader emptied by a page switch whose upload is still in use."""
-    return f"In use: {', '.join(upload.names)}, uploaded on the page before. Upload again to change it."
+    """What the sidebar says under an uploader a page switch emptied on the server (the browser may still
+    list its files) whose upload is still in use."""
+    return f"In use: {', '.join(upload.names)}, uploaded on the page before."
 
 
 def forget_carried(uploader: str) -> None:

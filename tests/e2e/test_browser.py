@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
+import torch
 from playwright.sync_api import Page, expect
 
-from gptviz.bench.browser import charts, heatmap_drawn, nav, no_errors, tour, type_prompt, wait_for_app_run
+import gptviz
+from gptviz.bench.browser import chart, charts, heatmap_drawn, nav, no_errors, tour, type_prompt, wait_for_app_run
+from gptviz.bench.checkpoints import CHARS, CONFIG
 
 
 def query(page: Page) -> dict[str, str]:
@@ -101,4 +104,30 @@ def test_a_gemma_scope_saes_reads_box_shows_its_whole_choice(page: Page, shot, t
         assert reads.evaluate(CUT) <= 1, f"{choice!r} is cut {reads.evaluate(CUT)} px in the Reads box"
         if choice.endswith("(res)"):
             shot(page, "sae_gemma_reads_1280x720")
+    no_errors(page)
+
+
+def test_an_uploaded_checkpoint_stays_in_use_when_a_click_opens_another_page(page: Page, tmp_path):
+    # st.switch_page (a click in the Heads grid opens that head in Attention) emptied the uploader on the
+    # server while the browser still listed its files: the page then had no model ("Nothing to show yet")
+    torch.manual_seed(7)
+    gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / "mine", gptviz.CharTokenizer(CHARS))
+    page.goto("/?checkpoint=upload")
+    wait_for_app_run(page)
+    files = sorted(str(f) for f in (tmp_path / "mine").iterdir())
+    page.get_by_test_id("stFileUploaderDropzoneInput").first.set_input_files(files)
+    expect(heatmap_drawn(page)).to_be_attached(timeout=60_000)
+    nav(page, "Heads")
+    grid = chart(page, "previous-token score")
+    grid.scroll_into_view_if_needed()
+    x, y = grid.evaluate(
+        """(el) => { const L = el._fullLayout, r = el.getBoundingClientRect();
+                     return [r.left + L._size.l + L.xaxis.d2p('1'), r.top + L._size.t + L.yaxis.d2p('1')]; }"""
+    )
+    page.mouse.click(x, y)
+    expect(page.get_by_role("heading", name="Attention", exact=True)).to_be_visible(timeout=60_000)
+    wait_for_app_run(page)
+    expect(page.locator(".gtitle", has_text="Layer 1, head 1: weights")).to_be_visible()
+    expect(page.get_by_text("uploaded on the page before")).to_be_visible()
+    expect(page.get_by_text("Nothing to show yet")).to_have_count(0)
     no_errors(page)
