@@ -215,6 +215,19 @@ def chart(page: Page, title: str):
     )
 
 
+def click_head_cell(page: Page, layer: int, head: int) -> None:
+    """Click layer, head's cell in the Heads page's grid, at the pixel Plotly's own mapping of its
+    category axes gives (the click opens that head in Attention)."""
+    grid = chart(page, "previous-token score")
+    grid.scroll_into_view_if_needed()
+    x, y = grid.evaluate(
+        """(el, [head, layer]) => { const L = el._fullLayout, r = el.getBoundingClientRect();
+            return [r.left + L._size.l + L.xaxis.d2p(head), r.top + L._size.t + L.yaxis.d2p(layer)]; }""",
+        [str(head), str(layer)],
+    )
+    page.mouse.click(x, y)
+
+
 def charts(page: Page):
     return page.locator("[data-testid=stPlotlyChart] .js-plotly-plot")
 

@@ -9,7 +9,16 @@ import torch
 from playwright.sync_api import Page, expect
 
 import gptviz
-from gptviz.bench.browser import chart, charts, heatmap_drawn, nav, no_errors, tour, type_prompt, wait_for_app_run
+from gptviz.bench.browser import (
+    charts,
+    click_head_cell,
+    heatmap_drawn,
+    nav,
+    no_errors,
+    tour,
+    type_prompt,
+    wait_for_app_run,
+)
 from gptviz.bench.checkpoints import CHARS, CONFIG
 
 
@@ -118,13 +127,7 @@ def test_an_uploaded_checkpoint_stays_in_use_when_a_click_opens_another_page(pag
     page.get_by_test_id("stFileUploaderDropzoneInput").first.set_input_files(files)
     expect(heatmap_drawn(page)).to_be_attached(timeout=60_000)
     nav(page, "Heads")
-    grid = chart(page, "previous-token score")
-    grid.scroll_into_view_if_needed()
-    x, y = grid.evaluate(
-        """(el) => { const L = el._fullLayout, r = el.getBoundingClientRect();
-                     return [r.left + L._size.l + L.xaxis.d2p('1'), r.top + L._size.t + L.yaxis.d2p('1')]; }"""
-    )
-    page.mouse.click(x, y)
+    click_head_cell(page, 1, 1)
     expect(page.get_by_role("heading", name="Attention", exact=True)).to_be_visible(timeout=60_000)
     wait_for_app_run(page)
     expect(page.locator(".gtitle", has_text="Layer 1, head 1: weights")).to_be_visible()

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 from playwright.sync_api import Page, expect
 
-from gptviz.bench.browser import chart, no_errors, open_page, wait_for_app_run, wait_until_drawn
+from gptviz.bench.browser import chart, click_head_cell, no_errors, open_page, wait_for_app_run, wait_until_drawn
 
 PROMPT = "To be, or not to be: that is the question. To be, or not."
 
@@ -42,13 +42,7 @@ def test_logit_lens_then_heads_then_attention(page: Page, shot):
     no_errors(page)
     shot(page, "why-heads")
 
-    # the pixel of layer 1, head 2's cell, from Plotly's own mapping of the category axes
-    grid.scroll_into_view_if_needed()
-    x, y = grid.evaluate(
-        """(el) => { const L = el._fullLayout, r = el.getBoundingClientRect();
-                     return [r.left + L._size.l + L.xaxis.d2p('2'), r.top + L._size.t + L.yaxis.d2p('1')]; }"""
-    )
-    page.mouse.click(x, y)
+    click_head_cell(page, 1, 2)
     expect(page.get_by_role("heading", name="Attention", exact=True)).to_be_visible(timeout=60_000)
     wait_until_drawn(page)
     expect(page.locator(".gtitle", has_text="Layer 1, head 2: weights")).to_be_visible()
