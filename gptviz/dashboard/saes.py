@@ -101,11 +101,11 @@ def _upload(layers: Callable[[], int | None]) -> tuple[SAEKey | None, str]:
         on_change=uploads.forget_carried,
         args=("sae_upload",),
     )
-    upload = None if files else uploads.carried_over("sae_upload", _owner())
-    if upload is not None:
+    if not files:
+        upload = uploads.carried_over("sae_upload", _owner())
+        if upload is None:
+            return None, ""
         st.sidebar.caption(plain(uploads.carried_note(upload)))
-    elif not files:
-        return None, ""
     else:
         odd = [f.name for f in files if f.name not in SAE_FILES]
         try:

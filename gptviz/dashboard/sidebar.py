@@ -84,10 +84,11 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             on_change=uploads.forget_carried,
             args=("ckpt_upload",),
         )
-        if not files and (kept := uploads.carried_over("ckpt_upload", _session_uploads())) is not None:
-            st.sidebar.caption(plain(uploads.carried_note(kept)))
-            return kept.source, kept.label
         if not files:
+            kept = uploads.carried_over("ckpt_upload", _session_uploads())
+            if kept is not None:
+                st.sidebar.caption(plain(uploads.carried_note(kept)))
+                return kept.source, kept.label
             names = st.session_state.get(keys.UPLOAD_NAMES)
             if names:
                 st.info(f"This link showed an upload of {plain(names)}: upload those files again to see it.")
