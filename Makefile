@@ -33,9 +33,11 @@ browser:
 dashboard: setup
 	$(VENV)/bin/gptviz dashboard --port $(PORT) --address $(ADDRESS)
 
+# ruff, then mypy over gptviz/, views/ and app.py against its baseline (tests/test_types.py, also in test-fast)
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) tests/test_types.py
 
 # Every test: library, AppTest, the built wheel, and a real headless Chromium. Two workers, a test
 # file each at a time (a browser module shares one server); JOBS=1 runs them in one process.

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check
-from .model import GPT, AttentionSpec, attention_weights
+from .model import GPT, AttentionSpec, Block, attention_weights
 from .names import ATTENTION_MAPS, contract_names, parse, point
 from .probes import Probe, capture_name
 from .progress import ProgressFn, Reporter
@@ -153,6 +153,11 @@ def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Te
     return t.to(device=device).unsqueeze(0)
 
 
+def model_blocks(model: GPT) -> Sequence[Block]:
+    """The model's blocks in order, typed (nn.ModuleDict's attributes read as Tensor | Module)."""
+    return cast("Sequence[Block]", model.transformer.h)
+
+
 def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None = None) -> dict:
     """Per layer: its mask (kept, T² bools; one tensor shared by the layers of one window) and the
     scores and weights as recipes that rebuild them from the captured q and k with the very functions
@@ -160,7 +165,7 @@ def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None =
     (1, H, T, D) views, so they are bit-identical to what that path computes. wanted: only the layers
     one of whose maps or mask is in it (None: every layer)."""
     maps, masks = {}, {}
-    for l, block in enumerate(model.transformer.h):
+    for l, block in enumerate(model_blocks(model)):
         if l in rec.kept_maps:  # recorded as the edited run computed them
             continue
         names = [point(site, l) for site in (*ATTENTION_MAPS, "attn.mask")]
@@ -203,7 +208,7 @@ def _unchanged(module: nn.Module) -> Callable[[], None]:
 
 
 @torch.no_grad()
-def _attn_out(block: nn.Module, z: Tensor, check: Callable[[], None]) -> Tensor:
+def _attn_out(block: Block, z: Tensor, check: Callable[[], None]) -> Tensor:
     check()
     return block.attn.project(z[None])[0]  # merge, c_proj, post-norm: as the forward does
 
@@ -214,13 +219,13 @@ def _resid_mid(resid_pre: Tensor, attn_out: Callable[[], Tensor]) -> Tensor:
 
 
 @torch.no_grad()
-def _mlp_hidden(block: nn.Module, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
+def _mlp_hidden(block: Block, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
     check()
     return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid()[None]))[0]
 
 
 @torch.no_grad()
-def _mlp_out(block: nn.Module, hidden: Callable[[], Tensor], check: Callable[[], None]) -> Tensor:
+def _mlp_out(block: Block, hidden: Callable[[], Tensor], check: Callable[[], None]) -> Tensor:
     check()
     return block.mlp.project(hidden()[None])[0]
 
@@ -236,7 +241,7 @@ def sublayer_outputs(rec: _Recorder, model: GPT, wanted: set[str] | None = None)
     an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
     rebuild refuses once the weights changed."""
     recipes = {}
-    for l, block in enumerate(model.transformer.h):
+    for l, block in enumerate(model_blocks(model)):
         if wanted is not None and not wanted.intersection(point(site, l) for site in REBUILT):
             continue
         check = _unchanged(block)
@@ -322,7 +327,7 @@ def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
 
 def _block_reports(model: GPT, rec: _Recorder, progress: ProgressFn) -> list:
     """A hook after each block that reports it done (for this call's pass only, as every hook here)."""
-    blocks = list(cast(nn.ModuleList, model.transformer.h))  # GPT builds h as a ModuleList
+    blocks = model_blocks(model)
     reporter = Reporter(progress, "blocks", total=len(blocks))
 
     def hook(mod, args, output):
@@ -370,7 +375,7 @@ def trace(
         rec.hold = {held for name in wanted for held in _rebuilt_from(name)}
     for iv in edits:
         rec.edits.setdefault(iv.name, []).append(iv)
-        if iv.explicit:
+        if iv.explicit and iv.layer is not None:  # every explicit site is a layer's
             rec.kept_maps.add(iv.layer)
     handles = []
     token = _active.set(rec)
@@ -402,6 +407,6 @@ def trace(
     if rec.last_logits is not None and (wanted is None or "logits" in wanted):
         out.keep_row("logits", rec.last_logits)
     out.interventions = edits
-    out.attention_specs = [block.attn.spec for block in model.transformer.h]  # how q, k become weights
+    out.attention_specs = [block.attn.spec for block in model_blocks(model)]  # how q, k become weights
     out.config = model.config  # what the pages name: rotary, grouped heads, the MLP's width
     return out

@@ -215,7 +215,7 @@ class GPTConfig:
         H, Hkv = self.n_head, self.kv_heads
 
         def linear(prefix: str, n_out: int, n_in: int, bias: bool) -> dict[str, tuple[int, ...]]:
-            out = {f"{prefix}.weight": (n_out, n_in)}
+            out: dict[str, tuple[int, ...]] = {f"{prefix}.weight": (n_out, n_in)}
             if self.bias and bias:
                 out[f"{prefix}.bias"] = (n_out,)
             return out

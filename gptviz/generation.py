@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .capture import as_ids, edited
+from .capture import as_ids, edited, model_blocks
 from .devices import free_memory
 from .errors import PromptError
 from .interventions import HEAD_SITES, Intervention, InterventionError, check
@@ -152,7 +152,7 @@ def _attention_rows(model: GPT) -> Iterator[list[Tensor]]:
         if _rows.get() is rows:
             rows.append(output[:, :, -1])  # (B, H, t): the newest token's row
 
-    handles = [block.attn.weights.register_forward_hook(keep) for block in model.transformer.h]
+    handles = [block.attn.weights.register_forward_hook(keep) for block in model_blocks(model)]
     token = _rows.set(rows)
     try:
         yield rows

@@ -47,10 +47,9 @@ def _axes(site: str) -> tuple[int | None, int]:
 def _ints(values: Sequence[int] | int | None, what: str) -> tuple[int, ...] | None:
     if values is None:
         return None
-    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
-        values = [values]
+    items = [values] if isinstance(values, (int, np.integer)) else values  # a bool is refused below, as in a list
     out = []
-    for v in values:
+    for v in items:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise InterventionError(f"{what} must be integers, got {v!r}")
         out.append(int(v))
@@ -190,6 +189,7 @@ class Patch(Intervention):
             raise InterventionError(f"the source Trace has no {self.name}")
 
     def replacement(self, value: Tensor, batched: bool) -> Tensor:
+        assert self.source is not None  # __post_init__ refuses a Patch without one
         src = self.source.tensor(self.name)
         want = tuple(value.shape[1:] if batched else value.shape)
         if tuple(src.shape) != want:
@@ -216,6 +216,7 @@ class Intervene(Intervention):
             raise InterventionError(f"intervene needs a function of the value, got {self.fn!r}")
 
     def _one(self, value: Tensor) -> Tensor:
+        assert self.fn is not None  # __post_init__ refuses an Intervene without one
         out = self.fn(value.clone())  # the function may edit its argument in place: not the model's tensor
         if isinstance(out, np.ndarray):
             out = torch.from_numpy(out)
@@ -243,14 +244,14 @@ def ablate(
     """Replace (part of) a contract point by zero, its mean over the prompt's positions, or a number.
 
     Ablating a head is done on attn.z, before c_proj mixes the heads."""
-    return Ablation(name, heads, positions, how)
+    return Ablation(name, _ints(heads, "heads"), _ints(positions, "positions"), how)
 
 
 def patch(
     name: str, source: Trace, heads: Sequence[int] | None = None, positions: Sequence[int] | None = None
 ) -> Patch:
     """Copy (part of) a contract point from another run's Trace (same model, same prompt length)."""
-    return Patch(name, heads, positions, source)
+    return Patch(name, _ints(heads, "heads"), _ints(positions, "positions"), source)
 
 
 def intervene(name: str, fn: Callable[[Tensor], Tensor]) -> Intervene:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,10 @@ class Trace(Mapping):
     """One forward pass over one prompt. A read-only mapping from contract names to arrays."""
 
     interventions: tuple = ()  # the edits of an intervened run (gptviz.interventions); none for a plain run
+    # set by gptviz.trace (None for a Trace read from a file): each layer's AttentionSpec, how its q and k
+    # become weights, and the model's GPTConfig, which the pages name (rotary, grouped heads, MLP width)
+    attention_specs: list[Any] | None = None
+    config: Any = None
 
     def __init__(
         self,
@@ -164,7 +169,7 @@ class Trace(Mapping):
     def to_npz(self, path: str | Path) -> None:
         """Write the contract's names as keys (float32; the mask stays bool), plus tokens and token_ids.
         The shape trace is not written: it describes the run, not the values."""
-        arrays = {}
+        arrays: dict[str, Any] = {}  # np.savez's keywords: mypy reads them as its own parameters otherwise
         for name in self._names:
             a = self[name]
             arrays[name] = a if a.dtype == np.bool_ else a.astype(np.float32)

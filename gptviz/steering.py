@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .capture import as_ids, edited
+from .capture import as_ids, edited, model_blocks
 from .checks import real
 from .errors import PromptError
 from .features.activations import as_rows, from_rows
@@ -138,7 +138,7 @@ def steering_vector(model, pairs, site: str, tokenizer=None) -> np.ndarray:
 def neuron_direction(model, layer: int, neuron: int) -> np.ndarray:
     """What one MLP neuron writes into the residual stream per unit of activation: its column of
     the down projection, [C] (the vector a neuron steers with)."""
-    proj = model.transformer.h[layer].mlp.c_proj.weight  # [C, F]
+    proj = model_blocks(model)[layer].mlp.c_proj.weight  # [C, F]
     if not 0 <= neuron < proj.size(1):
         raise PromptError(f"layer {layer} has {proj.size(1)} neurons (0 … {proj.size(1) - 1}); not {neuron}")
     return proj[:, neuron].detach().float().cpu().numpy()
@@ -216,7 +216,7 @@ def steering_sweep(
         assert kept is not None  # the keeper hook filled it in the unsteered pass above
         x = kept + add.to(kept.dtype)
         with explicit_attention(False):
-            for block in model.transformer.h[starts[name] :]:
+            for block in model_blocks(model)[starts[name] :]:
                 x = block(x)
             logits = model.lm_head(model.transformer.ln_f(x[:, -1:]))[:, 0]  # (B, V)
         for c, row in zip(cs, torch.log_softmax(logits.float(), dim=-1)):

@@ -281,7 +281,7 @@ def _shape(bundle: Bundle) -> tuple:
 
 def timeline(
     folder: str | Path,
-    ids: Sequence[int],
+    ids: Sequence[int] | np.ndarray,
     device: str | torch.device = "cpu",
     progress: ProgressFn | None = None,
     scan: RunScan | None = None,
@@ -292,8 +292,8 @@ def timeline(
     scan_run, when the caller already has it."""
     scan = scan if scan is not None else scan_run(folder)
     run = scan.steps
-    ids = np.asarray(ids, dtype=np.int64)
-    if ids.size < 2:
+    token_ids = np.asarray(ids, dtype=np.int64)
+    if token_ids.size < 2:
         raise TimelineError("the prompt needs at least two tokens: the loss scores each token after the first")
     step_rows, head_frames, shape = [], [], None
     reporter = Reporter(progress, "checkpoints", len(run))
@@ -307,7 +307,7 @@ def timeline(
                 f"{st.path}: shape (layers, heads, C, vocabulary) {_shape(bundle)} "
                 f"differs from the first step's {shape}"
             )
-        t = trace(bundle.model, ids, bundle.tokenizer)
+        t = trace(bundle.model, token_ids, bundle.tokenizer)
         card = bundle.card
         val = st.val_loss if st.val_loss is not None else _number(card.get("best_val_loss"))
         step_rows.append(
@@ -315,7 +315,7 @@ def timeline(
                 "step": st.step,
                 "train_loss": np.nan if st.train_loss is None else st.train_loss,
                 "val_loss": np.nan if val is None else val,
-                "prompt_loss": float(per_token_loss(t.tensor("logits"), ids)["loss_nats"].mean(skipna=False)),
+                "prompt_loss": float(per_token_loss(t.tensor("logits"), token_ids)["loss_nats"].mean(skipna=False)),
             }
         )
         scores = head_scores(t)
@@ -325,7 +325,7 @@ def timeline(
         reporter.tick()
     steps = pd.DataFrame(step_rows, columns=["step", "train_loss", "val_loss", "prompt_loss"])
     heads = pd.concat(head_frames, ignore_index=True)[["step", *COLUMNS]]
-    return Timeline(Path(folder), ids, steps, heads, run, scan.notes)
+    return Timeline(Path(folder), token_ids, steps, heads, run, scan.notes)
 
 
 def first_step_above(tl: Timeline, score: str, threshold: float, layer: int | None = None) -> int | None:

@@ -54,7 +54,7 @@ for key, allowed in (("attr_target", options), ("attr_baseline", [None, *options
 here = f"position {pos} ('{v.display([t.token_ids[pos]])[0]}')"
 st.caption(f"The next token's logit at {widgets.plain(here)}: choose the position in the sidebar.")
 c1, c2 = st.columns(2)
-target = c1.selectbox("Target token", options, key="attr_target", format_func=shown.get)
+target = c1.selectbox("Target token", options, key="attr_target", format_func=lambda o: shown.get(o, str(o)))
 target_text = c1.text_input("…or type any token", key="attr_target_text", help="Replaces the choice above")
 baseline = c2.selectbox(
     "Baseline token (optional)",

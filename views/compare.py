@@ -59,7 +59,7 @@ else:
         index=0 if fits else None,
         placeholder="choose checkpoint B",
         key="cmp_ckpt_b",
-        format_func=lambda o: names.get(o, o) + (" · same shape as A" if o in fits else ""),
+        format_func=lambda o: str(names.get(o, o)) + (" · same shape as A" if o in fits else ""),
         help="A is the sidebar's checkpoint; B runs the same prompt.",
     )
     source_b = st.text_input("Path of checkpoint B", key="cmp_path_b") if pick == "a local path…" else pick

@@ -36,7 +36,7 @@ st.caption(
     "every token, every head's scores in every window, and each neuron's strongest contexts (at most one per "
     "window). It runs as its own process (`gptviz scan`); the page reads the folder it writes."
 )
-if v is None or v.bundle is None:
+if v is None or v.bundle is None or v.model_key is None:  # the sidebar sets the two together
     st.info("Choose a checkpoint in the sidebar first: a scan is of one model.")
     st.stop()
 tok = v.bundle.tokenizer
@@ -66,7 +66,8 @@ elif mode == "run a new scan":
     st.caption(f"This server keeps the newest {kept} scans and uploaded corpora; a new one removes the oldest.")
     data = scan_form.corpus_data(kind)
     busy = scan_jobs.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
-    if st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy):
+    run = st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy)
+    if run and data is not None:
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
             client = client_address() if class_mode() else ""  # a class server: one scan per computer
             job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device, client)
@@ -85,11 +86,11 @@ if st.session_state.pop(scan_form.CANCELLED, False):
     st.info("Scan cancelled: its process was stopped and its folder is not opened.")
 if st.session_state.get("corpus_error"):
     st.error(f"Scan failed: {widgets.plain(st.session_state.pop('corpus_error'))}")
-folder = st.session_state.get("corpus_scan")
-if not folder or st.session_state.get("corpus_job"):
+opened = st.session_state.get("corpus_scan")
+if not opened or st.session_state.get("corpus_job"):
     st.stop()
 try:
-    version = queries.scan_version(scan_form.scan_folder(folder))  # a class server: its roots only
+    version = queries.scan_version(scan_form.scan_folder(opened))  # a class server: its roots only
     scan = cp.scan_at(*version)
 except GptvizError as e:
     st.error(f"Scan not opened: {widgets.plain(e)}")

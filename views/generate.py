@@ -24,9 +24,10 @@ prompt_ids = [int(i) for i in v.key.ids]
 owner = [v.key.model.source, v.key.model.device, v.key.model.version, prompt_ids]
 
 # Plain lists only (never tensors): the new ids, their probabilities and each step's alternatives.
-gen = st.session_state.get("gen")
-if not isinstance(gen, dict) or gen.get("for") != owner:
-    gen = st.session_state["gen"] = {"for": owner, "ids": [], "probs": [], "top_ids": [], "top_probs": []}
+kept = st.session_state.get("gen")
+fresh = {"for": owner, "ids": [], "probs": [], "top_ids": [], "top_probs": []}
+gen: dict = kept if isinstance(kept, dict) and kept.get("for") == owner else fresh
+st.session_state["gen"] = gen
 
 c1, c2, c3, c4 = st.columns(4)
 temperature = c1.slider(

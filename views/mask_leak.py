@@ -27,6 +27,8 @@ def leaky_report(key: ModelKey) -> dict:
     """The leaky model on PASSAGE: mean loss with and without the mask, and greedy and sampled text."""
     bundle = caches.bundle_for(key)
     tok, model = bundle.tokenizer, bundle.model
+    if tok is None:
+        raise GptvizError(f"{LEAKY} has no tokenizer: its passage cannot be encoded")
     ids = tok.encode(PASSAGE, unknown="drop")[: model.config.block_size]
     prompt = tok.encode("ROMEO.\n", unknown="drop")
     with caches.FORWARD:  # one pass at a time (caches.FORWARD says why); the texts take it step by step

@@ -68,7 +68,7 @@ if v.source == "shakespeare-char":
     cols = st.columns(len(PRESETS) + 1)
     cols[0].markdown("**Presets**")
     for col, name in zip(cols[1:], PRESETS):
-        values = {f"pt_{k}": PRESETS[name][k] for k in ("clean", "corrupt", "answer", "wrong")}
+        values: dict[str, object] = {f"pt_{k}": PRESETS[name][k] for k in ("clean", "corrupt", "answer", "wrong")}
         values.update(pt_note=name, pt_cell=None)
         col.button(name, key=f"pt_preset_{name}", on_click=whatif.set_state, args=(values,))
     if st.session_state.get("pt_note") in PRESETS:

@@ -28,11 +28,11 @@ with tab000:
         default="textbook",
         required=True,
         key="w0_preset",
-        format_func={"textbook": "the textbook's", "sharp": "sharper: attention chooses"}.get,
+        format_func=lambda p: {"textbook": "the textbook's", "sharp": "sharper: attention chooses"}[p],
         help="The textbook's weights are small, so every weight is close to 1/3; the sharper ones make "
         "each token pick the one before it",
     )
-    d = worked.TOY_PRESETS[preset]
+    d = worked.TOY_PRESETS[preset or "textbook"]  # required: None only in the type
     sfx = "" if preset == "textbook" else f"_{preset}"  # each preset keeps its own edits
     toks = ["t0", "t1", "t2"]
     queries, keys = qk(toks)

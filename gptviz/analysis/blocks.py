@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -34,7 +35,7 @@ def block_reduce(m: np.ndarray, max_size: int) -> tuple[np.ndarray, int]:
     return block_mean(m, max_size, axis=None)
 
 
-def block_labels(labels: list[str] | tuple[str, ...], b: int) -> list[str]:
+def block_labels(labels: Sequence[str], b: int) -> list[str]:
     """Axis labels for a block-averaged axis: each block named by its first and last position."""
     if b == 1:
         return list(labels)

@@ -144,8 +144,8 @@ def head_scores(trace) -> pd.DataFrame:
                 patterns = detection_patterns(ids, w.device)
             scores = layer_head_scores(w, patterns)
             del w  # the next layer's maps replace this one's, never join them
-        scores = {k: v.double().cpu().numpy() for k, v in scores.items()}
-        for head in range(len(scores["self"])):
-            row = {k: float(scores[k][head]) for k in SCORES}
+        found = {k: v.double().cpu().numpy() for k, v in scores.items()}
+        for head in range(len(found["self"])):
+            row = {k: float(found[k][head]) for k in SCORES}
             rows.append({"layer": layer, "head": head, **row, "label": label(row)})
     return pd.DataFrame(rows, columns=list(COLUMNS)).astype({"layer": int, "head": int, "label": str})

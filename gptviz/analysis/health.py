@@ -221,7 +221,7 @@ def _per_head(trace: Trace, n_layer: int) -> dict[str, np.ndarray]:
     """[L, H] summaries of every head's attention, computed one layer's maps at a time. The maps stay
     in their own precision (float32: half the memory and time of float64 at T = 1024); row sums and
     means accumulate in float64, and every threshold is far above float32's rounding."""
-    out = {k: [] for k in ("row_dev", "row_tol", "max_entropy", "uniformity", "sink", "logit")}
+    out: dict[str, list] = {k: [] for k in ("row_dev", "row_tol", "max_entropy", "uniformity", "sink", "logit")}
     for l in range(n_layer):
         w = trace.tensor(point("attn.weights", l))  # [H, T, T]
         out["row_tol"].append(torch.full(w.shape[:1], row_sum_tol(w.dtype), dtype=torch.float64))

@@ -86,7 +86,7 @@ class Leak:
         T = len(self.ids)
         if not 0 <= position < T:
             raise IndexError(f"position {position} is not in the prompt (0 … {T - 1})")
-        rows = {}
+        rows: dict[str, list] = {}
         for label, side in (("with mask", self.masked), ("without mask", self.unmasked)):
             p = side.probs[position]
             order = np.argsort(-p, kind="stable")[:k]

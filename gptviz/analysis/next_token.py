@@ -88,12 +88,11 @@ def token_rank(logits: np.ndarray, token_id: int, temperature: float = 1.0) -> t
     return int((probs > p).sum()) + 1, float(p)
 
 
-def per_token_loss(logits: np.ndarray | torch.Tensor, ids: Sequence[int]) -> pd.DataFrame:
+def per_token_loss(logits: np.ndarray | torch.Tensor, ids: Sequence[int] | np.ndarray) -> pd.DataFrame:
     """Cross-entropy of every prompt token given the tokens before it: row t scores ids[t+1]
     under the logits at position t. The first token has no prediction, so T-1 rows.
     logits [T, V]: an array, or a tensor on any device (only the T-1 losses leave it)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    target = ids[1:]
+    target = np.asarray(ids, dtype=np.int64)[1:]
     # log p = z[target] - logsumexp(z): one pass over the [T-1, V] logits (50 M cells at T = 1024,
     # V = 50,257), in float64, on torch's threads.
     z = float64(logits[:-1])

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..capture import as_ids, edited, trace
+from ..capture import as_ids, edited, model_blocks, trace
 from ..checks import whole
 from ..errors import ArgumentError, PromptError
 from ..interventions import patch
@@ -65,7 +65,7 @@ def _last_diff(model: GPT, x: Tensor, start: int, answer: int, wrong: int, cache
     """Run the blocks from `start` on residuals x [N, T', C]; logit(answer) − logit(wrong) at the last
     position, [N] float64. The same modules, in the same order, as GPT.forward after the embedding.
     cache: the keys and values of the positions before x's (x then holds the last T' positions)."""
-    for l, block in enumerate(model.transformer.h[start:], start):
+    for l, block in enumerate(model_blocks(model)[start:], start):
         x = block(x) if cache is None else block(x, cache.layers[l])
     h = model.transformer.ln_f(x[:, -1])  # [N, C]: the last position only
     # every column, as the full run computes them: a GEMM of two columns may round differently, and a

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..capture import model_blocks
 from ..model import GPT, expand_kv
 from ..names import point
 from ..record import Trace
@@ -77,7 +78,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
     dev = model.device
     n = sizes(model, trace)
     T, C, H, D, V = n["T"], n["C"], n["H"], n["D"], n["V"]
-    blk = model.transformer.h[layer]
+    blk = model_blocks(model)[layer]
     ids = torch.as_tensor(trace.token_ids, device=dev)
     steps: list[Step] = []
 

@@ -9,6 +9,7 @@ before and after each block come from a real Trace (block_stats).
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
 from urllib.parse import urlencode
 
 import numpy as np
@@ -107,7 +108,7 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def masked_softmax(scores, causal: bool = True) -> dict[str, np.ndarray | float]:
+def masked_softmax(scores, causal: bool = True) -> dict[str, Any]:
     """Scores -> (mask) -> weights, and the attention mass that lands on future keys (the leak).
     With causal=False nothing is hidden, which is the bug the mask exists to prevent."""
     s = arr(scores)
@@ -117,7 +118,7 @@ def masked_softmax(scores, causal: bool = True) -> dict[str, np.ndarray | float]
     return dict(scores=s, future=fut, masked=masked, weights=w, future_mass=float(w[..., fut].sum()))
 
 
-def toy_attention(X, Wq, Wk, Wv, causal: bool = True) -> dict[str, np.ndarray | float]:
+def toy_attention(X, Wq, Wk, Wv, causal: bool = True) -> dict[str, Any]:
     """One attention head on [T, C] inputs: Q = X Wq, K = X Wk, V = X Wv, scores = Q Kᵀ / √d_k,
     mask, softmax over keys, output = weights V. Returns every step."""
     X, Wq, Wk, Wv = (arr(m) for m in (X, Wq, Wk, Wv))
@@ -154,7 +155,7 @@ def scaling(scores, head_dim: int) -> dict[str, np.ndarray]:
     return dict(scores=s, unscaled_weights=softmax_rows(s), scaled_scores=scaled, scaled_weights=softmax_rows(scaled))
 
 
-def leak(scores) -> dict[str, float | np.ndarray]:
+def leak(scores) -> dict[str, Any]:
     """The same scores with the causal mask and without it: weights and future mass of each."""
     on, off = masked_softmax(scores, True), masked_softmax(scores, False)
     return dict(
@@ -240,7 +241,21 @@ LESSON_PROMPT = (
     "First Citizen:\nYou are all resolved"
 )
 INDUCTION_PROMPT = "k3x9qbz07mwe5uyhdq8tr" * 2  # 21 random symbols said twice
-LESSONS = [
+
+
+class Lesson(TypedDict):
+    """A link the Worked examples page offers: a page opened on a checkpoint, prompt, layer and head."""
+
+    title: str
+    page: str
+    checkpoint: str
+    prompt: str
+    layer: int
+    head: int
+    what: str
+
+
+LESSONS: list[Lesson] = [
     dict(
         title="A previous-token head",
         page="attention",

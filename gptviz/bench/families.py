@@ -58,8 +58,8 @@ def to_hf_llama(model: GPT, attn_implementation: str = "sdpa"):
     """The same weights in transformers' LlamaForCausalLM."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = hf_llama_config(model.config)
-    config = LlamaConfig(**{k: v for k, v in config.items() if k not in ("architectures", "model_type")})
+    fields = hf_llama_config(model.config)
+    config = LlamaConfig(**{k: v for k, v in fields.items() if k not in ("architectures", "model_type")})
     hf = LlamaForCausalLM._from_config(config, attn_implementation=attn_implementation, dtype=torch.float32)
     missing, unexpected = hf.load_state_dict(hf_llama_state(model), strict=False)
     if unexpected or set(missing) - ({"lm_head.weight"} if model.config.tie_weights else set()):

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -37,8 +37,11 @@ if TYPE_CHECKING:  # optional peers, imported only when --peers asks for them
     from transformer_lens import HookedTransformer
     from transformers import GPT2LMHeadModel
 
-GPT2_SMALL = dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, activation="gelu_tanh")
-TINY = dict(vocab_size=97, block_size=64, n_layer=2, n_head=2, n_embd=32, activation="gelu_tanh")
+# GPTConfig keywords (sizes and the activation's name): Any, as GPTConfig checks each field itself
+GPT2_SMALL: dict[str, Any] = dict(
+    vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, activation="gelu_tanh"
+)
+TINY: dict[str, Any] = dict(vocab_size=97, block_size=64, n_layer=2, n_head=2, n_embd=32, activation="gelu_tanh")
 
 
 def rss_bytes() -> int:

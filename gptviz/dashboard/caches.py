@@ -27,10 +27,10 @@ import streamlit as st
 
 from .. import analysis, figures
 from ..analysis.attention import attention_mask
-from ..capture import select, trace
+from ..capture import model_blocks, select, trace
 from ..errors import CheckpointError, GptvizError
 from ..figures.attention import mark_tile
-from ..formats import Bundle, load
+from ..formats import Bundle, MemoryPath, load
 from ..formats.demo import demo_bundle
 from ..progress import Cancelled, ProgressFn
 from ..record import Trace
@@ -126,20 +126,21 @@ def load_bundle(key: ModelKey, _progress: ProgressFn | None = None) -> Bundle | 
     version of it is tried afresh). Raises CheckpointError only for an upload that this session
     does not hold (not remembered). _progress: gptviz.load's reports (not part of the key; the
     sidebar's progress.bar draws them); a Cancelled passes through, not remembered."""
-    label = ""
+    label = ""  # an upload's files in memory and their names; else the path is checkpoint_path's
+    path: MemoryPath | None = None
     if uploads.is_upload(key.source):
         upload = uploads.owned(key.owner, key.source)
         if upload is None:
             raise CheckpointError(
                 "this session holds no such upload: choose 'upload a checkpoint…' and upload the files"
             )
-        path, label = upload.path, upload.label  # its files in memory, named by their own names
+        path, label = upload.path, upload.label
     try:
         if key.source == DEMO:
             return demo_bundle(key.device)
-        if not label:
-            path = checkpoint_path(key.source)
-        bundle = load(path, key.device, key.dtype, progress=_progress)
+        bundle = load(
+            path if path is not None else checkpoint_path(key.source), key.device, key.dtype, progress=_progress
+        )
     except Cancelled:
         raise  # not a reason to remember: the next visit loads it again
     except GptvizError as e:
@@ -265,7 +266,9 @@ def run_labels(key: RunKey) -> list[str]:
     """The run's 'index token' axis labels (as View.labels)."""
     bundle, t = bundle_for(key.model), run_trace(key)
     ids = [int(i) for i in t.token_ids]
-    return figures.token_labels(bundle.tokenizer.display(ids) if bundle.tokenizer is not None else map(str, ids))
+    return figures.token_labels(
+        bundle.tokenizer.display(ids) if bundle.tokenizer is not None else [str(i) for i in ids]
+    )
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
@@ -300,7 +303,7 @@ def attention_figures(key: RunKey, layer: int, head: int, kind: str, skip_first:
     m = weights[head] if kind == "weights" else analysis.attention_matrix(t, layer, head, kind)
     title = f"Layer {layer}, head {head}: {kind}"
     model = bundle_for(key.model).model
-    spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
+    spec = model_blocks(model)[layer].attn.spec  # this layer's own scale and soft-cap
     rule = analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
     one = figures.attention_heatmap(
         m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule

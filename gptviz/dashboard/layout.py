@@ -55,8 +55,7 @@ def table(df: pd.DataFrame, *, hide_index: bool = True, height: int | None = Non
     if presenting() and len(df) <= MAX_HTML_TABLE_ROWS:
         st.table(_as_text(df.set_index(df.columns[0]) if hide_index and len(df.columns) > 1 else df))
         return
-    kwargs = {"height": height} if height else {}
-    st.dataframe(df, hide_index=hide_index, width="stretch", **kwargs)
+    st.dataframe(df, hide_index=hide_index, width="stretch", height=height or "auto")
 
 
 def sidebar_for(presentation: bool) -> None:

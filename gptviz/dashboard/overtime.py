@@ -131,8 +131,8 @@ def shape_of(source: str) -> tuple[int, int, int] | None:
         folder = checkpoint_path(source)
         if not is_native(folder):
             return None
-        config = read_json(folder / "config.json").get("config")
-        shape = tuple(config[k] for k in ("n_layer", "n_head", "vocab_size"))
+        config = read_json(folder / "config.json")["config"]
+        shape = (config["n_layer"], config["n_head"], config["vocab_size"])
     except (GptvizError, OSError, AttributeError, KeyError, TypeError):
         return None
     return shape if all(isinstance(n, int) for n in shape) else None

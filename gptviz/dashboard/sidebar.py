@@ -89,9 +89,9 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             if kept is not None:
                 st.sidebar.caption(plain(uploads.carried_note(kept)))
                 return kept.source, kept.label
-            names = st.session_state.get(keys.UPLOAD_NAMES)
-            if names:
-                st.info(f"This link showed an upload of {plain(names)}: upload those files again to see it.")
+            linked = st.session_state.get(keys.UPLOAD_NAMES)
+            if linked:
+                st.info(f"This link showed an upload of {plain(linked)}: upload those files again to see it.")
             return None, ""
         try:
             upload = _session_uploads().save(files, limit, UPLOAD_LIMIT_ENV, total)
@@ -177,6 +177,7 @@ def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
     """Layer, head and position, clamped to this model and prompt: in the sidebar, or, when on_page
     names them, at the top of the page (presentation mode folds the sidebar away, and a teacher must
     not have to open it); there only the controls the page reads, the others keep their values."""
+    assert v.trace is not None and v.bundle is not None  # called once the model ran
     L, H = v.trace.n_layer, v.bundle.model.config.n_head
     T = v.trace.n_tokens
     for key, n in (("layer", L), ("head", H)):

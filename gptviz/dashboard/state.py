@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import streamlit as st
 
@@ -99,6 +99,28 @@ class View:
         ids = [int(i) for i in ids]
         tok = self.bundle.tokenizer if self.bundle is not None else None
         return tok.display(ids) if tok is not None else [str(i) for i in ids]
+
+
+if TYPE_CHECKING:
+
+    class Ready(View):
+        """A View that can be drawn: require_trace checked that it has a Trace, the bundle it ran on and
+        their keys (the sidebar sets the four together), so a page reads them without a None test."""
+
+        bundle: Bundle
+        trace: Trace
+        key: RunKey
+        model_key: ModelKey
+
+else:
+    Ready = View
+
+
+def ready(v: View | None) -> Ready | None:
+    """v as a Ready View when it holds a run (a Trace, its bundle and their keys), else None."""
+    if v is None or v.trace is None or v.bundle is None or v.key is None or v.model_key is None:
+        return None
+    return cast("Ready", v)  # the four checked above are all that Ready narrows
 
 
 _current: contextvars.ContextVar[View | None] = contextvars.ContextVar("gptviz_view", default=None)

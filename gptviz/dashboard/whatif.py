@@ -32,7 +32,9 @@ def ablations(heads: HeadPick, mlps: tuple[int, ...], how: str) -> list[Interven
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
-    edits = [ablate(point("attn.z", l), heads=sorted(hs), how=how) for l, hs in sorted(by_layer.items())]
+    edits: list[Intervention] = [
+        ablate(point("attn.z", l), heads=sorted(hs), how=how) for l, hs in sorted(by_layer.items())
+    ]
     return edits + [ablate(point("mlp.out", l), how=how) for l in sorted(mlps)]
 
 

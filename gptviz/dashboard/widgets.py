@@ -17,7 +17,7 @@ import streamlit as st
 from .. import analysis, figures
 from ..figures.style import no_autolink
 from ..formats import LoadReport
-from .state import View, view
+from .state import Ready, ready, view
 
 log = logging.getLogger("gptviz.dashboard")
 
@@ -35,15 +35,16 @@ def plain(text: object) -> str:
     return _MARKUP.sub(r"\\\1", no_autolink(str(text)))
 
 
-def require_trace() -> View | None:
-    """The current View if it has a Trace; otherwise say why there is nothing to show."""
+def require_trace() -> Ready | None:
+    """The current View if it holds a run (a Trace, its bundle and keys); otherwise say why there is
+    nothing to show."""
     v = view()
     if v is not None and v.cancelled:
         return None  # the cancelled step's place says so, with its button to go on
-    if v is None or v.trace is None:
+    run = ready(v)
+    if run is None:
         st.info("Nothing to show yet: fix the message above, or choose a checkpoint and a prompt in the sidebar.")
-        return None
-    return v
+    return run
 
 
 def chart(fig, key: str, **kwargs):

@@ -114,7 +114,9 @@ def top_tokens_figure(rows: list[dict], side: str, top: int = 15) -> go.Figure:
     return fig
 
 
-def window_chips_html(labels: Sequence[str], ids: Sequence[int], losses: Sequence[float]) -> str:
+def window_chips_html(
+    labels: Sequence[str], ids: Sequence[int] | np.ndarray, losses: Sequence[float] | np.ndarray
+) -> str:
     """A window's tokens coloured by loss, the loss printed on each chip; position 0, which nothing
     predicts, drawn as "not predicted" (a grey chip with "—"), never as a NaN the model computed."""
     values = [None] + [float(x) for x in list(losses)[1:]]

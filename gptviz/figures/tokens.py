@@ -43,7 +43,7 @@ def _heat(frac: float) -> str:
 
 def token_chips_html(
     labels: Sequence[str],
-    ids: Sequence[int],
+    ids: Sequence[int] | np.ndarray,
     values: Sequence[float | None] | None = None,
     vmax: float | None = None,
     unit: str = "",

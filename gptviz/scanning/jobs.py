@@ -127,15 +127,15 @@ def prune(root: Path, keep: int | None = None, using: Path | None = None) -> Pat
         names = [p for p in root.iterdir() if OWN_FOLDER.fullmatch(p.name)]
     except OSError:  # the folder cannot be listed: making the new one says why
         return root
-    ages = {}
+    ages: dict[Path, float] = {}
     for p in names:
         with contextlib.suppress(OSError):  # gone meanwhile, or not a folder of ours after all
             st = p.lstat()
             if stat.S_ISDIR(st.st_mode):
                 ages[p] = st.st_mtime
-    in_use = [str(arg) for proc in _live() for arg in proc.args]
+    in_use = [str(arg) for proc in _live() for arg in (proc.args if isinstance(proc.args, list) else [proc.args])]
     in_use += [str(using)] if using is not None else []
-    for old in sorted(ages, key=ages.get, reverse=True)[max(keep - 1, 0) :]:
+    for old in sorted(ages, key=ages.__getitem__, reverse=True)[max(keep - 1, 0) :]:
         if not any(f"{old}{os.sep}" in arg for arg in in_use):
             shutil.rmtree(old, ignore_errors=True)
     return root

@@ -213,7 +213,7 @@ def _connect(ray_address: str | None, store_bytes: int = LOCAL_OBJECT_STORE, ray
                 object_store_memory=store_bytes,
                 include_dashboard=False,
                 log_to_driver=False,
-                logging_level="ERROR",
+                logging_level=logging.ERROR,
                 runtime_env={"env_vars": {"PYTHONPATH": path}},
             )
     except RayEngineError:

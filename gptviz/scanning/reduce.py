@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..analysis.heads import SCORES
-from ..capture import edited
+from ..capture import edited, model_blocks
 from ..model import AttentionSpec, attention_weights
 from ..names import point
 
@@ -91,8 +91,13 @@ class Accumulator:
         if self.top is None:
             self.top = (part.top_value, part.top_window, part.top_position)
         else:
+            values, windows, positions = (
+                np.concatenate([mine, theirs], axis=-1) for mine, theirs in zip(self.top, self._top(part))
+            )
             self.top = top_k(
-                *(np.concatenate([mine, theirs], axis=-1) for mine, theirs in zip(self.top, self._top(part))),
+                values,
+                windows,
+                positions,
                 self.k,
             )
         # the per-window arrays stay; the partial's own top-k is dropped, already merged
@@ -260,7 +265,7 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
     hooks = {}
     for l in range(L):
         hooks[point("attn.q", l)] = state.keep_q
-        hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
+        hooks[point("attn.k", l)] = state.score(l, model_blocks(model)[l].attn.spec)
         hooks[point("mlp.hidden", l)] = state.neurons(l)
     for name, fn in (features.hooks(lengths) if features is not None else {}).items():
         hooks[name] = (lambda a, b: lambda value: b(a(value)))(hooks[name], fn) if name in hooks else fn

@@ -31,7 +31,7 @@ def vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     """encoder.json as a token -> id dict, and vocab.bpe's merges in rank order."""
     vocab = json.loads(gzip.decompress(VOCAB_FILE.read_bytes()).decode("utf-8"))
     lines = gzip.decompress(MERGES_FILE.read_bytes()).decode("utf-8").splitlines()
-    merges = [tuple(line.split(" ")) for line in lines[1:] if line]  # line 0: "#version: 0.2"
+    merges = [(a, b) for a, b in (line.split(" ") for line in lines[1:] if line)]  # line 0: "#version: 0.2"
     return vocab, merges
 
 
