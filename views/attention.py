@@ -26,7 +26,7 @@ skip = c2.checkbox(
 )
 
 # every figure built once per process for every session (caches.py): a class opens this page together
-one, every = caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation)
+one, every = caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation, v.labels)
 widgets.figure_chart(one, key="attn_heatmap")
 st.caption(
     "Rows are queries (the token that reads), columns are keys (the "
@@ -40,7 +40,9 @@ widgets.download(
 )
 
 st.subheader(f"Where {widgets.plain(v.texts[v.position])} looks")
-widgets.figure_chart(caches.lines_figure(v.key, v.layer, v.head, v.position, v.presentation), key="attn_lines")
+widgets.figure_chart(
+    caches.lines_figure(v.key, v.layer, v.head, v.position, v.presentation, v.labels), key="attn_lines"
+)
 
 st.subheader(f"Every head of layer {v.layer}")
 widgets.figure_chart(every, key="attn_heads")

@@ -27,7 +27,7 @@ st.caption(
 
 acts = fc.activations(v.key, v.sae)  # [T, d_sae]
 n = st.slider("Features shown", 4, 40, 12, key="ft_n")
-heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation)  # figures built once per process (features.py)
+heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation, v.labels)  # figures built once per process (features.py)
 if heat is None:
     st.warning("No feature fires anywhere on this prompt.")
     st.stop()
@@ -79,7 +79,9 @@ st.subheader(f"Edit feature {feature} and watch the next token after {v.labels[p
 c1, c2 = st.columns([1, 2])
 how = c1.segmented_control("Set it to", ["zero", "a value"], key="ft_how", default="zero", required=True)
 value = c2.number_input("Value (clamp)", value=float(np.round(acts[:, feature].max() * 2, 3)), key="ft_value")
-before, after = fc.edit_figures(v.key, v.sae, feature, "zero" if how == "zero" else float(value), pos, v.presentation)
+before, after = fc.edit_figures(
+    v.key, v.sae, feature, "zero" if how == "zero" else float(value), pos, v.presentation, v.labels
+)
 a, b = st.columns(2)
 with a:
     widgets.figure_chart(before, key="ft_before")

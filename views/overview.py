@@ -22,7 +22,7 @@ st.caption("Each chip: position · token id, then the token (␣ space, ↵ newl
 left, right = layout.columns(2)  # stacked in presentation mode
 with left:
     # figures built once per process for every session (caches.py): a class opens this page together
-    widgets.figure_chart(caches.topk_figure(v.key, 10, v.presentation), key="overview_topk")
+    widgets.figure_chart(caches.topk_figure(v.key, 10, v.presentation, v.labels, v.display), key="overview_topk")
     widgets.download(
         "top-10 (CSV)",
         lambda: analysis.top_k(t.part("logits", -1), 10, display=v.display),
@@ -30,7 +30,9 @@ with left:
         key="overview_topk_dl",
     )
 with right:
-    widgets.figure_chart(caches.head_figure(v.key, v.layer, v.head, 520, v.presentation), key="overview_heatmap")
+    widgets.figure_chart(
+        caches.head_figure(v.key, v.layer, v.head, 520, v.presentation, v.labels), key="overview_heatmap"
+    )
     widgets.download(
         "these weights (.npz)",
         lambda: {"weights": analysis.attention_matrix(t, v.layer, v.head), "tokens": v.texts},

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -260,33 +261,29 @@ def prompt_loss(key: RunKey) -> pd.DataFrame:
 # built once here for every session, keyed by the run and the choices; st.plotly_chart only
 # serialises them. Read-only: nothing may change a figure it gets from here.
 FIGURE_ENTRIES = 4 * RUN_ENTRIES  # per kind of figure: a class looks at a few heads of one run
-
-
-def run_labels(key: RunKey) -> list[str]:
-    """The run's 'index token' axis labels (as View.labels)."""
-    bundle, t = bundle_for(key.model), run_trace(key)
-    ids = [int(i) for i in t.token_ids]
-    return figures.token_labels(
-        bundle.tokenizer.display(ids) if bundle.tokenizer is not None else [str(i) for i in ids]
-    )
+# A builder names the tokens with what the page holds with the run (View.labels: its axis labels,
+# View.display: any id as its tokenizer shows it), never by looking the checkpoint up again. Both are
+# functions of the run's key, so they are not part of the cache key (Streamlit hashes no argument
+# whose name starts with an underscore).
+Display = Callable[[Sequence[int]], list[str]]
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
-def topk_figure(key: RunKey, k: int, presentation: bool) -> go.Figure:
+def topk_figure(key: RunKey, k: int, presentation: bool, _labels: Sequence[str], _display: Display) -> go.Figure:
     """The next-token bars at the last position of one run."""
-    bundle, t = bundle_for(key.model), run_trace(key)
-    display = bundle.tokenizer.display if bundle.tokenizer is not None else (lambda ids: [str(i) for i in ids])
-    top = analysis.top_k(t.part("logits", -1), k, display=display)
-    return figures.presentation(figures.topk_bars(top, position_label=run_labels(key)[-1]), presentation)
+    top = analysis.top_k(run_trace(key).part("logits", -1), k, display=_display)
+    return figures.presentation(figures.topk_bars(top, position_label=_labels[-1]), presentation)
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
-def head_figure(key: RunKey, layer: int, head: int, height: int, presentation: bool) -> go.Figure:
+def head_figure(
+    key: RunKey, layer: int, head: int, height: int, presentation: bool, _labels: Sequence[str]
+) -> go.Figure:
     """One head's attention weights on one run."""
     t = run_trace(key)
     fig = figures.attention_heatmap(
         analysis.attention_matrix(t, layer, head),
-        run_labels(key),
+        list(_labels),
         title=f"Layer {layer}, head {head}: attention weights",
         height=height,
         mask=attention_mask(t, layer),
@@ -295,10 +292,12 @@ def head_figure(key: RunKey, layer: int, head: int, height: int, presentation: b
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
-def attention_figures(key: RunKey, layer: int, head: int, kind: str, skip_first: bool, presentation: bool):
+def attention_figures(
+    key: RunKey, layer: int, head: int, kind: str, skip_first: bool, presentation: bool, _labels: Sequence[str]
+):
     """The Attention page's head heatmap (of `kind`) and its layer's every head, for one run."""
     t = run_trace(key)
-    labels, mask = run_labels(key), attention_mask(t, layer)
+    labels, mask = list(_labels), attention_mask(t, layer)
     weights = analysis.layer_weights(t, layer)  # [H, T, T], masked cells NaN
     m = weights[head] if kind == "weights" else analysis.attention_matrix(t, layer, head, kind)
     title = f"Layer {layer}, head {head}: {kind}"
@@ -313,10 +312,12 @@ def attention_figures(key: RunKey, layer: int, head: int, kind: str, skip_first:
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
-def lines_figure(key: RunKey, layer: int, head: int, position: int, presentation: bool) -> go.Figure:
+def lines_figure(
+    key: RunKey, layer: int, head: int, position: int, presentation: bool, _labels: Sequence[str]
+) -> go.Figure:
     """Where one query looks: the Attention page's line view."""
     row = analysis.layer_weights(run_trace(key), layer)[head, position]
-    return figures.presentation(figures.attention_lines(row, run_labels(key), position), presentation)
+    return figures.presentation(figures.attention_lines(row, list(_labels), position), presentation)
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)

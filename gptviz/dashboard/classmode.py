@@ -17,8 +17,10 @@ from pathlib import Path
 
 from ..errors import CheckpointError
 from ..formats.safe import user_path
+from ..shipped import shipped_dir
 
 CLASS_ENV = "GPTVIZ_CLASS"
+DEFAULT_ENV = "GPTVIZ_DEFAULT_CHECKPOINT"  # the teacher's checkpoint: the sidebar opens on it, a class may read it
 ROOTS_ENV = "GPTVIZ_DATA_ROOTS"  # folders a class may read, separated by os.pathsep (":")
 UPLOADS_ENV = "GPTVIZ_CLASS_UPLOADS"  # 1: a class server takes uploads (bounded: UPLOAD_TOTAL_ENV)
 SCANS_ENV = "GPTVIZ_CLASS_SCANS"  # 1: a class server's Corpus page may start scans (one per client)
@@ -110,10 +112,7 @@ def _real(path: Path) -> Path:
 def data_roots(extra: tuple[Path, ...] = ()) -> list[Path]:
     """The folders a class server opens, links resolved: the shipped checkpoints and samples, the
     checkpoint the teacher started the server on, the folders in $GPTVIZ_DATA_ROOTS, and extra."""
-    from ..scanning.queries import samples_dir
-    from .sources import DEFAULT_ENV, checkpoints_dir
-
-    roots = [checkpoints_dir(), samples_dir(), *extra]
+    roots = [shipped_dir("checkpoints"), shipped_dir("samples"), *extra]
     teacher = os.environ.get(DEFAULT_ENV, "")
     if os.path.isabs(teacher) and "\0" not in teacher:  # `gptviz dashboard --checkpoint PATH` wrote it absolute
         roots.append(Path(teacher))

@@ -4,6 +4,7 @@ corpus with an SAE. Keys are plain values (paths, a RunKey, numbers), never tens
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,6 @@ from .caches import (
     SAEKey,
     bundle_for,
     cached,
-    run_labels,
     run_trace,
 )
 from .classmode import allowed_path
@@ -169,13 +169,14 @@ def activations(key: RunKey, sae: SAEKey) -> np.ndarray:
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
-def heatmap_figure(key: RunKey, sae: SAEKey, n: int, presentation: bool) -> go.Figure | None:
-    """The prompt's n strongest features at each token; None when no feature fires."""
+def heatmap_figure(key: RunKey, sae: SAEKey, n: int, presentation: bool, _labels: Sequence[str]) -> go.Figure | None:
+    """The prompt's n strongest features at each token; None when no feature fires. _labels: the run's
+    (View.labels), not hashed, as caches.py's figures take them."""
     acts = activations(key, sae)
     shown = top_features(acts, n)
     if not len(shown):
         return None
-    return figures.presentation(figures.feature_heatmap(acts[:, shown], run_labels(key), shown.tolist()), presentation)
+    return figures.presentation(figures.feature_heatmap(acts[:, shown], list(_labels), shown.tolist()), presentation)
 
 
 def _display(model: ModelKey):
@@ -205,10 +206,10 @@ def histogram_figure(
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
 def edit_figures(
-    key: RunKey, sae: SAEKey, feature: int, how: str | float, pos: int, presentation: bool
+    key: RunKey, sae: SAEKey, feature: int, how: str | float, pos: int, presentation: bool, _labels: Sequence[str]
 ) -> tuple[go.Figure, go.Figure]:
     """The next-token bars at pos before and after the feature's edit."""
-    display, label = _display(key.model), run_labels(key)[pos]
+    display, label = _display(key.model), _labels[pos]
     out = []
     for run, name in ((run_trace(key), "before"), (feature_edit_run(key, sae, (feature,), how), "edited")):
         top = analysis.top_k(run.part("logits", pos), 8, display=display)

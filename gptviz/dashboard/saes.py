@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from enum import Enum
 from pathlib import Path
 
 import streamlit as st
@@ -26,7 +25,8 @@ from ..names import point
 from . import keys, uploads
 from .caches import SAEKey
 from .classmode import UPLOADS_ENV, allowed_path, class_mode, upload_total_bytes, uploads_allowed
-from .sources import UPLOAD_LIMIT_ENV, checkpoints_dir, shipped, upload_limit_mb
+from .sae_choice import URL_WORDS, SAEPick, default_sae, shipped_path, shipped_saes
+from .sources import UPLOAD_LIMIT_ENV, upload_limit_mb
 from .widgets import plain
 
 SAE_FILES = (CFG, WEIGHTS, *GEMMA_FILES)  # the only names an SAE upload may hold
@@ -36,51 +36,8 @@ SAE_HELP = (
 )
 
 
-class SAEPick(Enum):
-    """SAE choices besides the shipped ones (which are picked by their folder's name)."""
-
-    NONE = "none"
-    PATH = "an SAE folder…"
-    UPLOAD = "upload an SAE…"
-
-
-URL_WORDS = {SAEPick.NONE: "none", SAEPick.UPLOAD: "upload"}
 # Gemma Scope's three kinds of SAE (its folders' -res, -mlp, -att) and the sites they read (files.gemma_site)
 GEMMA_SITES = {"resid_post": "residual stream (res)", "mlp.out": "MLP output (mlp)", "attn.z": "attention (att)"}
-
-
-def shipped_saes(source: str) -> list[str]:
-    """The names of the SAEs shipped beside a shipped checkpoint (checkpoints/<source>/saes/<name>)."""
-    if source not in shipped():
-        return []
-    folder = checkpoints_dir() / source / "saes"
-    try:
-        return sorted(p.name for p in folder.iterdir() if (p / CFG).is_file() and p.name.isprintable())
-    except OSError:  # no saes folder: none shipped
-        return []
-
-
-def shipped_path(source: str, name: str) -> str:
-    return str(checkpoints_dir() / source / "saes" / name)
-
-
-def default_sae(source: str) -> str | SAEPick:
-    """What the picker opens on for a checkpoint (no ?sae=): its first shipped SAE, else none."""
-    names = shipped_saes(source)
-    return names[0] if names else SAEPick.NONE
-
-
-def from_url(value: str | None, source: str) -> None:
-    """Set the picker from ?sae= (None: the default, the first shipped SAE), before the widget exists."""
-    state = st.session_state
-    if value is None:
-        state["sae_choice"] = default_sae(source)
-    elif value in shipped_saes(source):
-        state["sae_choice"] = value
-    elif value in ("none", "upload"):
-        state["sae_choice"] = SAEPick.NONE if value == "none" else SAEPick.UPLOAD
-    else:
-        state["sae_choice"], state["sae_path"] = SAEPick.PATH, value[:1000]
 
 
 def _owner() -> uploads.SessionUploads:

@@ -14,10 +14,10 @@ from ..errors import CheckpointError
 from ..formats.safe import read_json, shown_name
 from ..listing import list_folder
 from ..shipped import shipped_dir
+from .classmode import DEFAULT_ENV, allowed_path
 from .uploads import UPLOAD_PREFIX, is_upload
 
 CHECKPOINTS_ENV = "GPTVIZ_CHECKPOINTS_DIR"  # folder of shipped checkpoints (default: ./checkpoints)
-DEFAULT_ENV = "GPTVIZ_DEFAULT_CHECKPOINT"  # name (in that folder), path, or "demo"
 UPLOAD_LIMIT_ENV = "GPTVIZ_MAX_UPLOAD_MB"
 DEFAULT_NAME = "shakespeare-char"
 DEMO = "demo"  # a random-weight model built in memory: the fallback when nothing is shipped
@@ -39,7 +39,7 @@ LOADER_FILES = (
     "vocab.json",
     "merges.txt",
 )
-__all__ = ["UPLOAD_PREFIX", "is_upload"]
+__all__ = ["DEFAULT_ENV", "UPLOAD_PREFIX", "is_upload"]  # DEFAULT_ENV: a name in that folder, a path, or "demo"
 
 
 def checkpoints_dir() -> Path:
@@ -122,8 +122,6 @@ def checkpoint_path(source: str) -> Path:
     line for one no file can have (a NUL byte) or one a class server does not open (classmode.py)."""
     if source in shipped():
         return checkpoints_dir() / source
-    from .classmode import allowed_path  # it reads this module's folders
-
     return allowed_path(source)
 
 

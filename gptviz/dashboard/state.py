@@ -24,6 +24,7 @@ from ..record import Trace
 from ..steering_spec import SteeringSpec, SteeringSpecError
 from . import keys, uploads
 from .caches import ModelKey, RunKey, SAEKey
+from .sae_choice import URL_WORDS, default_sae, from_url
 from .sources import DEMO, default_checkpoint, preset_prompt, shipped
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
@@ -43,6 +44,8 @@ URL_KEYS = (
     "present",
 )
 KEPT_KEYS = ("lesson", "slide", "step", "block", "teach")  # the classroom's own keys: write_url leaves them as they are
+# the steering panel's widgets (steering_panel.py): a ?steer= read from the URL clears them, and they follow it
+STEER_WIDGETS = ("st_on", "st_source", "st_layer", "st_coeff", "st_pairs", "st_feature", "st_nlayer", "st_neuron")
 URL_INT = re.compile(r"[0-9]{1,6}")  # ASCII digits only: "²" passes str.isdigit but not int()
 
 
@@ -163,8 +166,6 @@ def read_url() -> None:
         st.session_state["ckpt_choice"], st.session_state["ckpt_path"] = Pick.PATH, source
     st.session_state["device"] = q.get("device", "cpu") if q.get("device", "cpu") in DEVICES else "cpu"
     st.session_state["dtype"] = q.get("dtype", "auto") if q.get("dtype", "auto") in COMPUTE_DTYPES else "auto"
-    from .saes import from_url  # it draws with widgets.py, which reads this module
-
     from_url(q.get("sae"), source)
     _read_steer(q.get("steer"))
     # newlines arrive %0A-encoded and are kept; a shipped checkpoint may name its own preset
@@ -185,9 +186,7 @@ def read_url() -> None:
 
 def _read_steer(text: str | None) -> None:
     """?steer= into the session's spec; the panel's widgets then follow it (steering_panel._fill)."""
-    from .steering_panel import WIDGETS  # it draws with widgets.py, which reads this module
-
-    for key in WIDGETS:
+    for key in STEER_WIDGETS:
         st.session_state.pop(key, None)
     st.session_state[keys.STEER] = None
     if text is None:
@@ -272,9 +271,7 @@ def link_params(**params) -> dict[str, str]:
 
 def _sae_opened(url: dict[str, str]) -> str:
     """The SAE a URL of the session opens: its ?sae=, else its checkpoint's first shipped one
-    (saes.from_url), so a link that names that one explicitly picks no other SAE."""
-    from .saes import URL_WORDS, default_sae  # it draws with widgets.py, which reads this module
-
+    (sae_choice.from_url), so a link that names that one explicitly picks no other SAE."""
     if "sae" in url:
         return url["sae"]
     sae = default_sae(url.get("checkpoint") or default_checkpoint())

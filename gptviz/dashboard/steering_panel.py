@@ -19,7 +19,6 @@ KIND = dict(zip(SOURCES, ("pairs", "feature", "neuron")))
 COEFFS = (-16.0, -8.0, -4.0, -2.0, 2.0, 4.0, 8.0, 16.0)
 COEFF_RANGE = 20.0  # the slider's reach; a link's larger coefficient is shown at its end
 EXAMPLE = "I love thee | I hate thee\nsweet joy | bitter grief"
-WIDGETS = ("st_on", "st_source", "st_layer", "st_coeff", "st_pairs", "st_feature", "st_nlayer", "st_neuron")
 
 
 def _pairs(text: str) -> tuple[tuple[str, str], ...]:
