@@ -1,5 +1,6 @@
-"""The Compare and Timeline pages through AppTest: numbers on screen against gptviz.analysis.compare
-and gptviz.timeline, a centred difference scale, and clear messages for what cannot be compared."""
+"""The Compare page through AppTest: numbers on screen against gptviz.analysis.compare, a centred
+difference scale, and clear messages for what cannot be compared (the Timeline page's tests share
+these checkpoints)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from streamlit.testing.v1 import AppTest
 import gptviz
 from gptviz.analysis import compare as cmp
 from gptviz.bench.checkpoints import CONFIG, NAME, make_overtime_checkpoints
-from gptviz.timeline import timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "To be, or not to be"
@@ -106,42 +106,6 @@ def test_a_prompt_of_another_length_is_refused(at):
     at = at.run()
     assert not at.exception
     assert any("same length" in e.value for e in at.error)
-
-
-def test_timeline_of_a_run_folder(at, ckpt_root):
-    at = ok(at.switch_page("views/timeline.py").run())
-    assert at.selectbox(key="tl_run").options[0] == "tiny-run"  # run folders only, not plain checkpoints
-    prompt = at.text_input(key="tl_prompt").value
-    half = len(prompt) // 2
-    assert prompt[:half] == prompt[half:] and half >= 8  # the default: a random sequence said twice
-    bundle = gptviz.load(ckpt_root / "tiny-run" / "step-000000")
-    ids = gptviz.encode_prompt(bundle.tokenizer, prompt, 64)
-    tl = timeline(ckpt_root / "tiny-run", ids)
-    loss = figure(at, "tl_loss")["data"]
-    assert [d["name"] for d in loss] == ["train (card)", "validation (card)", "this prompt"]
-    assert list(array(loss[0]["x"])) == [0, 50, 100] and list(array(loss[0]["y"])) == [4.0, 3.0, 2.0]
-    assert np.allclose(array(loss[2]["y"]), tl.steps["prompt_loss"])
-    curves = figure(at, "tl_heads")["data"]
-    assert len(curves) == CONFIG["n_layer"] * CONFIG["n_head"]
-    l1h2 = tl.heads[(tl.heads["layer"] == 1) & (tl.heads["head"] == 2)]["induction"]
-    assert np.allclose(array(curves[4 + 2]["y"]), l1h2)
-    assert curves[6]["line"]["width"] > curves[0]["line"]["width"]  # the sidebar's head stands out
-    # the slider shows each step's own attention
-    at.select_slider(key="tl_step").set_value(50)
-    at = ok(at.run())
-    z = array(figure(at, "tl_attention")["data"][0]["z"])
-    t = gptviz.trace(gptviz.load(ckpt_root / "tiny-run" / "step-000050").model, ids)
-    assert np.allclose(np.nan_to_num(z), np.nan_to_num(t["blocks.1.attn.weights"][2]), atol=1e-6)
-
-
-def test_timeline_of_a_folder_that_is_no_run(at, ckpt_root, tmp_path):
-    at = ok(at.switch_page("views/timeline.py").run())
-    at.selectbox(key="tl_run").set_value("a local path…")
-    at = at.run()
-    at.text_input(key="tl_path").set_value(str(ckpt_root / NAME))
-    at = at.run()
-    assert not at.exception
-    assert any("found 0 checkpoint" in e.value for e in at.error)
 
 
 # --- Compare's checkpoint B: a default that fits A, a sentence when B cannot, names in titles -------

@@ -10,7 +10,7 @@ from gptviz.dashboard import pages
 
 ROOT = Path(__file__).resolve().parents[1]
 VIEW_FILE = re.compile(r"views/\w+\.py")
-MARKUP = re.compile(r"<(span|div|b|p|a|table|br)\b")  # HTML a page would build itself
+MARKUP = re.compile(r"<(span|div|b|p|a|table|br|style|script|img)\b")  # HTML a page would build itself
 
 # Title and URL path of every page as the router listed them before the registry (bookmarks depend on them).
 BOOKMARKED = {
@@ -82,3 +82,16 @@ def test_page_files_are_thin():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and MARKUP.search(node.value):
                 markup.append(f"{spec.file}:{node.lineno}")
     assert too_long == [] and markup == []
+
+
+def test_every_page_has_a_test_module_named_for_it():
+    """docs/contributing.md, "Tests and markers": a page's AppTests are tests/test_app_<key>.py (a dash in
+    the key is an underscore), and that module opens the page: by its file, or by the title it shows."""
+    missing, unopened = [], []
+    for spec in pages.PAGES:
+        module = ROOT / "tests" / f"test_app_{spec.key.replace('-', '_')}.py"
+        if not module.is_file():
+            missing.append(f"{spec.key}: no {module.relative_to(ROOT)}")
+        elif spec.file not in (text := module.read_text()) and f'"{spec.title}"' not in text:
+            unopened.append(f"{module.relative_to(ROOT)} opens neither {spec.file} nor a page titled {spec.title!r}")
+    assert missing == [] and unopened == []

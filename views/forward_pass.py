@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from gptviz.analysis import walkthrough
-from gptviz.dashboard import pages, widgets
+from gptviz.dashboard import layout, pages, widgets
 from gptviz.dashboard.classroom import BLOCK_KEY, STEP_KEY, write_step_url
 
 NUM = st.column_config.NumberColumn(format="%.4f")
@@ -14,7 +14,7 @@ NUM = st.column_config.NumberColumn(format="%.4f")
 v = widgets.require_trace() or st.stop()
 t, model = v.trace, v.bundle.model
 st.markdown("#### One forward pass, step by step")  # small: on a 720-px projector the step is the slide
-st.html("<style>[data-testid=stMainBlockContainer] { padding-top: 4rem; }</style>")  # room for the table
+layout.room_at_top(4)  # room for the step's table
 
 L = t.n_layer
 if not 0 <= st.session_state.get(BLOCK_KEY, v.layer) < L:

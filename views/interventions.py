@@ -23,7 +23,7 @@ st.caption(
 )
 
 HEADS = [whatif.head_name(l, h) for l in range(L) for h in range(H)]
-PRESET = (  # measured on the sidebar's preset prompt by tests/test_app_whatif.py
+PRESET = (  # measured on the sidebar's preset prompt by tests/test_app_interventions.py
     "shakespeare-char: layer 0, head 3 attends to the previous character (previous-token score 0.84 on "
     "the preset prompt; see Heads). Ablating it alone about doubles the prompt's mean loss (1.44 → 2.91 "
     "nats per character), while no other single head adds more than 0.4: the model leans on that one "

@@ -35,8 +35,8 @@ if lesson is None:
         st.caption(shipped.description)
     st.subheader("Your own lesson")
     st.caption(
-        f"A TOML file of at most {lessons.MAX_BYTES // 1024} KB (README, “Lessons”). It is read, never run: "
-        "an unknown key is refused with the line that names it."
+        f"A TOML file of at most {lessons.MAX_BYTES // 1024} KB (docs/classroom.md, “Your own lesson”). "
+        "It is read, never run: an unknown key is refused with the line that names it."
     )
     upload = None
     if upload_limit_mb() and uploads_allowed():

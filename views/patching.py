@@ -22,7 +22,7 @@ st.caption(
     "at the last position: 0 = the patch changed nothing, 1 = it restored the clean run's preference."
 )
 
-PRESETS = {  # on shakespeare-char; what each shows is measured by tests/test_app_whatif.py
+PRESETS = {  # on shakespeare-char; what each shows is measured by tests/test_app_patching.py
     "thou art / they are": dict(
         clean="I know thou ar",
         corrupt="I know they ar",

@@ -22,6 +22,13 @@ def presenting() -> bool:
     return bool(v and v.presentation)
 
 
+def room_at_top(rem: float) -> None:
+    """Space above the page's first element, in rem (so it grows with presentation mode's root font):
+    a slide-sized table at the top would otherwise sit under Streamlit's toolbar. Only a number reaches
+    the style."""
+    st.html(f"<style>[data-testid=stMainBlockContainer] {{ padding-top: {float(rem):g}rem; }}</style>")
+
+
 def columns(spec: int | Sequence[float], **kwargs) -> list:
     """st.columns, except in presentation mode, where each column is a full-width container one
     below the other: side by side, a heatmap at 1280 px with the sidebar open is a few dozen

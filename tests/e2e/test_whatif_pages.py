@@ -1,7 +1,7 @@
 """The Interventions and Patching pages in a real Chromium, as a person would use them: pick a head
 to ablate and see the prediction before and after; make a corrupt prompt by changing one character
 and see the sweeps drawn. (A click on the grid or a sweep cell is checked through its callback in
-tests/test_app_whatif.py.)"""
+tests/test_app_interventions.py and tests/test_app_patching.py.)"""
 
 from __future__ import annotations
 
