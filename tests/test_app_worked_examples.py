@@ -9,6 +9,14 @@ from apptest_helpers import app_session, ok
 from gptviz.analysis import worked
 
 
+def numbers(table) -> np.ndarray | None:
+    """A table's cells as numbers; None for one that shows text (a masked score is "−∞")."""
+    try:
+        return table.to_numpy(dtype=np.float64)
+    except ValueError:
+        return None
+
+
 def shown_future_mass(at) -> float:
     return float(next(m.value for m in at.metric if m.label == "Future attention mass"))
 
@@ -22,9 +30,8 @@ def test_the_toy_heads_weights_are_the_hand_computation(env):
     weights = np.exp(scores - scores.max(1, keepdims=True))
     weights /= weights.sum(1, keepdims=True)
     tables = [df.value for df in at.dataframe] + [t.value for t in at.table]
-    assert any(
-        table.shape == (3, 3) and np.allclose(table.to_numpy(dtype=np.float64), weights, atol=1e-4) for table in tables
-    ), "the causal weights of the three tokens, as computed by hand"
+    shown = [n for n in map(numbers, tables) if n is not None and n.shape == (3, 3)]
+    assert any(np.allclose(n, weights, atol=1e-4) for n in shown), "the causal weights, as computed by hand"
     assert shown_future_mass(at) == 0.0
     at.toggle(key="w4_mask").set_value(False)
     ok(at.run())

@@ -41,6 +41,7 @@ def test_the_wheel_holds_every_module_and_nothing_stale(pkg):
     assert {"gptviz/_app/app.py", "gptviz/_app/views/overview.py"} <= modules
     gpt2 = {f"gptviz/tokenizers/gpt2_files/{n}" for n in ("encoder.json.gz", "vocab.bpe.gz", "README.md")}
     assert gpt2 <= set(names), "GPT-2's BPE files (nanoGPT's fallback tokenizer) are missing from the wheel"
+    assert "gptviz/py.typed" in names, "the PEP 561 marker: a type checker reads gptviz's own annotations"
     assert all(n.startswith(("gptviz/", "gptviz-")) for n in names), "only the package and its metadata"
 
 
