@@ -87,7 +87,6 @@ except GptvizError as e:
 labels = figures.token_labels(v.display(clean))  # for the figures; texts for the widgets, sentences and files
 texts = figures.position_labels(v.display(clean))
 
-
 with st.expander("Make the corrupt prompt by changing one token of the clean one", expanded=not corrupt_text):
     a, b, c = st.columns([2, 1, 1])
     a.selectbox("Token to change", range(len(clean)), format_func=lambda i: texts[i], key="pt_pos")
