@@ -209,7 +209,8 @@ def scan_run(folder: str | Path, max_steps: int | None = None) -> RunScan:
             f"{len(steps)} checkpoints are drawn in name order as 0 … {len(steps) - 1}, not at training steps"
         )
     else:
-        steps = [s if s.source == "recorded" else RunStep(s.name_step, *_rest(s)) for s in steps]
+        # no step is unknown here: every one not recorded has a number in its name
+        steps = [s if s.source == "recorded" or s.name_step is None else RunStep(s.name_step, *_rest(s)) for s in steps]
         from_names = [s.path.name for s in steps if s.source == "name"]
         if from_names:
             notes.append(

@@ -105,7 +105,7 @@ def _parquet(path: Path) -> Iterator[tuple[str, str]]:
             yield f"{path.name}:{row}", value
 
 
-def documents(data) -> Iterator[tuple[str, str | Sequence[int]]]:
+def documents(data) -> Iterator[tuple[str, str | Sequence[int] | np.ndarray]]:
     """(name, text or token ids) for every document of `data` (see gptviz.scan)."""
     if isinstance(data, (str, Path)):
         path = Path(data).expanduser()
