@@ -136,7 +136,7 @@ def neox_qkv(config: GPTConfig) -> Callable[[torch.Tensor], torch.Tensor]:
 
 def conv1d(config: GPTConfig) -> Callable[[torch.Tensor], torch.Tensor]:
     """GPT-2's Conv1D stores its weight [in, out], the transpose of nn.Linear's [out, in]: handed over
-    as its transposed view, which fill_model keeps laid out [in, out] (model.in_out_layout: a step of
+    as its transposed view, which fill_model keeps laid out [in, out] (decoding.in_out_layout: a step of
     decoding reads it faster, and the file's layout needs no transposing copy)."""
     return lambda t: t.t() if t.dim() == 2 else t
 
