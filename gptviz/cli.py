@@ -243,7 +243,7 @@ def cmd_sae(args) -> None:
 def cmd_bench(args) -> None:
     from . import bench
 
-    names = ("why", "scan", "families", "patching", "generate", "lessons", "features", "load", "trace_memory")
+    names = ("why", "scan", "families", "llama", "patching", "generate", "lessons", "features", "load", "trace_memory")
     chosen = [name for name in names + BROWSER_BENCHES if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
@@ -419,7 +419,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
     )
-    p.add_argument("--shape", choices=("1b", "8b"), default="1b", help="with --load: Llama-3.2-1B or Llama-3.1-8B")
+    p.add_argument(
+        "--llama",
+        action="store_true",
+        help="a Llama shape in bf16 on --device against HF: forward, trace, ops and kernels per T; decoding; patching",
+    )
+    p.add_argument(
+        "--shape",
+        choices=("1b", "8b", "narrow"),
+        help="with --load: Llama-3.2-1B (default) or Llama-3.1-8B; with --llama: those or 16 layers of width 64",
+    )
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="with --llama: (default: bfloat16)")
+    p.add_argument("--peak-tflops", type=float, help="with --llama: the device's matrix peak, for a share of it")
+    p.add_argument("--peak-tbps", type=float, help="with --llama: the device's memory bandwidth in TB/s")
     p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
