@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import cuda_steps
 from ..analysis.patching import patching_sweep
 from ..capture import trace
 from ..config import GPTConfig
@@ -219,6 +220,13 @@ def run(args: argparse.Namespace) -> dict:
     out["forward"] = forward_rows(model, hf, lengths, args.repeats)
     new = args.new_tokens or (64 if device.type == "cuda" else 16)
     out["decode"] = decode_row(model, hf, args.prompt_tokens or 32, new, max(1, args.repeats // 2), device)
+    if cuda_steps.usable(model, new, False):  # the same without the captured step
+        cuda_steps.USE = False
+        try:
+            eager = decode_row(model, hf, args.prompt_tokens or 32, new, max(1, args.repeats // 2), device)
+        finally:
+            cuda_steps.USE = True
+        out["decode"]["eager_tokens_per_s"] = eager["gptviz_tokens_per_s"]
     out["patching"] = patching_row(model, 32, max(1, args.repeats // 2))
     out["load_average"] = os.getloadavg()
     return out
@@ -251,6 +259,8 @@ def format_table(r: dict, peak_tflops: float | None, peak_tbps: float | None) ->
         f"{d['gptviz_tokens_per_s']:.1f} tok/s, HF generate {d['hf_generate_tokens_per_s']:.1f} tok/s, "
         f"{d['gptviz_over_hf']:.2f}x; same ids: {d['same_ids']}",
     ]
+    if "eager_tokens_per_s" in d:
+        lines.append(f"  without the captured step (cuda_steps.USE = False): {d['eager_tokens_per_s']:.1f} tok/s")
     if peak_tbps:
         limit = peak_tbps * 1e12 / r["weight_bytes"]
         lines.append(
