@@ -49,7 +49,8 @@ test-fast: setup
 
 # The tests marked `gpu` (every path and page on CUDA in float32, bfloat16 and float16), on a machine with
 # a CUDA GPU: `make setup TORCH=torch` installs a CUDA build of torch, then `make test-gpu`. Where torch
-# already holds CUDA (PY=python3 on a machine set up otherwise), no venv is made.
+# already holds CUDA (PY=python3 on a machine set up otherwise), no venv is made. Only the modules that
+# hold gpu tests are collected: such a machine need not have the browser or Ray the others import.
 test-gpu: $(if $(filter $(VENV)/bin/python,$(PY)),setup)
 	@$(PY) -c "import torch, sys; torch.cuda.is_available() or sys.exit('make test-gpu: torch sees no CUDA GPU here')"
-	$(PY) -m pytest -q -p no:cacheprovider -m gpu
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu $$(grep -l "mark.gpu" tests/test_*.py)
