@@ -28,7 +28,8 @@ from ..limits import MAX_LISTING_JSON_BYTES, MAX_TOKENIZER_BYTES
 from ..progress import ProgressFn
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
-from .families import FAMILIES, Tensor
+from .families import FAMILIES
+from .family_record import Tensor, shown
 from .hf_config import (  # noqa: F401 (importable from here, as before the records)
     ACTIVATIONS,
     DECODERS,
@@ -88,11 +89,6 @@ def hf_tokenizer(path: Path, vocab_size: int | None = None) -> tuple[BPETokenize
         "no tokenizer: the directory has neither tokenizer.json nor vocab.json + merges.txt, "
         "so text input is off; give token ids"
     )
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 # --- weight names: Hugging Face -> ours ---------------------------------------------------------
@@ -181,7 +177,7 @@ def weight_files(path: Path) -> list[Path]:
         files = []
         for name in names:
             if Path(name).name != name or name in (".", "..") or "\\" in name:
-                raise CheckpointError(f"{index}: shard {_shown(name)} is not a file name in this folder")
+                raise CheckpointError(f"{index}: shard {shown(name)} is not a file name in this folder")
             file = path / name
             if not file.is_file():
                 raise CheckpointError(f"{file}: file not found; {index.name} names it as a shard")
