@@ -432,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
     p.add_argument(
+        "--corrupt-at", type=cli_args.whole(0), help="with --patching: the position the prompts differ at (default T/2)"
+    )
+    p.add_argument(
         "--dashboard", action="store_true", help="the dashboard in Chromium: Enter -> heatmap, every page at T = 1,024"
     )
     p.add_argument("--sessions", action="store_true", help="1, 4, 8 browser sessions on one server; its memory")
