@@ -89,6 +89,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --patching: prompt lengths (default: 32,64); with --load: of the numbers and speed",
     )
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
+    p.add_argument(
+        "--corrupt-at", type=cli_args.whole(0), help="with --patching: the position the prompts differ at (default T/2)"
+    )
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
     p.add_argument(
         "--dashboard", action="store_true", help="the dashboard in Chromium: Enter -> heatmap, every page at T = 1,024"
