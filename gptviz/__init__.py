@@ -28,7 +28,8 @@ from .training.sae import train_sae
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
-from .model import GPT, explicit_attention
+from .attention import explicit_attention
+from .model import GPT
 from .names import contract_names, point
 from .progress import Cancelled, Progress
 from .record import Trace

@@ -20,8 +20,9 @@ from torch import Tensor, nn
 from ..capture import model_blocks
 from ..checks import whole
 from ..errors import PromptError
-from ..model import GPT, RMSNorm
+from ..model import GPT
 from ..names import point
+from ..precision import RMSNorm
 from ..progress import ProgressFn, Reporter
 from ..record import Trace
 from .values import float64

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..attention import expand_kv
 from ..capture import model_blocks
-from ..model import GPT, expand_kv
+from ..model import GPT
 from ..names import point
 from ..record import Trace
 from .attention import score_rule

@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..analysis.heads import SCORES
-from ..capture import edited, model_blocks
-from ..model import AttentionSpec, attention_weights
+from ..attention import AttentionSpec, attention_weights
+from ..capture import edited
 from ..names import point
 
 # What each window adds per head besides SCORES, as Neuronpedia's HeadVis pipeline computes it
@@ -265,7 +265,7 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
     hooks = {}
     for l in range(L):
         hooks[point("attn.q", l)] = state.keep_q
-        hooks[point("attn.k", l)] = state.score(l, model_blocks(model)[l].attn.spec)
+        hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
         hooks[point("mlp.hidden", l)] = state.neurons(l)
     for name, fn in (features.hooks(lengths) if features is not None else {}).items():
         hooks[name] = (lambda a, b: lambda value: b(a(value)))(hooks[name], fn) if name in hooks else fn
