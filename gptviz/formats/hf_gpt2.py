@@ -44,12 +44,14 @@ def config_from_hf(hf: dict, source: Path) -> GPTConfig:
     return config_from_hf_decoder(hf, source)[0]
 
 
-def hf_tokenizer(path: Path, vocab_size: int | None = None) -> tuple[BPETokenizer | None, str]:
+def hf_tokenizer(
+    path: Path, vocab_size: int | None = None, context: int | None = None
+) -> tuple[BPETokenizer | None, str]:
     """The tokenizer in an HF directory, and a note when there is none. Files are sized before read
     and checked against a model of vocab_size ids before the library builds them."""
     if (path / "tokenizer.json").exists():
         check_file(path / "tokenizer.json", MAX_TOKENIZER_BYTES, "tokenizer file")
-        return BPETokenizer.from_file(path / "tokenizer.json", vocab_size=vocab_size), ""
+        return BPETokenizer.from_file(path / "tokenizer.json", vocab_size=vocab_size, context=context), ""
     vocab, merges = path / "vocab.json", path / "merges.txt"
     if vocab.exists() and merges.exists():
         check_file(vocab, MAX_TOKENIZER_BYTES, "tokenizer file")
