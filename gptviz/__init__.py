@@ -25,6 +25,7 @@ from .features import SAE, load_sae
 from .features.activations import feature_activations
 from .features.edits import edit_features
 from .training.sae import train_sae
+from .transcoders import Transcoder, TranscoderSet
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
@@ -55,6 +56,8 @@ __all__ = [
     "train_sae",
     "feature_activations",
     "edit_features",
+    "Transcoder",
+    "TranscoderSet",
     "steer",
     "steering_vector",
     "steering_sweep",
