@@ -56,7 +56,10 @@ class Graph:
     prompt: str = ""
     node_threshold: float = 0.8
     edge_threshold: float = 0.98
-    info: dict = field(default_factory=dict)  # sizes before pruning, timings
+    info: dict = field(default_factory=dict)  # sizes before pruning, the targets
+    probs: dict[int, float] = field(default_factory=dict)  # each target token's probability
+    logit_tokens: dict[int, str] = field(default_factory=dict)  # each target token as text
+    cumulative: dict[str, float] = field(default_factory=dict)  # circuit-tracer's cumulative influence score
 
     def to_json(self, path: str | Path, slug: str = "gptviz-graph", scan: str = "gptviz") -> Path:
         """circuit-tracer's graph JSON (metadata, qParams, nodes, links), which its viewer and
@@ -227,6 +230,9 @@ def attribution_graph(
     logit_weights[lay.logit :] = probs
     influence = node_influence(adj, logit_weights)
     nodes["influence"] = (influence + logit_weights).cpu().numpy()
+    order = torch.sort(influence, descending=True)
+    cumulative = torch.zeros_like(influence)
+    cumulative[order.indices] = order.values.cumsum(0) / order.values.sum().clamp(min=1e-30)
     info = dict(nodes_before=lay.n, edges_before=int((adj != 0).sum()), targets=chosen)
     if prune:
         keep_nodes, keep_edges = _prune(adj, logit_weights, lay, T, node_threshold, edge_threshold)
@@ -243,8 +249,21 @@ def attribution_graph(
     )
     kept = nodes[keep_nodes.cpu().numpy()].reset_index(drop=True)
     info.update(nodes_after=len(kept), edges_after=len(edges))
-    strings = t.tokens
-    return Graph(kept, edges, list(strings), L, "".join(strings), node_threshold, edge_threshold, info)
+    strings = list(t.tokens)
+    out_tokens = tokenizer.token_strings(chosen) if tokenizer is not None else [str(v) for v in chosen]
+    return Graph(
+        kept,
+        edges,
+        strings,
+        L,
+        "".join(strings),
+        node_threshold,
+        edge_threshold,
+        info,
+        probs=dict(zip(chosen, probs.tolist())),
+        logit_tokens=dict(zip(chosen, out_tokens)),
+        cumulative=dict(zip(ids_, cumulative.cpu().tolist())),
+    )
 
 
 def _backward(g: Tensor, l: int, blocks, attn, parts, embed: Tensor, lay: _Layout, adj: Tensor, rows: Tensor) -> Tensor:
