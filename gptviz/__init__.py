@@ -11,6 +11,7 @@ Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not im
 from . import threads as _threads  # noqa: F401, I001 (first: sets OpenMP's wait before torch loads)
 from .analysis import Finding, head_scores, health, logit_attribution, logit_lens, patching_sweep
 from .capture import trace
+from .circuits import Graph, attention_attribution, attribution_graph
 from .config import GPTConfig
 from .errors import (
     ArgumentError,
@@ -57,6 +58,9 @@ __all__ = [
     "feature_activations",
     "edit_features",
     "Transcoder",
+    "Graph",
+    "attribution_graph",
+    "attention_attribution",
     "TranscoderSet",
     "steer",
     "steering_vector",
