@@ -176,14 +176,35 @@ def test_default_targets_reach_95_percent_at_most_10_and_pruning_keeps_a_subgrap
     assert pruned.info["nodes_before"] == len(full.nodes) and pruned.info["nodes_after"] == len(pruned.nodes)
 
 
+def test_a_feature_budget_visits_the_most_influential_features_first():
+    model = random_model()
+    tcs = transcoders(model)
+    full = attribution_graph(model, tcs, IDS, prune=False)
+    n_feat = int((full.nodes["kind"] == "feature").sum())
+    budget = attribution_graph(model, tcs, IDS, max_feature_nodes=10, node_threshold=1.0, edge_threshold=1.0)
+    assert budget.info["rows"] <= 10 + (full.nodes["kind"] == "logit").sum() and budget.info["nodes_before"] == len(
+        full.nodes
+    )
+    feats = budget.nodes[budget.nodes["kind"] == "feature"]
+    assert 0 < len(feats) <= 10 < n_feat and feats["bias"].notna().all()  # only features whose edges were computed
+    top_direct = full.edges[
+        full.edges["target"].str.endswith(f"_{len(IDS) - 1}") & full.edges["source"].isin(feats["node_id"])
+    ]
+    assert len(top_direct)  # what it keeps reaches the logits
+    merged = budget.edges.merge(full.edges, on=["source", "target"], suffixes=("", "_full"))
+    assert len(merged) == len(budget.edges) and np.allclose(
+        merged["weight"], merged["weight_full"], rtol=1e-5, atol=1e-7
+    )
+
+
 def test_influence_by_hand_on_a_chain():
     """A chain embedding -> feature -> logit with weights 2 and -3: |normalised| weights 1 and 1."""
     from gptviz.circuits.prune import node_influence
 
-    adj = torch.zeros(3, 3)  # nodes: feature 0, embedding 1, logit 2; rows are targets
-    adj[0, 1], adj[2, 0] = 2.0, -3.0
+    M = torch.zeros(2, 3)  # nodes: feature 0, embedding 1, logit 2; rows: the feature's, the logit's
+    M[0, 1], M[1, 0] = 2.0, -3.0
     w = torch.tensor([0.0, 0.0, 0.5])
-    assert node_influence(adj, w).tolist() == [0.5, 0.5, 0.0]
+    assert node_influence(M, torch.tensor([0, 2]), w).tolist() == [0.5, 0.5, 0.0]
 
 
 def test_transcoders_that_do_not_fit_and_bad_arguments_are_one_line():

@@ -11,7 +11,7 @@ gradient back through the linear part, which is how every edge of the graph is c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -43,6 +43,10 @@ class FrozenNorm:
     def __call__(self, x: Tensor) -> Tensor:
         return self.linear(x) + self.constant(x)
 
+    def upto(self, P: int) -> FrozenNorm:
+        """The norm at the first P positions only (a causal model's positions after P do not matter)."""
+        return replace(self, inv_sigma=self.inv_sigma[:P]) if self.inv_sigma.size(0) > 1 else self
+
 
 def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
     """The norm frozen at its real input x [T, C] (float32); None for an identity (OLMo 2's missing pre-norm)."""
@@ -61,6 +65,10 @@ def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
     sigma = (x.var(-1, correction=0, keepdim=True) + eps).sqrt()
     bias = getattr(norm, "bias", None)
     return FrozenNorm(1.0 / sigma, gamma, None if bias is None else bias.detach().float(), centre=True)
+
+
+def upto(norm: FrozenNorm | None, P: int) -> FrozenNorm | None:
+    return None if norm is None else norm.upto(P)
 
 
 def _norm_t(norm: FrozenNorm | None, g: Tensor) -> Tensor:
@@ -85,6 +93,17 @@ class FrozenAttention:
     constant: Tensor  # [T, C]
     n_kv: int
 
+    def upto(self, P: int) -> FrozenAttention:
+        """The layer on the first P positions only: queries before P read keys before P only."""
+        return replace(
+            self,
+            ln_1=None if self.ln_1 is None else self.ln_1.upto(P),
+            keep_v=None if self.keep_v is None else self.keep_v[:P],
+            weights=self.weights[:, :P, :P],
+            post=None if self.post is None else self.post.upto(P),
+            constant=self.constant[:P],
+        )
+
     def _heads(self, v: Tensor) -> Tensor:
         """[B, T, H_kv·D] values -> [B, T, H·D] head outputs, the frozen weights mixing positions."""
         B, T, _ = v.shape
@@ -107,17 +126,6 @@ class FrozenAttention:
         if self.keep_v is not None:
             gv = gv * self.keep_v
         return _norm_t(self.ln_1, gv @ self.W_v)
-
-
-@dataclass
-class Frozen:
-    """The whole model frozen at one prompt: per layer its attention, the MLP's input norm (ln_2),
-    and the final norm at every position."""
-
-    attn: list[FrozenAttention]
-    ln_2: list[FrozenNorm | None]
-    ln_f: FrozenNorm
-    parallel: bool
 
 
 def v_slice(model: GPT) -> slice:

@@ -9,8 +9,9 @@ writes into it along paths that pass through no other node, plus a constant (`bi
 projection biases, b_dec, b_enc). Each target's row of edges is one gradient pushed back through
 the frozen layers (`transpose`), dotted with what every source wrote.
 
-Node order (as circuit-tracer's adjacency): features (layer, pos, feature), errors (layer, pos),
-embeddings (pos), logits. The adjacency's rows are targets, its columns sources.
+The rows computed are the logits' and every feature's, or with `max_feature_nodes` (pruned graphs
+only) the most influential features', visited in order of their influence so far, as circuit-tracer
+visits them: a feature whose row was not computed has no incoming edges, so pruning drops it.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from ..errors import PromptError
 from ..model import GPT
 from ..names import point
 from ..progress import ProgressFn, Reporter
-from .frozen import FrozenNorm, freeze_attention, freeze_norm, v_slice
+from .frozen import freeze_norm
 from .prune import node_influence, prune
+from .replacement import Replacement
 
 NODE_COLUMNS = ["node_id", "kind", "layer", "pos", "feature", "token", "activation", "input", "bias", "influence"]
-MAX_NODES = 40_000  # the dense adjacency is N² float32: 6.4 GB at this size
+MAX_ADJACENCY = 2**30  # bytes of computed rows (float32) at most: 1 GiB
 
 
 @dataclass
@@ -83,49 +85,6 @@ def _targets(logits: Tensor, targets: Sequence[int] | None, V: int) -> list[int]
     return top.indices[: min(n, top.values.numel())].tolist()
 
 
-def _layer_parts(model: GPT, tcs, t):
-    """Per layer: (frozen ln_2, real mlp.in [T, C], features (pos, feat, act, pre-act), error [T, C], tc)."""
-    parts = []
-    for l, block in enumerate(model.transformer.h):
-        pre = t.tensor(point("resid_pre", l)).float()
-        mid = t.tensor(point("resid_mid", l)).float()
-        reads = pre if block.parallel else mid
-        mlp_in = t.tensor(point("mlp.in", l)).float()  # what the MLP really read
-        out = t.tensor(point("mlp.out", l)).float()
-        ln_2 = freeze_norm(block.ln_2, reads)
-        tc = tcs.get(l)
-        if tc is None:
-            parts.append((ln_2, mlp_in, None, out, None))
-            continue
-        with torch.no_grad():
-            x = mlp_in.to(tc.W_enc.device)  # a transcoder may sit elsewhere: its numbers come to the model
-            pre_acts = tc.pre(x)  # [T, d_tc]
-            acts = tc.act(pre_acts)
-            recon = tc.decode(acts, x).float().to(mlp_in.device)
-            pre_acts, acts = pre_acts.float().to(mlp_in.device), acts.float().to(mlp_in.device)
-        pos, feat = acts.nonzero(as_tuple=True)
-        feats = (pos, feat, acts[pos, feat], pre_acts[pos, feat])
-        parts.append((ln_2, mlp_in, feats, out - recon, tc))
-    return parts
-
-
-def _w(p: Tensor, device: torch.device) -> Tensor:
-    """A transcoder's parameter as float32 on the model's device."""
-    return p.detach().to(device=device, dtype=torch.float32)
-
-
-class _Layout:
-    """Column indices of every node in the adjacency (circuit-tracer's order)."""
-
-    def __init__(self, n_feats: list[int], L: int, T: int, n_logits: int):
-        self.feat_start = np.concatenate([[0], np.cumsum(n_feats)])  # layer l's features: [start[l], start[l+1])
-        self.n_feat = int(self.feat_start[-1])
-        self.err = self.n_feat  # error (l, p) at err + l·T + p
-        self.emb = self.err + L * T
-        self.logit = self.emb + T
-        self.n = self.logit + n_logits
-
-
 @torch.no_grad()
 def attribution_graph(
     model: GPT,
@@ -138,116 +97,138 @@ def attribution_graph(
     progress: ProgressFn | None = None,
     *,
     tokenizer=None,
+    max_feature_nodes: int | None = None,
     batch_size: int | None = None,
 ) -> Graph:
     """The attribution graph of prompt `ids` under transcoders `tcs` (a TranscoderSet), pruned to the
     nodes and edges carrying `node_threshold` / `edge_threshold` of the influence on the target logits
     (default: the top logits reaching 95 % of the probability, at most 10) unless prune=False.
-    progress: a gptviz.Progress per batch of target nodes (raise gptviz.Cancelled to stop)."""
+    max_feature_nodes: with prune, compute the incoming edges of at most this many features, the
+    most influential first (None: all; prune=False always computes all). progress: a gptviz.Progress
+    per batch of target nodes (raise gptviz.Cancelled to stop). tokenizer: names the tokens."""
     for name, v in (("node_threshold", node_threshold), ("edge_threshold", edge_threshold)):
-        if not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
             raise PromptError(f"{name} must be a number in [0, 1], got {v!r}")
+    if max_feature_nodes is not None and (
+        isinstance(max_feature_nodes, bool) or not isinstance(max_feature_nodes, int) or max_feature_nodes < 0
+    ):
+        raise PromptError(f"max_feature_nodes must be a whole number >= 0 or None, got {max_feature_nodes!r}")
     if hasattr(tcs, "check_fits"):
         tcs.check_fits(model)
     model.eval()
-    idx = as_ids(ids, model.device)
-    t = trace(model, idx[0], tokenizer)
+    t = trace(model, as_ids(ids, model.device)[0], tokenizer)
     cfg = model.config
-    L, T, C = cfg.n_layer, t.n_tokens, cfg.n_embd
+    L, T = cfg.n_layer, t.n_tokens
     dev = model.device
-    vs = v_slice(model)
-    blocks = list(model.transformer.h)
-    attn = [
-        freeze_attention(
-            b, t.tensor(point("resid_pre", l)), t.tensor(point("attn.weights", l)), t.tensor(point("attn.z", l)), vs
-        )
-        for l, b in enumerate(blocks)
-    ]
-    parts = _layer_parts(model, tcs, t)
-    embed = t.tensor("embed").float()  # [T, C]
-    real_logits = t.tensor("logits")[-1].float()  # [V]
+    rep = Replacement(model, tcs, t)
+    real_logits = torch.tensor(t.part("logits", -1), dtype=torch.float64, device=dev)  # [V]
     V = real_logits.numel()
     chosen = _targets(real_logits, targets, V)
-    lay = _Layout([0 if p[2] is None else p[2][0].numel() for p in parts], L, T, len(chosen))
-    if lay.n > MAX_NODES:
+    N = rep.logit + len(chosen)
+    budget = rep.n_feat if not prune or max_feature_nodes is None else min(max_feature_nodes, rep.n_feat)
+    R = budget + len(chosen)
+    if R * N * 4 > MAX_ADJACENCY:
         raise PromptError(
-            f"the graph would have {lay.n:,} nodes (above {MAX_NODES:,}): use a shorter prompt or sparser transcoders"
+            f"the graph's {R:,} x {N:,} edges would take {R * N * 4 / 2**30:.1f} GiB: use a shorter prompt, "
+            "sparser transcoders, or prune with max_feature_nodes"
         )
-
-    # --- each target: the gradient it starts from (at its reading point), its own constant, its input ---
-    ln_f = freeze_norm(model.transformer.ln_f, t.tensor(point("resid_post", L - 1))[-1:])
-    W_U = model.lm_head.weight.detach().float()
-    z = W_U @ ln_f(t.tensor(point("resid_post", L - 1))[-1:].float())[0]  # [V]: logits before any soft-cap
-    cap = cfg.final_softcap
-    scale = torch.where(z != 0, cap * torch.tanh(z / cap) / z, torch.ones_like(z)) if cap else torch.ones_like(z)
-    mean_dir = (scale @ W_U) / V  # [C]: what the mean logit reads
-    logit_dirs = scale[chosen, None] * W_U[chosen] - mean_dir  # [n, C]
-    probs = torch.softmax(real_logits.double(), -1)[chosen].float()
-
-    adj = torch.zeros(lay.n, lay.n, dtype=torch.float32, device=dev)
-    bias = torch.zeros(lay.n, dtype=torch.float64, device=dev)
-    B = batch_size or max(1, 2**23 // (T * C))
-    jobs = []  # (target layer, rows, reading vectors [n, C], positions, own constants)
-    for l, (ln_2, _, feats, _, tc) in enumerate(parts):
-        if feats is None or not feats[0].numel():
-            continue
-        pos, feat = feats[0], feats[1]
-        W_enc = _w(tc.W_enc, dev)[feat]  # [n, C]
-        const = _w(tc.b_enc, dev)[feat] + (0 if ln_2 is None or ln_2.beta is None else W_enc @ ln_2.beta)
-        rows = torch.arange(lay.feat_start[l], lay.feat_start[l + 1], device=dev)
-        jobs.append((l, rows, W_enc, pos, const, ln_2))
-    logit_const = logit_dirs @ ln_f.beta if ln_f.beta is not None else torch.zeros(len(chosen), device=dev)
-    logit_rows = torch.arange(lay.logit, lay.n, device=dev)
-    jobs.append((L, logit_rows, logit_dirs, torch.full((len(chosen),), T - 1, device=dev), logit_const, ln_f))
-
-    reporter = Reporter(progress, "target nodes", sum(j[1].numel() for j in jobs))
+    M = torch.zeros(R, N, device=dev)
+    row_nodes = torch.full((R,), -1, dtype=torch.long, device=dev)
+    bias = torch.zeros(N, dtype=torch.float64, device=dev)
+    B = batch_size or max(1, 2**23 // (T * cfg.n_embd))
+    used = 0
+    reporter = Reporter(progress, "target nodes", R)
     reporter.start()
-    for l, rows, dirs, pos, const, norm in jobs:
-        for s in range(0, rows.numel(), B):
-            sl = slice(s, s + B)
-            g = torch.zeros(rows[sl].numel(), T, C, device=dev)
-            g[torch.arange(g.size(0), device=dev), pos[sl]] = dirs[sl]
-            if isinstance(norm, FrozenNorm):
-                g = norm.transpose(g)  # the norm frozen at the row's own position: rows elsewhere stay 0
-            bias[rows[sl]] = const[sl].double() + _backward(g, l, blocks, attn, parts, embed, lay, adj, rows[sl])
-            reporter.tick(rows[sl].numel())
 
-    # --- the nodes' table ---
+    def compute(l: int, nodes: Tensor, dirs: Tensor, pos: Tensor, own: Tensor, norm) -> None:
+        nonlocal used
+        for s in range(0, nodes.numel(), B):
+            n = nodes[s : s + B].numel()
+            rows = slice(used, used + n)
+            bias[nodes[s : s + B]] = rep.rows(l, dirs[s : s + B], pos[s : s + B], own[s : s + B], norm, M[rows])
+            row_nodes[rows] = nodes[s : s + B]
+            used += n
+            reporter.tick(n)
+
+    # the logits: what the final norm reads at the last position, minus what the mean logit reads
+    last = t.tensor(point("resid_post", L - 1))[-1:].float()
+    ln_f = freeze_norm(model.transformer.ln_f, last)
+    W_U = model.lm_head.weight.detach().float()
+    z = W_U @ ln_f(last)[0]  # [V]: the logits before any soft-cap
+    cap = cfg.final_softcap  # frozen as each logit's own factor cap·tanh(z/cap)/z
+    scale = torch.where(z != 0, cap * torch.tanh(z / cap) / z, torch.ones_like(z)) if cap else torch.ones_like(z)
+    dirs = scale[chosen, None] * W_U[chosen] - (scale @ W_U) / V  # [n, C]
+    own = dirs @ ln_f.beta if ln_f.beta is not None else dirs.new_zeros(len(chosen))
+    logit_nodes = torch.arange(rep.logit, N, device=dev)
+    compute(L, logit_nodes, dirs, torch.full((len(chosen),), T - 1, device=dev), own, ln_f)
+
+    probs = torch.softmax(real_logits, -1)[chosen].float()
+    weights = torch.zeros(N, device=dev)
+    weights[rep.logit :] = probs
+    layer_of = torch.as_tensor(np.repeat(np.arange(L), np.diff(rep.feat_start)), device=dev)
+    if budget == rep.n_feat:  # every feature, layer by layer
+        for l in range(L):
+            if rep.mlps[l].pos.numel():
+                nodes = torch.arange(rep.feat_start[l], rep.feat_start[l + 1], device=dev)
+                compute(l, nodes, *rep.feature_targets(l), rep.mlps[l].ln_2)
+    visited = torch.zeros(N, dtype=torch.bool, device=dev)
+    while used < R:  # the most influential features so far, a batch at a time
+        infl = node_influence(M[:used], row_nodes[:used], weights)[: rep.n_feat]
+        infl[visited[: rep.n_feat]] = -1
+        top = torch.topk(infl, min(B, R - used))
+        chosen_nodes = top.indices[top.values > 0]
+        if not chosen_nodes.numel():
+            break
+        visited[chosen_nodes] = True
+        for l in layer_of[chosen_nodes].unique().tolist():
+            nodes = chosen_nodes[layer_of[chosen_nodes] == l].sort().values
+            which = nodes - int(rep.feat_start[l])
+            dirs_l, pos_l, own_l = rep.feature_targets(l)
+            compute(l, nodes, dirs_l[which], pos_l[which], own_l[which], rep.mlps[l].ln_2)
+    M, row_nodes = M[:used], row_nodes[:used]
+    return _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, prune,
+                     node_threshold, edge_threshold, tokenizer)  # fmt: skip
+
+
+def _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, prune_, node_threshold,
+              edge_threshold, tokenizer) -> Graph:  # fmt: skip
+    """The Graph: its nodes' table (inputs from the real run), influence, pruning, its edges."""
     token_ids = t.token_ids.tolist()
-    nodes = _nodes_table(parts, lay, token_ids, chosen, embed, L, T)
+    nodes = _nodes_table(rep, token_ids, chosen)
+    N = len(nodes)
     inputs = nodes["input"].to_numpy().copy()
-    feature_pre = [p[2][3] for p in parts if p[2] is not None]
-    if feature_pre:
-        inputs[: lay.n_feat] = torch.cat(feature_pre).double().cpu().numpy()
-    inputs[lay.logit :] = (real_logits.double()[chosen] - real_logits.double().mean()).cpu().numpy()
+    if rep.n_feat:
+        inputs[: rep.n_feat] = torch.cat([m.pre for m in rep.mlps]).double().cpu().numpy()
+    inputs[rep.logit :] = (real_logits[chosen] - real_logits.mean()).cpu().numpy()
     nodes["input"] = inputs
     b = bias.cpu().numpy()
-    sources_only = slice(lay.n_feat, lay.logit)
-    b[sources_only] = inputs[sources_only]  # errors and embeddings: nothing flows in, their value is their own
+    b[rep.n_feat : rep.logit] = inputs[rep.n_feat : rep.logit]  # errors, embeddings: nothing flows in
+    computed = np.zeros(N, dtype=bool)
+    computed[row_nodes.cpu().numpy()] = True
+    b[: rep.n_feat][~computed[: rep.n_feat]] = np.nan  # a feature whose row was not computed
     nodes["bias"] = b
-
-    logit_weights = torch.zeros(lay.n, device=dev)
-    logit_weights[lay.logit :] = probs
-    influence = node_influence(adj, logit_weights)
-    nodes["influence"] = (influence + logit_weights).cpu().numpy()
+    influence = node_influence(M, row_nodes, weights)
+    nodes["influence"] = (influence + weights).cpu().numpy()
     order = torch.sort(influence, descending=True)
     cumulative = torch.zeros_like(influence)
     cumulative[order.indices] = order.values.cumsum(0) / order.values.sum().clamp(min=1e-30)
-    info = dict(nodes_before=lay.n, edges_before=int((adj != 0).sum()), targets=chosen)
-    if prune:
-        keep_nodes, keep_edges = _prune(adj, logit_weights, lay, T, node_threshold, edge_threshold)
+    info = dict(nodes_before=N, edges_before=int((M != 0).sum()), rows=len(row_nodes), targets=chosen)
+    if prune_:
+        always = torch.zeros(N, dtype=torch.bool, device=M.device)
+        always[rep.emb :] = True
+        keep, edge_mask = prune(M, row_nodes, weights, rep.n_feat, always, node_threshold, edge_threshold)
     else:
-        keep_nodes, keep_edges = torch.ones(lay.n, dtype=torch.bool, device=dev), adj != 0
-    dst, src = keep_edges.nonzero(as_tuple=True)
-    ids_ = nodes["node_id"].to_numpy()
+        keep, edge_mask = torch.ones(N, dtype=torch.bool, device=M.device), M != 0
+    r, src = edge_mask.nonzero(as_tuple=True)
+    ids = nodes["node_id"].to_numpy()
     edges = pd.DataFrame(
         {
-            "source": ids_[src.cpu().numpy()],
-            "target": ids_[dst.cpu().numpy()],
-            "weight": adj[dst, src].cpu().numpy().astype(np.float64),
+            "source": ids[src.cpu().numpy()],
+            "target": ids[row_nodes[r].cpu().numpy()],
+            "weight": M[r, src].cpu().numpy().astype(np.float64),
         }
     )
-    kept = nodes[keep_nodes.cpu().numpy()].reset_index(drop=True)
+    kept = nodes[keep.cpu().numpy()].reset_index(drop=True)
     info.update(nodes_after=len(kept), edges_after=len(edges))
     strings = list(t.tokens)
     out_tokens = tokenizer.token_strings(chosen) if tokenizer is not None else [str(v) for v in chosen]
@@ -255,91 +236,30 @@ def attribution_graph(
         kept,
         edges,
         strings,
-        L,
+        rep.L,
         "".join(strings),
         node_threshold,
         edge_threshold,
         info,
         probs=dict(zip(chosen, probs.tolist())),
         logit_tokens=dict(zip(chosen, out_tokens)),
-        cumulative=dict(zip(ids_, cumulative.cpu().tolist())),
+        cumulative=dict(zip(ids, cumulative.cpu().tolist())),
     )
 
 
-def _backward(g: Tensor, l: int, blocks, attn, parts, embed: Tensor, lay: _Layout, adj: Tensor, rows: Tensor) -> Tensor:
-    """Push the targets' gradients g [B, T, C] (at layer l's reading point: mid[l] in a sequential
-    block, pre[l] in a parallel one, pre[L] for logits) down to the embedding, writing each source's
-    edge into adj[rows] and returning each target's constant (float64 [B])."""
-    L = len(blocks)
-    const = torch.zeros(g.size(0), dtype=torch.float64, device=g.device)
-
-    def through_attention(g: Tensor, j: int) -> Tensor:
-        nonlocal const
-        const += (g * attn[j].constant).sum((1, 2)).double()
-        return g + attn[j].transpose(g)
-
-    if l < L and not blocks[l].parallel:
-        g = through_attention(g, l)  # mid[l] -> pre[l]
-    for j in range(l - 1, -1, -1):  # g is at pre[j + 1] = resid_post[j]: MLP j's nodes write here
-        ln_2, _, feats, error, tc = parts[j]
-        cols = slice(lay.err + j * len(error), lay.err + (j + 1) * len(error))
-        adj[rows, cols] = (g * error).sum(-1)
-        if feats is not None:
-            _feature_edges(g, feats, tc, adj, rows, int(lay.feat_start[j]))
-            const += (g.sum(1) @ _w(tc.b_dec, g.device)).double()
-            skip = getattr(tc, "W_skip", None)
-            g_in = None
-            if skip is not None:  # a linear path through the MLP: x_in W_skipᵀ
-                g_in = g @ _w(skip, g.device)
-                if ln_2 is not None and ln_2.beta is not None:
-                    const += (g_in.sum(1) @ ln_2.beta).double()
-                g_in = g_in if ln_2 is None else ln_2.transpose(g_in)
-        else:
-            g_in = None
-        if blocks[j].parallel:
-            g_next = through_attention(g, j)
-            g = g_next if g_in is None else g_next + g_in
-        else:
-            g = g if g_in is None else g + g_in  # at mid[j]
-            g = through_attention(g, j)
-    adj[rows, lay.emb : lay.emb + embed.size(0)] = (g * embed).sum(-1)
-    return const
-
-
-def _feature_edges(g: Tensor, feats, tc, adj: Tensor, rows: Tensor, start: int) -> None:
-    """adj[rows, feature columns] = g at each feature's position · activation · its decoder row."""
-    pos, feat, act, _ = feats
-    W = _w(tc.W_dec, g.device)[feat] * act[:, None]  # [n, C]: what each feature wrote
-    for p in pos.unique().tolist():
-        which = (pos == p).nonzero(as_tuple=True)[0]
-        adj[rows[:, None], start + which[None, :]] = g[:, p] @ W[which].T
-
-
-def _nodes_table(parts, lay: _Layout, token_ids: list[int], chosen: list[int], embed: Tensor, L: int, T: int):
+def _nodes_table(rep: Replacement, token_ids: list[int], chosen: list[int]) -> pd.DataFrame:
+    T, L = rep.T, rep.L
     rows = []
-    for l, (_, _, feats, _, _) in enumerate(parts):
-        if feats is None:
-            continue
-        for p, f, a in zip(feats[0].tolist(), feats[1].tolist(), feats[2].tolist()):
+    for l, m in enumerate(rep.mlps):
+        for p, f, a in zip(m.pos.tolist(), m.feat.tolist(), m.act.tolist()):
             rows.append((f"{l}_{f}_{p}", "feature", l, p, f, token_ids[p], a, np.nan))
-    for l, (_, _, _, error, _) in enumerate(parts):
-        norms = error.norm(dim=-1).tolist()
+    for l, m in enumerate(rep.mlps):
+        norms = m.error.norm(dim=-1).tolist()
         rows += [(f"{l}_-1_{p}", "error", l, p, -1, token_ids[p], np.nan, norms[p]) for p in range(T)]
-    norms = embed.norm(dim=-1).tolist()
+    norms = rep.embed.norm(dim=-1).tolist()
     rows += [(f"E_{token_ids[p]}_{p}", "embedding", -1, p, -1, token_ids[p], np.nan, norms[p]) for p in range(T)]
     rows += [(f"{L + 1}_{v}_{T - 1}", "logit", L, T - 1, v, v, np.nan, np.nan) for v in chosen]
     df = pd.DataFrame(rows, columns=NODE_COLUMNS[:8])
     df["bias"] = 0.0
     df["influence"] = 0.0
     return df
-
-
-def _prune(adj, logit_weights, lay: _Layout, T: int, node_threshold: float, edge_threshold: float):
-    return prune(
-        adj,
-        logit_weights,
-        n_features=lay.n_feat,
-        n_always=T + (lay.n - lay.logit),
-        node_threshold=node_threshold,
-        edge_threshold=edge_threshold,
-    )
