@@ -31,10 +31,10 @@ class FrozenNorm:
     def linear(self, x: Tensor) -> Tensor:
         if self.centre:
             x = x - x.mean(-1, keepdim=True)
-        return x * self.inv_sigma * self.gamma
+        return x * (self.inv_sigma * self.gamma)
 
     def transpose(self, g: Tensor) -> Tensor:
-        g = g * self.gamma * self.inv_sigma
+        g = g * (self.inv_sigma * self.gamma)  # [T, C] once, then one pass over g
         return g - g.mean(-1, keepdim=True) if self.centre else g
 
     def constant(self, like: Tensor) -> Tensor:

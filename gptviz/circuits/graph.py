@@ -16,6 +16,7 @@ visits them: a feature whose row was not computed has no incoming edges, so prun
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +117,7 @@ def attribution_graph(
     if hasattr(tcs, "check_fits"):
         tcs.check_fits(model)
     model.eval()
+    clock = time.perf_counter()
     t = trace(model, as_ids(ids, model.device)[0], tokenizer)
     cfg = model.config
     L, T = cfg.n_layer, t.n_tokens
@@ -160,6 +162,7 @@ def attribution_graph(
     dirs = scale[chosen, None] * W_U[chosen] - (scale @ W_U) / V  # [n, C]
     own = dirs @ ln_f.beta if ln_f.beta is not None else dirs.new_zeros(len(chosen))
     logit_nodes = torch.arange(rep.logit, N, device=dev)
+    setup = time.perf_counter() - clock
     compute(L, logit_nodes, dirs, torch.full((len(chosen),), T - 1, device=dev), own, ln_f)
 
     probs = torch.softmax(real_logits, -1)[chosen].float()
@@ -186,8 +189,11 @@ def attribution_graph(
             dirs_l, pos_l, own_l = rep.feature_targets(l)
             compute(l, nodes, dirs_l[which], pos_l[which], own_l[which], rep.mlps[l].ln_2)
     M, row_nodes = M[:used], row_nodes[:used]
-    return _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, prune,
-                     node_threshold, edge_threshold, tokenizer)  # fmt: skip
+    rows_s = time.perf_counter() - clock - setup
+    g = _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, prune,
+                  node_threshold, edge_threshold, tokenizer)  # fmt: skip
+    g.info.update(seconds_setup=setup, seconds_rows=rows_s, seconds_prune=time.perf_counter() - clock - setup - rows_s)
+    return g
 
 
 def _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, prune_, node_threshold,

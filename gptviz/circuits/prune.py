@@ -41,8 +41,9 @@ def node_influence(M: Tensor, rows: Tensor, weights: Tensor) -> Tensor:
 
 
 def _cutoff(scores: Tensor, share: float) -> Tensor:
-    """The score above which the largest scores hold `share` of the total."""
-    ordered = torch.sort(scores.flatten(), descending=True).values
+    """The score above which the largest scores hold `share` of the total (zeros hold none)."""
+    flat = scores.flatten()
+    ordered = torch.sort(flat[flat > 0], descending=True).values
     total = ordered.sum()
     if not ordered.numel() or total <= 0:
         return torch.tensor(float("inf"), device=scores.device)

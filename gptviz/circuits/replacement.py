@@ -45,6 +45,12 @@ class MLPNodes:
     b_dec: Tensor | None  # [C]
     W_skip: Tensor | None  # [C, C]
 
+    @property
+    def bounds(self) -> list[int]:
+        """Where each position's features start in position order (and where the last ends): [T + 1]."""
+        T = self.error.size(0)
+        return torch.searchsorted(self.pos, torch.arange(T + 1, device=self.pos.device)).tolist()
+
 
 def _mlp_nodes(block, tc, t: Trace, l: int) -> MLPNodes:
     reads = t.tensor(point("resid_pre" if block.parallel else "resid_mid", l)).float()
@@ -112,19 +118,19 @@ class Replacement:
 
         def through_attention(g: Tensor, j: int) -> Tensor:
             attn = self.attn[j].upto(P)
-            const.add_((g * attn.constant).sum((1, 2)).double())
+            const.add_((g.flatten(1) @ attn.constant.flatten()).double())
             return g + attn.transpose(g)
 
         if l < L and not self.blocks[l].parallel:
             g = through_attention(g, l)  # mid[l] -> pre[l]
         for j in range(l - 1, -1, -1):  # g is at pre[j + 1] = resid_post[j]: MLP j's nodes write here
             m = self.mlps[j]
-            out[:, self.err + j * T : self.err + j * T + P] = (g * m.error[:P]).sum(-1)
-            start = int(self.feat_start[j])
-            for p in m.pos.unique().tolist():
-                if p < P:
-                    which = (m.pos == p).nonzero(as_tuple=True)[0]
-                    out[:, start + which] = g[:, p] @ m.written[which].T
+            out[:, self.err + j * T : self.err + j * T + P] = torch.einsum("bpc,pc->bp", g, m.error[:P])
+            start, bounds = int(self.feat_start[j]), m.bounds
+            for p in range(P):  # features are in position order: position p's are columns a:b
+                a, b = bounds[p], bounds[p + 1]
+                if b > a:
+                    out[:, start + a : start + b] = g[:, p] @ m.written[a:b].T
             g_in = None
             if m.b_dec is not None:
                 const.add_((g.sum(1) @ m.b_dec).double())
@@ -139,5 +145,5 @@ class Replacement:
             else:
                 g = g if g_in is None else g + g_in  # at mid[j]
                 g = through_attention(g, j)
-        out[:, self.emb : self.emb + P] = (g * self.embed[:P]).sum(-1)
+        out[:, self.emb : self.emb + P] = torch.einsum("bpc,pc->bp", g, self.embed[:P])
         return const
