@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -114,4 +115,4 @@ def main(args) -> None:
     for budget in (256, 1024) if not args.tiny else (16,):
         results.append(measure(name, big, tcs, ids, max_feature_nodes=budget))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps(results, indent=2))
