@@ -25,7 +25,7 @@ from .features import SAE, load_sae
 from .features.activations import feature_activations
 from .features.edits import edit_features
 from .training.sae import train_sae
-from .transcoders import Transcoder, TranscoderSet
+from .transcoders import Transcoder, TranscoderSet, load_transcoders, train_transcoders
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
@@ -58,6 +58,8 @@ __all__ = [
     "edit_features",
     "Transcoder",
     "TranscoderSet",
+    "load_transcoders",
+    "train_transcoders",
     "steer",
     "steering_vector",
     "steering_sweep",
