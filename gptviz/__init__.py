@@ -29,7 +29,8 @@ from .transcoders import Transcoder, TranscoderSet, load_transcoders, train_tran
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
-from .model import GPT, explicit_attention
+from .attention import explicit_attention
+from .model import GPT
 from .names import contract_names, point
 from .progress import Cancelled, Progress
 from .record import Trace
