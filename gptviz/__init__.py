@@ -26,11 +26,12 @@ from .features import SAE, load_sae
 from .features.activations import feature_activations
 from .features.edits import edit_features
 from .training.sae import train_sae
-from .transcoders import Transcoder, TranscoderSet
+from .transcoders import Transcoder, TranscoderSet, load_transcoders, train_transcoders
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
-from .model import GPT, explicit_attention
+from .attention import explicit_attention
+from .model import GPT
 from .names import contract_names, point
 from .progress import Cancelled, Progress
 from .record import Trace
@@ -62,6 +63,8 @@ __all__ = [
     "attribution_graph",
     "attention_attribution",
     "TranscoderSet",
+    "load_transcoders",
+    "train_transcoders",
     "steer",
     "steering_vector",
     "steering_sweep",

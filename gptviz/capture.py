@@ -24,9 +24,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .attention import AttentionSpec, attention_weights
 from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check, seen_values
-from .model import GPT, AttentionSpec, attention_weights
+from .model import GPT
 from .names import ATTENTION_MAPS, contract_names, parse, point
 from .probes import Probe, capture_name
 from .progress import ProgressFn, Reporter

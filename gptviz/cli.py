@@ -240,6 +240,12 @@ def cmd_sae(args) -> None:
     run(args)
 
 
+def cmd_transcoders(args) -> None:
+    from .transcoders.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     from . import bench
 
@@ -379,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sae_arguments(p)
     p.set_defaults(func=cmd_sae)
+
+    p = sub.add_parser("transcoders", help="transcoders: train one per layer's MLP, or say what a set holds")
+    from .transcoders.command import add_arguments as transcoder_arguments
+
+    transcoder_arguments(p)
+    p.set_defaults(func=cmd_transcoders)
 
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")

@@ -1,6 +1,6 @@
 """Generation: continue a prompt token by token with a KV cache, and record every step.
 
-The model's one forward path takes the cache as an input (gptviz.model.KVCache): the prompt runs
+The model's one forward path takes the cache as an input (gptviz.decoding.KVCache): the prompt runs
 once, then each step runs only the new token. A step runs on the explicit attention path, so its
 attention weights exist as a tensor; a forward hook on each layer's `attn.weights` probe keeps the
 new token's row. The record of a step therefore costs what the step costs, never a re-run.
@@ -30,15 +30,16 @@ import torch
 from torch import Tensor
 
 from .capture import as_ids, edited
+from .decoding import KVCache
 from .devices import free_memory
 from .errors import PromptError
 from .interventions import HEAD_SITES, Intervention, InterventionError, check
-from .model import GPT, KVCache
+from .model import GPT
 from .names import parse
 from .progress import ProgressFn, Reporter
 
 TOP = 10  # alternatives kept per step
-# A [C, V] copy of the head (LMHead.one_row_head) saves 2-3 ms of CPU time a token on GPT-2 small and
+# A [C, V] copy of the head (LMHead.one_row_head, decoding.py) saves 2-3 ms of CPU time a token on GPT-2 small and
 # SmolLM2-135M; making it costs 65-80 ms, some 25 tokens' saving: below this many it does not pay.
 HEAD_COPY_MIN_TOKENS = 32
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): spreads (seed, position) over seeds
@@ -322,7 +323,7 @@ def generate(
 
 
 def _decoding_head(model: GPT, n: int) -> contextlib.AbstractContextManager:
-    """The head laid out for one-row products (LMHead.one_row_head) where that is faster and pays for its
+    """The head laid out for one-row products (LMHead.one_row_head, decoding.py) where that is faster and pays for its
     copy: float32 on the CPU, n tokens or more, and the copy within a quarter of the free memory."""
     w = model.lm_head.weight
     if w.device.type != "cpu" or w.dtype != torch.float32 or n < HEAD_COPY_MIN_TOKENS:

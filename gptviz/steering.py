@@ -22,13 +22,13 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from .attention import explicit_attention
 from .capture import as_ids, edited
 from .checks import real
 from .errors import PromptError
 from .features.activations import as_rows, from_rows
 from .features.sites import site_width
 from .interventions import Intervention, InterventionError
-from .model import explicit_attention
 from .names import BLOCK_SITES, parse, point
 
 LOGIT_BUDGET = 1 << 24  # floats of [rows, T, V] logits one batch of the sweep may make (64 MB)

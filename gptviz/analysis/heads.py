@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..model import AttentionSpec, attention_weights
+from ..attention import AttentionSpec, attention_weights
 from ..names import point
 
 COLUMNS = ("layer", "head", "previous_token", "duplicate_token", "induction", "sink", "self", "entropy", "label")

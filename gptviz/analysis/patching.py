@@ -29,9 +29,10 @@ from torch import Tensor
 
 from ..capture import as_ids, edited, trace
 from ..checks import whole
+from ..decoding import KVCache
 from ..errors import ArgumentError, PromptError
 from ..interventions import patch
-from ..model import GPT, Block, KVCache
+from ..model import GPT, Block
 from ..names import point
 from ..progress import ProgressFn, Reporter
 from ..record import Trace

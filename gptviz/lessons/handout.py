@@ -17,7 +17,7 @@ from plotly.offline import get_plotlyjs
 
 from ..errors import OutputError
 from . import Lesson, Slide, content
-from .content import Content
+from .drawing import Content
 
 CSS = """
 body { font-family: Inter, 'Source Sans Pro', Arial, sans-serif; margin: 2rem auto; max-width: 1100px;

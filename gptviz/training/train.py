@@ -33,11 +33,12 @@ import torch
 import torch.nn.functional as F
 
 from .. import cli_args
+from ..attention import _explicit
 from ..config import GPTConfig
 from ..errors import ConfigError
 from ..formats import save
 from ..formats.hf_llama_export import SPECIAL, refusal, save_hf_llama
-from ..model import GPT, _explicit
+from ..model import GPT
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .corpus import DEFAULT_CACHE, Corpus, load_corpus
 

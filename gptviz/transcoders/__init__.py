@@ -12,6 +12,17 @@ fidelity.py measures the replacement model, edits.py edits features inside a run
 """
 
 from .edits import TranscoderEdit
+from .files import load_transcoders, save_transcoders
+from .training import TranscoderReport, train_transcoders
 from .transcoder import Transcoder, TranscoderError, TranscoderSet
 
-__all__ = ["Transcoder", "TranscoderSet", "TranscoderError", "TranscoderEdit"]
+__all__ = [
+    "Transcoder",
+    "TranscoderSet",
+    "TranscoderError",
+    "TranscoderEdit",
+    "TranscoderReport",
+    "load_transcoders",
+    "save_transcoders",
+    "train_transcoders",
+]
