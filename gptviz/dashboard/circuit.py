@@ -188,7 +188,7 @@ def edited_top(key: RunKey, tcs_path: str, layer: int, feature: int, pos: int, h
         )
 
     def top(t) -> list[tuple[int, float]]:
-        logits = torch.as_tensor(np.asarray(t.part("logits", -1)), dtype=torch.float64)
+        logits = torch.tensor(np.array(t.part("logits", -1)), dtype=torch.float64)
         p = torch.softmax(logits, -1)
         best = torch.topk(p, k)
         return list(zip(best.indices.tolist(), best.values.tolist()))
