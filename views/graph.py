@@ -6,7 +6,7 @@ import streamlit as st
 
 from gptviz import figures
 from gptviz.dashboard import circuit, progress, widgets
-from gptviz.figures.graph import graph_figure
+from gptviz.figures.circuits import graph_figure
 
 v = widgets.require_trace() or st.stop()
 st.title("Attribution graph")

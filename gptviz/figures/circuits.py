@@ -129,3 +129,31 @@ def graph_figure(
         dragmode="pan",
     )
     return presentation(fig, on)
+
+
+def score_parts_bars(parts: pd.DataFrame, n: int = 16, on: bool = False) -> go.Figure:
+    """The largest parts of an attention score (attention_attribution's rows), one bar each, labelled
+    'source (query side)' or '(key side)'; the rest summed into one bar, so the bars add up to the score."""
+    order = parts["score"].abs().sort_values(ascending=False).index
+    top, rest = parts.loc[order[:n]], parts.loc[order[n:]]
+    labels = [f"{s} ({side} side)" for s, side in zip(top["source"], top["side"])]
+    values = top["score"].tolist()
+    if len(rest):
+        labels.append(f"the other {len(rest)} parts")
+        values.append(float(rest["score"].sum()))
+    fig = go.Figure(
+        go.Bar(
+            x=values[::-1],
+            y=[plotly_text(t) for t in labels[::-1]],
+            orientation="h",
+            marker_color=["#2563eb" if v >= 0 else "#dc2626" for v in values[::-1]],
+        )
+    )
+    total = parts["score"].sum()
+    style(
+        fig,
+        "What each source writes into the score",
+        height=120 + 22 * len(labels),
+        subtitle=f"they add up to {total:.4g}",
+    )
+    return presentation(fig, on)
