@@ -15,15 +15,25 @@ MAX_EDGES = 400  # the strongest edges drawn: more would hide the nodes at 1440 
 EDGE_WIDTHS = (0.6, 1.4, 2.6, 4.0)  # four width classes by |weight| quantile: one trace each, not one per edge
 
 
-def node_xy(nodes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """x: the position, nodes of one (layer, position) cell spread side by side within ±0.4; y: the
-    layer (embeddings -1, logits n_layer), so every node has its own place."""
-    x = nodes["pos"].to_numpy(float).copy()
+def columns(nodes: pd.DataFrame, T: int) -> np.ndarray:
+    """The x of each position's column centre: a position whose busiest layer holds n nodes gets a
+    column 1 + 0.35 (n - 1) wide, so crowded positions (the last, usually) spread their nodes out."""
+    busiest = nodes.groupby(["layer", "pos"]).size().groupby(level="pos").max()
+    width = np.ones(T)
+    width[busiest.index.to_numpy(int)] = 1 + 0.35 * (busiest.to_numpy() - 1)
+    return np.cumsum(width) - width / 2
+
+
+def node_xy(nodes: pd.DataFrame, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x: its position's column, the nodes of one (layer, position) cell spread side by side across
+    it; y: the layer (embeddings -1, logits n_layer), so every node has its own place."""
+    x = centres[nodes["pos"].to_numpy(int)].astype(float)
     y = nodes["layer"].to_numpy(float)
     for _, idx in nodes.groupby(["layer", "pos"]).indices.items():
         n = len(idx)
         if n > 1:
-            x[idx] += np.linspace(-0.4, 0.4, n)
+            half = 0.35 * (n - 1) / 2
+            x[idx] += np.linspace(-half, half, n)
     return x, y
 
 
@@ -57,7 +67,9 @@ def graph_figure(
     on: bool = False,
 ) -> go.Figure:
     """The graph as one figure. Each node marker carries its node id as customdata (a click names it)."""
-    x, y = node_xy(nodes)
+    T = len(token_text)
+    centres = columns(nodes, T)
+    x, y = node_xy(nodes, centres)
     where = {nid: (a, b) for nid, a, b in zip(nodes["node_id"], x, y)}
     fig = go.Figure()
     drawn = edges[edges["source"].isin(where) & edges["target"].isin(where)]
@@ -109,7 +121,6 @@ def graph_figure(
         )
     ticks = [-1, *range(n_layer), n_layer]
     labels = ["embed", *[f"L{l}" for l in range(n_layer)], "logits"]
-    T = len(token_text)
     step = max(1, T // 32)
     style(
         fig,
@@ -118,10 +129,12 @@ def graph_figure(
         subtitle="each edge a direct effect in the local replacement model; node size: influence on the targets",
         xaxis=dict(
             tickmode="array",
-            tickvals=list(range(0, T, step)),
+            tickvals=centres[::step].tolist(),
             ticktext=[plotly_text(token_text[i]) for i in range(0, T, step)],
             title="position",
-            range=[-0.7, T - 0.3],
+            range=[float(min(x.min(initial=0), centres[0])) - 0.7, float(max(x.max(initial=0), centres[-1])) + 0.7]
+            if T
+            else None,
         ),
         yaxis=dict(tickmode="array", tickvals=ticks, ticktext=labels, title="layer", range=[-1.6, n_layer + 0.6]),
         legend=dict(orientation="h", y=-0.12, x=0),
