@@ -28,7 +28,7 @@ from ..model import GPT
 from ..shipped import shipped_dir
 from ..transcoders import Transcoder, TranscoderSet
 from .families import SMOLLM2_135M, TINY
-from .forward import PeakRSS
+from .forward import PeakRSS, synchronize
 
 T = 32
 
@@ -51,8 +51,10 @@ def _forward_seconds(model: GPT, ids: torch.Tensor, repeats: int = 5) -> float:
         model(ids[None])
         times = []
         for _ in range(repeats):
+            synchronize(model.device)
             start = time.perf_counter()
             model(ids[None])
+            synchronize(model.device)
             times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -64,8 +66,10 @@ def measure(name: str, model: GPT, tcs, ids: torch.Tensor, **kw) -> dict:
     with torch.no_grad():
         trace(model, ids)  # warm
     with PeakRSS() as mem:
+        synchronize(model.device)
         start = time.perf_counter()
         g = attribution_graph(model, tcs, ids, **kw)
+        synchronize(model.device)
         seconds = time.perf_counter() - start
     info = g.info
     row = dict(
@@ -93,26 +97,29 @@ def main(args) -> None:
     threads = getattr(args, "threads", None)
     if threads:
         torch.set_num_threads(threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, T = {T}")
+    where = getattr(args, "device", "cpu")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, T = {T}, device {where}")
     results = []
     path = shipped_dir("checkpoints") / "shakespeare-char"
-    bundle = load(path)
+    device = getattr(args, "device", "cpu") or "cpu"
+    bundle = load(path, device=device)
     shipped = bundle.model
     folder = path / "transcoders"
     if folder.is_dir():
-        from ..transcoders import load_transcoders  # type: ignore[attr-defined]
+        from ..transcoders import load_transcoders
 
-        tcs, what = load_transcoders(folder), "shipped transcoders"
+        tcs, what = load_transcoders(folder).to(device), "shipped transcoders"
     else:
-        tcs, what = random_transcoders(shipped), "random TopK transcoders (none shipped)"
+        tcs, what = random_transcoders(shipped).to(device), "random TopK transcoders (none shipped)"
     ids = torch.randint(0, shipped.config.vocab_size, (T,), generator=torch.Generator().manual_seed(1))
     results.append(measure(f"shakespeare-char, {what}", shipped, tcs, ids))
     shape = TINY if args.tiny else SMOLLM2_135M
-    big = GPT(GPTConfig(**shape)).eval()
-    tcs = random_transcoders(big)
+    big = GPT(GPTConfig(**shape)).eval().to(device)
+    tcs = random_transcoders(big).to(device)
     ids = torch.randint(0, big.config.vocab_size, (T,), generator=torch.Generator().manual_seed(1))
     name = "tiny Llama" if args.tiny else "SmolLM2-135M-shaped Llama"
-    for budget in (256, 1024) if not args.tiny else (16,):
+    budgets = (16,) if args.tiny else (256, 1024, 4096) if device != "cpu" else (256, 1024)
+    for budget in budgets:
         results.append(measure(name, big, tcs, ids, max_feature_nodes=budget))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
