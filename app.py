@@ -41,6 +41,7 @@ PAGE_CONTROLS = {
     "lesson": (),
     "corpus": (),
     "features": ("position",),
+    "graph": (),
     "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
 }
 
