@@ -109,3 +109,19 @@ def test_shipped_bpe_reads_a_word_typed_without_its_space():
     forms = [i for i in range(b.model.config.vocab_size) if b.tokenizer.display([i])[0] in ("this", "␣this")]
     assert forms and g.token_id == max(forms, key=lambda i: p[i])
     assert g.prob == pytest.approx(p[g.token_id], abs=1e-6)
+
+
+def test_the_handout_records_the_rooms_guesses():
+    from gptviz.lessons import handout, parse_lesson
+
+    lesson = parse_lesson(
+        '[[slides]]\npage = "predict"\ntitle = "Next?"\ncheckpoint = "shakespeare-char"\n'
+        'prompt = "ROMEO:\\nWhat light is th"\nround = "probability"\n'
+    )
+    b = gptviz.load(SHIPPED / "shakespeare-char")
+    trace = gptviz.trace(b.model, b.tokenizer.encode("ROMEO:\nWhat light is th"), b.tokenizer)
+    r = class_round(b.model, trace, b.tokenizer, [("<b>", 1), ("e", 2)])
+    page = handout.render(lesson, handout.contents(lesson, handout.local_runs(SHIPPED)), {0: r})
+    assert "The room's guesses</h3>" in page and "<td>&lt;b&gt;</td>" in page and "<td><b></td>" not in page
+    assert f"{100 * r.guesses[0].prob:.2f}" in page
+    assert "The room's guesses" not in handout.render(lesson, handout.contents(lesson, handout.local_runs(SHIPPED)))

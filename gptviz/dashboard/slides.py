@@ -24,7 +24,7 @@ from .. import figures
 from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import caches, join, keys, live, predict, sources
+from . import caches, join, keys, live, predict, reveal, sources
 from . import features as fc
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
@@ -424,9 +424,11 @@ def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | 
 
 
 def handout_html(lesson: Lesson) -> bytes:
-    """The lesson as one HTML file (lessons.handout), from the same cached slides the class sees."""
+    """The lesson as one HTML file (lessons.handout), from the same cached slides the class sees, with
+    the room's guesses on each predict slide of the class being taught."""
     shown = [slide_content(s, model_key(s)) for s in lesson.slides]
-    return handout.render(lesson, [x if isinstance(x, str) else x.content for x in shown]).encode()
+    rounds = reveal.room_rounds(lesson, st.session_state.get(CODE_KEY), model_key)
+    return handout.render(lesson, [x if isinstance(x, str) else x.content for x in shown], rounds).encode()
 
 
 def handout_button(lesson: Lesson) -> None:

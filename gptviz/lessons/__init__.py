@@ -20,7 +20,9 @@ its first) on the slide's prompt: `feature = 12` (default: the strongest at `pos
 
 A "tiny-head" slide may give `step` (one stage of the head's chain, in order: STEPS) and the
 teacher's own `X`, `Wq`, `Wk`, `Wv` (numbers.py). A "predict" slide asks the class for the next
-token of its prompt; `choices` lists guesses to pick from (a student may also type one).
+token of its prompt; `choices` lists guesses to pick from (a student may also type one); `round =
+"probability"` scores the room's guesses by the model's own probabilities at the reveal (class_round.py),
+`round = "tally"` (the default) shows the class's shares beside the model's distribution only.
 
 A lesson file is untrusted input (a teacher's upload or a path): it is size-bounded and bounded in
 what tomllib would pay for before tomllib reads it (bounded_toml.py), parsed once per content, every
@@ -66,6 +68,7 @@ PRESETS = ("textbook", "sharp")  # the worked tiny head's inputs: the teaching t
 # output. A tiny-head slide without a step shows X beside the weights (the whole head at a glance).
 STEPS = ("input", "qkv", "scores", "weights", "output")
 MAX_CHOICES = 8  # a predict slide's guesses to pick from
+ROUNDS = ("tally", "probability")  # a predict slide's reveal: the shares alone, or scored by the model
 LESSON_KEYS = {"title", "description", "slides"}
 SLIDE_KEYS = {
     "page",
@@ -85,6 +88,7 @@ SLIDE_KEYS = {
     "Wk",
     "Wv",
     "choices",
+    "round",
     "sae",
     "feature",
     "steer",
@@ -126,6 +130,7 @@ class Slide:
     step: str | None = None  # a tiny-head slide's stage of the chain (STEPS); None: X and the weights
     numbers: Numbers | None = None  # a tiny-head slide's own X, Wq, Wk, Wv (None: its preset's)
     choices: tuple[str, ...] = ()  # a predict slide's guesses to pick from
+    round: str = "tally"  # a predict slide's reveal (ROUNDS)
     sae: str | None = None  # an SAE shipped beside the checkpoint, by name; None: its first
     feature: int | None = None  # a features slide's feature; None: the strongest at the position
     steer: SteeringSpec | None = None  # the slide's run steered
@@ -231,16 +236,22 @@ def _tiny_head(where: str, page: str, raw: dict) -> dict:
 
 
 def _predict(where: str, page: str, raw: dict) -> dict:
-    """A predict slide's choices: at most MAX_CHOICES guesses, each one a student could type."""
+    """A predict slide's choices (at most MAX_CHOICES guesses, each one a student could type) and round."""
+    asks = [k for k in ("choices", "round") if k in raw]
+    if asks and page != "predict":
+        raise LessonError(f"{where}: {asks[0]!r} belongs on a predict slide, not a {page} one")
+    kw: dict = {}
+    if "round" in raw:
+        kw["round"] = _text(where, "round", raw["round"])
+        if kw["round"] not in ROUNDS:
+            raise LessonError(f"{where}: round {kw['round'][:40]!r} is not one of {', '.join(ROUNDS)}")
     if "choices" not in raw:
-        return {}
-    if page != "predict":
-        raise LessonError(f"{where}: 'choices' belongs on a predict slide, not a {page} one")
+        return kw
     value = raw["choices"]
     if not isinstance(value, list) or not 1 <= len(value) <= MAX_CHOICES:
         raise LessonError(f'{where}: \'choices\' must be a list of 1 to {MAX_CHOICES} guesses, e.g. ["e", "a"]')
     try:
-        return {"choices": tuple(dict.fromkeys(normal_guess(_text(where, "choices", c)) for c in value))}
+        return {**kw, "choices": tuple(dict.fromkeys(normal_guess(_text(where, "choices", c)) for c in value))}
     except GuessError as e:
         raise LessonError(f"{where}: 'choices': {e}") from None
 

@@ -192,9 +192,7 @@ def class_round(model, trace, tokenizer, counts: Sequence[tuple[str, int]], k: i
         ranks = lens.target_rank[:, 0]  # [S]
         name = tokenizer.display([tid])[0] if tokenizer is not None else str(tid)
         depths.append(Depth(who, tid, name, _first(ranks, 1, sites), _first(ranks, k, sites)))
-    return Round(
-        tuple(guesses), answers, score, mean_logprob, float(p[order[0]]), top, tuple(depths), T - 1, sites
-    )
+    return Round(tuple(guesses), answers, score, mean_logprob, float(p[order[0]]), top, tuple(depths), T - 1, sites)
 
 
 def round_table(r: Round) -> pd.DataFrame:
@@ -211,9 +209,10 @@ def round_table(r: Round) -> pd.DataFrame:
 
 def round_lines(r: Round) -> list[str]:
     """The round's verdict in a few plain lines (the slide and the handout say the same)."""
+    n = f"{r.answers} answer{'' if r.answers == 1 else 's'}"
     lines = [
-        f"The room's score: {100 * r.score:.2f} % (the model's probability of each answer, averaged over "
-        f"{r.answers} answer{'' if r.answers == 1 else 's'}); the model's own answer scores {100 * r.model_score:.2f} %."
+        f"The room scores {100 * r.score:.2f} %, the model's own answer {100 * r.model_score:.2f} % "
+        f"(the model's probability of each answer, averaged over {n})."
     ]
     for d in r.depths:
         lines.append(f"{d.who.capitalize()} {d.token!r}: {depth_words(d)}.")
