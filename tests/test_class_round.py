@@ -120,8 +120,8 @@ def test_the_handout_records_the_rooms_guesses():
     )
     b = gptviz.load(SHIPPED / "shakespeare-char")
     trace = gptviz.trace(b.model, b.tokenizer.encode("ROMEO:\nWhat light is th"), b.tokenizer)
-    r = class_round(b.model, trace, b.tokenizer, [("<b>", 1), ("e", 2)])
+    r = class_round(b.model, trace, b.tokenizer, [("e", 2), ("<b>", 1)])
     page = handout.render(lesson, handout.contents(lesson, handout.local_runs(SHIPPED)), {0: r})
     assert "The room's guesses</h3>" in page and "<td>&lt;b&gt;</td>" in page and "<td><b></td>" not in page
-    assert f"{100 * r.guesses[0].prob:.2f}" in page
+    assert f"<td>{100 * r.guesses[0].prob:.2f}</td>" in page
     assert "The room's guesses" not in handout.render(lesson, handout.contents(lesson, handout.local_runs(SHIPPED)))
