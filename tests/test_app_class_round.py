@@ -17,7 +17,7 @@ from apptest_helpers import app_session, ok, serve
 import gptviz
 from gptviz.dashboard import classmode, live, slides
 from gptviz.lessons import parse_lesson, shipped_lesson
-from gptviz.lessons.class_round import class_round, round_lines
+from gptviz.lessons.class_round import class_round, depth_line
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = "how-attention-works"
@@ -56,10 +56,10 @@ def test_the_reveal_scores_the_room_by_the_models_probabilities(room):
     assert list(table["model %"]) == [f"{100 * p[e]:.2f}", f"{100 * p[o]:.2f}"]
     assert list(table["log p"]) == [f"{np.log(p[e]):.2f}".replace("-", "−"), f"{np.log(p[o]):.2f}".replace("-", "−")]
     text = " ".join(m.value for m in teacher.markdown)
-    assert f"The room scores {100 * (2 * p[e] + p[o]) / 3:.2f} %" in text.replace("\\", "")
+    assert f"Room **{100 * (2 * p[e] + p[o]) / 3:.2f} %** · model **{100 * p.max():.2f} %**" in text.replace("\\", "")
     want = class_round(bundle.model, gptviz.trace(bundle.model, ids), bundle.tokenizer, [("e", 2), ("o", 1)])
-    for line in round_lines(want)[1:]:  # the lens's sites, as the library finds them
-        assert line.split(": ", 1)[1] in text.replace("\\", "")
+    for d in want.depths:  # the lens's sites, as the library finds them
+        assert depth_line(d) in text.replace("\\", "")
     link = [x for x in teacher.get("page_link") if "logit lens" in x.proto.label][0]
     assert link.proto.page == "logit-lens"
     assert parse_qs(link.proto.query_string) == {

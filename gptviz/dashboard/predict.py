@@ -33,7 +33,14 @@ REVEALED_ROWS = 5  # the model's top tokens listed beside the tally (the chart s
 PROMPT_TAIL = 240  # characters of the prompt a slide shows: its end is what the class continues
 
 # The prompt is what the class reads to guess: as large as a slide's numbers.
-PROMPT_CSS = "<style>.st-key-poll_prompt code { font-size: 1.5rem; line-height: 1.35; }</style>"
+# Under a scored reveal it is smaller: the room's numbers need the place.
+PROMPT_CSS = (
+    "<style>.st-key-poll_prompt code { font-size: 1.5rem; line-height: 1.35; }"
+    " .st-key-poll_prompt_small code { font-size: 1.1rem; line-height: 1.25; }"
+    " .st-key-poll_prompt_small pre { padding: 0.4rem 0.8rem; }"
+    " .st-key-round_score p { font-size: 1.3rem; margin-bottom: 0; }"
+    " .st-key-round_depths p { font-size: 1rem; line-height: 1.25; margin-bottom: 0.15rem; }</style>"
+)
 
 # The key r presses Reveal on the teacher's page (as the clicker keys press Back / Next).
 REVEAL_JS = """<script>
@@ -79,7 +86,7 @@ def _prompt(slide: Slide, c: Content, tail: bool = True) -> None:
     text = slide_prompt(slide, slide_checkpoint(slide))
     st.markdown("**What comes next?** The prompt ends:")
     st.html(PROMPT_CSS)
-    with st.container(key="poll_prompt"):
+    with st.container(key="poll_prompt" if tail else "poll_prompt_small"):
         st.code(("…" if len(text) > PROMPT_TAIL else "") + text[-PROMPT_TAIL:], language=None, wrap_lines=True)
     if tail and c.prompt_tail is not None:
         st.table(c.prompt_tail)
@@ -114,12 +121,12 @@ def teacher(slide: Slide, c: Content, at: At, presentation: bool) -> None:
                 "Reveal the model's answer (r)", key="poll_reveal", on_click=_reveal, args=(at,), disabled=revealed
             )
             st.html(REVEAL_JS, unsafe_allow_javascript=True)
-        if scored:
-            reveal.panel(slide, reveal.slide_key(slide), snap.counts)
-        elif revealed and table is not None:
+        r = reveal.panel(slide, reveal.slide_key(slide), snap.counts) if scored else None
+        if revealed and not scored and table is not None:
             st.table(table.head(REVEALED_ROWS).set_index("token"))
     with right:
         _tally(at, model_top(table), presentation, live_poll=bool(at.code) and not revealed)
+        reveal.depths(slide, r)
         st.caption(TALLY_CAPTION)
 
 
@@ -163,8 +170,8 @@ def follower(slide: Slide, c: Content, at: At, presentation: bool) -> None:
                 st.markdown(
                     f"Your guess: **{plain(mine)}**" + ("" if snap.revealed else " (send another to change it)")
                 )
-        if scored:
-            reveal.panel(slide, reveal.slide_key(slide), snap.counts, link=False)
+        if scored:  # a student's page has no tools row: the left column has the room
+            reveal.depths(slide, reveal.panel(slide, reveal.slide_key(slide), snap.counts), link=False)
     with right:
         if snap.revealed:
             draw_tally(snap, model_top(c.table), True, presentation, key="follow_figure")

@@ -14,7 +14,7 @@ import streamlit as st
 
 from ..errors import GptvizError
 from ..lessons import Lesson, Slide
-from ..lessons.class_round import Round, check_guess, class_round, round_lines, round_table
+from ..lessons.class_round import Round, check_guess, class_round, depth_line, round_table
 from ..lessons.poll import GuessError
 from ..tokenizers import encode_prompt
 from . import caches, live
@@ -95,8 +95,12 @@ def lens_link(slide: Slide, position: int) -> None:
     st.page_link(page_file("logit-lens"), label="Open the logit lens at this prompt ↗", query_params=params)
 
 
-def panel(slide: Slide, key: ModelKey | None, counts: Counts, link: bool = True) -> Round | None:
-    """The round's numbers under the prompt: the guesses' table, the verdict, the lens link."""
+ROWS = 4  # the room's guesses a slide lists (the tally beside it shows up to ten)
+
+
+def panel(slide: Slide, key: ModelKey | None, counts: Counts) -> Round | None:
+    """The room's guesses with the model's numbers and the score, under the prompt; the Round (None
+    when it cannot be scored: the line why is shown)."""
     if key is None:
         return None
     r = scored(slide, key, counts)
@@ -105,12 +109,27 @@ def panel(slide: Slide, key: ModelKey | None, counts: Counts, link: bool = True)
         return None
     with st.container(key="round_panel"):
         if r.guesses:
-            st.table(round_table(r).set_index("guess"))
-        top = " · ".join(f"{plain(t)} {100 * p:.1f} %" for t, p in zip(r.top["token"], r.top["probability"]))
-        with st.container(key="round_lines"):
-            for line in round_lines(r):
-                st.markdown(plain(line))
-            st.markdown(f"The model's top {len(r.top)}: {top}")
+            st.table(round_table(r).head(ROWS).set_index("guess"))
+        with st.container(key="round_score"):
+            st.markdown(
+                f"Room **{100 * r.score:.2f} %** · model **{100 * r.model_score:.2f} %**",
+                help="The model's probability of each answer, averaged over the room's answers (a guess that "
+                "is no token counts 0), beside the probability of the model's own top token",
+            )
+        more = len(r.guesses) - ROWS
+        st.caption(
+            "Score: the model's probability of each answer, averaged"
+            + (f" ({more} more guess{'' if more == 1 else 'es'} on the chart)." if more > 0 else ".")
+        )
+    return r
+
+
+def depths(slide: Slide, r: Round | None, link: bool = True) -> None:
+    """Where the logit lens first ranks the favourite and the answer, and the link to see it there."""
+    if r is None:
+        return
+    with st.container(key="round_depths"):
+        for d in r.depths:
+            st.markdown(plain(depth_line(d)))
         if link:
             lens_link(slide, r.position)
-    return r

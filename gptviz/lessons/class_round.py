@@ -118,23 +118,21 @@ def check_guess(tokenizer, vocab_size: int, text: str) -> str:
 
 
 def site_words(site: str | None) -> str:
-    """A lens site as a class reads it: 'never' for None."""
+    """A lens site as a class reads it (the residual stream after that sub-layer); 'never' for None."""
     if site is None:
         return "never"
     if site == "embed":
-        return "already at the embedding"
+        return "the embedding"
     _, layer, kind = site.split(".")
-    return f"layer {layer}, after its " + ("attention" if kind == "resid_mid" else "MLP")
+    return f"layer {layer}'s " + ("attention" if kind == "resid_mid" else "MLP")
 
 
 def depth_words(d: Depth) -> str:
-    """Where the lens first ranks a token first and in its top 5, in words."""
+    """Where the lens first ranks a token in its top 5 and first, in words."""
     if d.top5 is None:
-        return f"the logit lens never ranks it in its top {TOP_K}, at no layer"
-    top5 = f"in the logit lens's top {TOP_K} from {site_words(d.top5)}"
-    if d.top1 is None:
-        return f"{top5}, never first"
-    return f"{top5}, first from {site_words(d.top1)}"
+        return f"never in the logit lens's top {TOP_K}"
+    top5 = f"in the lens's top {TOP_K} from {site_words(d.top5)}"
+    return f"{top5}, never first" if d.top1 is None else f"{top5}, first from {site_words(d.top1)}"
 
 
 def _first(ranks: np.ndarray, below: int, sites: Sequence[str]) -> str | None:
@@ -207,13 +205,18 @@ def round_table(r: Round) -> pd.DataFrame:
     )
 
 
-def round_lines(r: Round) -> list[str]:
-    """The round's verdict in a few plain lines (the slide and the handout say the same)."""
+def score_words(r: Round) -> str:
     n = f"{r.answers} answer{'' if r.answers == 1 else 's'}"
-    lines = [
+    return (
         f"The room scores {100 * r.score:.2f} %, the model's own answer {100 * r.model_score:.2f} % "
         f"(the model's probability of each answer, averaged over {n})."
-    ]
-    for d in r.depths:
-        lines.append(f"{d.who.capitalize()} {d.token!r}: {depth_words(d)}.")
-    return lines
+    )
+
+
+def depth_line(d: Depth) -> str:
+    return f"{d.token!r}, {d.who}: {depth_words(d)}."
+
+
+def round_lines(r: Round) -> list[str]:
+    """The round's verdict in a few plain lines (the handout's; the slide shows the same words)."""
+    return [score_words(r), *(depth_line(d) for d in r.depths)]
