@@ -24,7 +24,7 @@ from .. import figures
 from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import caches, join, keys, live, predict, reveal, sources
+from . import blackout, caches, join, keys, live, predict, reveal, sources
 from . import features as fc
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
@@ -198,8 +198,21 @@ def close_lesson() -> None:
 
 
 def _move(n: int, delta: int) -> None:
-    """Back / Next."""
+    """Back / Next; on a black screen they bring the slide back first (the class does not move on
+    unseen)."""
+    code = st.session_state.get(CODE_KEY)
+    if blackout.is_dark(code):
+        _toggle_dark()
+        return
     _go(n, st.session_state.get(SLIDE_KEY, 0) + delta)
+
+
+def _toggle_dark() -> None:
+    """The black screen (`b`, `.`, Escape): on or off, for the class's followers too."""
+    code = st.session_state.get(CODE_KEY)
+    blackout.set_dark(code, not blackout.is_dark(code))
+    if code:
+        nudge(code)
 
 
 def _go(n: int, i: int) -> None:
@@ -283,6 +296,7 @@ def end_class() -> None:
     st.session_state.pop(TEACH_KEY, None)
     st.query_params.pop("teach", None)
     if code:
+        blackout.forget(code)
         nudge(code, live.end(code))
 
 
@@ -353,6 +367,9 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     with st.container(key="slide_ends"):  # pressed by Home and End (CLICKER_JS), never seen
         st.button("First slide", key="slide_first", on_click=_go, args=(n, 0))
         st.button("Last slide", key="slide_last", on_click=_go, args=(n, n - 1))
+        st.button("Black screen", key=blackout.BUTTON, on_click=_toggle_dark)
+    if blackout.is_dark(code):
+        blackout.blank()
     draw(lesson.slides[i], presentation, at=predict.At(code, lesson, i, nudge))
 
 
@@ -471,13 +488,15 @@ def follower(code: str, presentation: bool) -> None:
     if code and ctx is not None:
         live.follow(code, ctx.session_id)
     now = live.lookup(code) if code else None
-    shown_version = now.version if now else None
+    dark = bool(code) and now is not None and blackout.is_dark(code)
+    shown_version = (now.version if now else None, dark)
     why = live.ended(code) if code and now is None else None
 
     @st.fragment(run_every=FOLLOW_POLL_S)
     def watch() -> None:
         cur = live.lookup(code) if code else None
-        if (cur.version if cur else None) != st.session_state.get(keys.FOLLOW_VERSION):
+        state = (cur.version if cur else None, bool(code) and cur is not None and blackout.is_dark(code))
+        if state != st.session_state.get(keys.FOLLOW_VERSION):
             st.rerun()
 
     if now is None or now.lesson is None:
@@ -495,6 +514,11 @@ def follower(code: str, presentation: bool) -> None:
             return
         else:
             st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
+        st.session_state[keys.FOLLOW_VERSION] = shown_version
+        watch()
+        return
+    if dark:  # the teacher blacked the room out: nothing of the slide shows until it comes back
+        blackout.blank()
         st.session_state[keys.FOLLOW_VERSION] = shown_version
         watch()
         return
