@@ -24,7 +24,7 @@ from .. import figures
 from ..errors import GptvizError
 from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import blackout, caches, join, keys, live, predict, reveal, sources
+from . import blackout, caches, join, keys, lesson_return, live, predict, reveal, sources
 from . import features as fc
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
@@ -395,7 +395,7 @@ def tools(lesson: Lesson, presentation: bool) -> None:
                 args=(n, i),
                 label_visibility="collapsed",
             )
-        full_page_link(lesson.slides[i])
+        full_page_link(lesson.slides[i], lesson, i)
         handout_button(lesson)
         st.button("Close the lesson", key="lesson_close", on_click=close_lesson)
         if presentation:
@@ -461,12 +461,12 @@ def handout_button(lesson: Lesson) -> None:
     )
 
 
-def full_page_link(slide: Slide) -> None:
-    """A link to the page this slide comes from, with its choices (same tab)."""
-    params = {}
+def full_page_link(slide: Slide, lesson: Lesson | None = None, i: int = 0) -> None:
+    """A link to the page this slide comes from, with its choices and the way back (same tab)."""
+    params = lesson_return.slide_params(lesson, i, slide) if lesson is not None else {}
     if content.real_model(slide):
         name = slide_checkpoint(slide)
-        params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
+        params.update(checkpoint=name, layer=slide.layer, head=slide.head)
         params["prompt"] = slide_prompt(slide, name)
         sae = slide.sae or slide_sae_name(slide, name)  # the SAE the slide reads, not the session's (its
         if sae:  # feature is another direction there)
