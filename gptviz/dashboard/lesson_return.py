@@ -11,9 +11,11 @@ from __future__ import annotations
 import streamlit as st
 
 from ..analysis.worked import TOY_PRESETS
-from ..lessons import Lesson, Slide
+from ..lessons import PAGES, Lesson, Slide, content
 from . import keys
+from .lesson_check import slide_checkpoint, slide_prompt, slide_sae_name
 from .pages import page_file
+from .state import link_params
 
 WORKED = ("tiny-head", "mask", "softmax")  # the slides the Worked examples page shows in full
 PRESET_WIDGET, MASK_WIDGET = "w0_preset", "w0_mask"  # the Worked examples page's own widget keys
@@ -32,6 +34,21 @@ def slide_params(lesson: Lesson, i: int, slide: Slide) -> dict[str, str]:
     if key:
         out["teach"] = key
     return out
+
+
+def full_page_link(slide: Slide, lesson: Lesson | None = None, i: int = 0) -> None:
+    """A link to the page this slide comes from, with its choices and the way back (same tab)."""
+    params = slide_params(lesson, i, slide) if lesson is not None else {}
+    if content.real_model(slide):
+        name = slide_checkpoint(slide)
+        params.update(checkpoint=name, layer=slide.layer, head=slide.head)
+        params["prompt"] = slide_prompt(slide, name)
+        sae = slide.sae or slide_sae_name(slide, name)  # the SAE the slide reads, not the session's (its
+        if sae:  # feature is another direction there)
+            params["sae"] = sae
+        if slide.steer is not None:  # the page opens with the slide's steering (Next token, Generate)
+            params["steer"] = slide.steer.text
+    st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))
 
 
 def read_slide_url() -> None:
