@@ -97,6 +97,10 @@ PRESENT_CSS = """<style>
 [data-testid=stTable] thead th { font-size: 1rem; line-height: 1.2; }
 [data-testid=stCaptionContainer] { margin-bottom: 0; }
 [data-testid=stCaptionContainer] p { line-height: 1.25; margin-bottom: 0; }
+/* a slide's caption carries its formula: read from the back of the room (22 px or more, in the text's
+   own colour: Streamlit fades a caption to 60 % opacity, 3.9 : 1 on white) */
+:is(.st-key-slide_body, .st-key-follow_body) [data-testid=stCaptionContainer] {
+  font-size: max(22px, 1.05rem); opacity: 1; }
 .st-key-lesson_tools { gap: 0.45rem; }
 .st-key-lesson_tools p, .st-key-lesson_tools [data-baseweb=select] { font-size: 0.8rem; }
 .st-key-lesson_tools button, .st-key-lesson_tools [data-baseweb=select] > div { min-height: 1.8rem; padding: 0 0.6rem; }

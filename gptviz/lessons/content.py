@@ -17,17 +17,18 @@ import plotly.graph_objects as go
 from .. import analysis, figures
 from ..analysis import leak, worked
 from ..analysis.attention import attention_mask
-from ..analysis.heads import LABEL_NAMES
+from ..analysis.heads import LABEL_NAMES, LABEL_THRESHOLDS
 from ..features import SAE, SAEError
 from ..features.activations import feature_activations
 from ..features.reading import logit_effect
 from ..figures.style import BLUE, ORANGE, deep_update, from_spec, plotly_text, style
 from ..formats import Bundle
 from ..record import Trace
-from . import Highlight, Slide
+from . import Highlight, Slide, zoom
 
 FIGURE_HEIGHT = 400  # px: a slide's figure beside its input, under the title and note, at 1280 × 720
 TOY_TOKENS = ["t0", "t1", "t2"]
+HEAD_THRESHOLD = max(LABEL_THRESHOLDS.values())  # the score that names a head's kind (the same for every kind)
 
 
 @dataclass(frozen=True)
@@ -234,10 +235,13 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     labels = _labels(bundle, trace)
     w = analysis.attention_matrix(trace, layer, head)
     T = len(labels)
-    title = f"{slide.checkpoint} · layer {layer}, head {head}: weights"
-    fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=attention_mask(trace, layer))
-    mark(fig, slide.highlight, T)
     row = _row(slide, T)
+    z = zoom.window(T, slide.highlight, row)
+    title = f"{slide.checkpoint} · layer {layer}, head {head}: weights"
+    fig = figures.attention_heatmap(
+        z.square(w), labels[z.lo : z.hi], title=title, height=FIGURE_HEIGHT, mask=z.square(attention_mask(trace, layer))
+    )
+    mark(fig, z.highlight(slide.highlight), z.hi - z.lo)
     words = _labels(bundle, trace, for_plotly=False)
     scores = analysis.head_scores(trace)
     mine = scores[(scores["layer"] == layer) & (scores["head"] == head)].iloc[0]
@@ -251,7 +255,8 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
         f"where query {words[row]} looks (top 5 keys)",
         _where_it_looks(w, words, row),
         facts,
-        "Rows are queries (who reads), columns keys (what is read); grey cells are masked (not read).",
+        f"Grey: masked. Score: the head's share of attention on its pattern ({HEAD_THRESHOLD:g} or more names it)."
+        + z.note(),
     )
 
 
@@ -272,7 +277,7 @@ def _heads(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     )
     return Content(
         grid,
-        "heads with a clear kind on this prompt (score ≥ threshold)",
+        f"heads with a clear kind on this prompt (score ≥ {HEAD_THRESHOLD:g})",
         table,
         (("layers", str(trace.n_layer)), ("heads per layer", str(bundle.model.config.n_head))),
         f"Each tile is one head's attention map; the outlined one is layer {layer}, head {head}.",
@@ -284,16 +289,17 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     labels = _labels(bundle, trace)
     lk = leak.mask_leak(bundle.model, [int(i) for i in trace.token_ids], bundle.tokenizer)
     T = len(labels)
+    z = zoom.window(T, slide.highlight, _row(slide, T))
     side = lk.masked if slide.mask else lk.unmasked
     title = f"layer {layer}, head {head}: " + ("with the mask" if slide.mask else "without the mask")
     fig = figures.attention_heatmap(
-        side.weights(layer, head),
-        labels,
+        z.square(side.weights(layer, head)),
+        labels[z.lo : z.hi],
         title=title,
         height=FIGURE_HEIGHT,
-        mask=np.tril(np.ones((T, T), bool)) if slide.mask else np.ones((T, T), bool),
+        mask=z.square(np.tril(np.ones((T, T), bool)) if slide.mask else np.ones((T, T), bool)),
     )
-    mark(fig, slide.highlight, T)
+    mark(fig, z.highlight(slide.highlight), z.hi - z.lo)
     table = pd.DataFrame(
         {
             "": [mass_label(T), "mean loss (nats per token)"],
@@ -306,7 +312,7 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
         f"the same prompt with and without the causal mask (layer {layer}, head {head})",
         table,
         (("loss change without the mask", num(lk.unmasked.mean_loss - lk.masked.mean_loss)),),
-        "Without the mask every position also reads the tokens after it, the one it must predict included.",
+        "Without the mask every position also reads the tokens after it, the one it must predict included." + z.note(),
     )
 
 
