@@ -144,10 +144,48 @@ class Lesson:
     description: str = ""
     origin: str = field(default="shipped", compare=False)  # "shipped", "upload" or "file"
     lines: tuple[int, ...] = field(default=(), compare=False)  # each slide's [[slides]] line in the file
+    key_lines: tuple[tuple[tuple[str, int], ...], ...] = field(default=(), compare=False)  # each slide's keys' lines
 
     def where(self, i: int) -> str:
         """How a message names slide i (0-based): with its line in the file when known."""
         return f"line {self.lines[i]}, slide {i + 1}" if i < len(self.lines) else f"slide {i + 1}"
+
+    def at_key(self, i: int, message: str) -> str:
+        """A message about slide i pointed at the line of the key it names (see at_key)."""
+        if i >= len(self.key_lines):
+            return message
+        return at_key(message, self.where(i), dict(self.key_lines[i]), i)
+
+
+_KEY_LINE = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z0-9_-]*)[ \t]*=", re.MULTILINE)
+
+
+def slide_key_lines(text: str, lines: tuple[int, ...]) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Each slide's keys with the line each is set on (its first), from the file's text."""
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]  # offset of each line (from 1: starts[n - 1])
+    out = []
+    for k, first in enumerate(lines):
+        last = lines[k + 1] - 1 if k + 1 < len(lines) else len(starts)
+        found: dict[str, int] = {}
+        for n in range(first + 1, last + 1):
+            end = starts[n] if n < len(starts) else len(text)
+            m = _KEY_LINE.match(text, starts[n - 1], end)
+            if m:
+                found.setdefault(m.group(1), n)
+        out.append(tuple(found.items()))
+    return tuple(out)
+
+
+def at_key(message: str, where: str, keys: dict[str, int], i: int) -> str:
+    """A message that starts with `where` (the slide's [[slides]] line) pointed at the line of the first
+    of the slide's keys it names: the wrong key, not the table's header."""
+    if not message.startswith(where + ": "):
+        return message
+    rest = message[len(where) + 2 :]
+    named = [(m.start(), k) for k in keys if (m := re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-]| slide)", rest))]
+    if not named:
+        return message
+    return f"line {keys[min(named)[1]]}, slide {i + 1}: {rest}"
 
 
 def _text(where: str, key: str, value) -> str:
@@ -327,13 +365,23 @@ def _parse(raw: bytes, name: str, origin: str) -> Lesson:
     if len(slides) > MAX_SLIDES:
         raise LessonError(f"{name}: {len(slides)} slides; a lesson may have at most {MAX_SLIDES}")
     lines = lines if len(lines) == len(slides) else ()  # slides = [...] inline: no header lines
+    keys = slide_key_lines(raw.decode("utf-8"), lines) if lines else ()
+    parsed = []
+    for i, sl in enumerate(slides):
+        try:
+            parsed.append(_slide(i, sl, lines))
+        except LessonError as e:
+            if i < len(keys):
+                raise LessonError(at_key(str(e), f"line {lines[i]}, slide {i + 1}", dict(keys[i]), i)) from None
+            raise
     return Lesson(
         name=name,
         title=_text("lesson", "title", doc.get("title", name)),
         description=_text("lesson", "description", doc.get("description", "")),
-        slides=tuple(_slide(i, s, lines) for i, s in enumerate(slides)),
+        slides=tuple(parsed),
         origin=origin,
         lines=lines,
+        key_lines=keys,
     )
 
 

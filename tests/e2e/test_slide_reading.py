@@ -24,19 +24,22 @@ CAPTION_PX, RATIO, ROW_PX = 22, 4.5, 12
 
 READ = r"""() => {
   const solid = (e) => { while (e) { const c = getComputedStyle(e).backgroundColor;
-    if (c && !c.endsWith(', 0)') && c !== 'transparent') return c; e = e.parentElement; } return 'rgb(255, 255, 255)'; };
-  const opacity = (e) => { let o = 1; while (e) { o *= parseFloat(getComputedStyle(e).opacity); e = e.parentElement; } return o; };
+    if (c && !c.endsWith(', 0)') && c !== 'transparent') return c; e = e.parentElement; }
+    return 'rgb(255, 255, 255)'; };
+  const opacity = (e) => { let o = 1;
+    while (e) { o *= parseFloat(getComputedStyle(e).opacity); e = e.parentElement; } return o; };
   const caps = [...document.querySelectorAll('.st-key-slide_body [data-testid=stCaptionContainer]')].map(e =>
     ({px: parseFloat(getComputedStyle(e).fontSize), fg: getComputedStyle(e).color, bg: solid(e), op: opacity(e)}));
   const figs = [...document.querySelectorAll('.st-key-slide_figure .js-plotly-plot')].map(p => {
     const paper = getComputedStyle(p.querySelector('.main-svg')).backgroundColor;
-    const texts = [...p.querySelectorAll('.main-svg text')].filter(t => t.textContent.trim() && !t.closest('.heatmaplayer'))
+    const texts = [...p.querySelectorAll('.main-svg text')]
+      .filter(t => t.textContent.trim() && !t.closest('.heatmaplayer'))
       .map(t => [t.textContent.slice(0, 30), getComputedStyle(t).fill]);
     const L = p._fullLayout, heat = p.data && p.data[0].type === 'heatmap' && L.yaxis._categories;
     const frames = [...p.querySelectorAll('.shapelayer path')].map(s => { const r = s.getBoundingClientRect();
       return [r.left, r.right, r.top, r.bottom]; });
-    const span = frames.length ? Math.min(Math.max(...frames.map(f => f[1])) - Math.min(...frames.map(f => f[0])),
-                                          Math.max(...frames.map(f => f[3])) - Math.min(...frames.map(f => f[2]))) : null;
+    const extent = (a, b) => Math.max(...frames.map(f => f[b])) - Math.min(...frames.map(f => f[a]));
+    const span = frames.length ? Math.min(extent(0, 1), extent(2, 3)) : null;
     return {paper, texts, row: heat ? L.yaxis._length / L.yaxis._categories.length : null, frame: span};
   });
   return {caps, figs};
