@@ -68,3 +68,23 @@ def test_a_teacher_without_a_class_blacks_out_their_own_screen(room):
     assert black(teacher)
     ok(teacher.button(key="slide_next").click().run())
     assert not black(teacher) and teacher.session_state[slides.SLIDE_KEY] == 0
+
+
+def test_a_mistyped_code_is_not_promised_a_lesson(room):
+    said = " ".join(i.value for i in ok(app_session(timeout=90, follow="ZZZZ")).info)
+    assert "no class uses that code" in said and "as soon as" not in said
+    teacher = ok(app_session(timeout=90, lesson=LESSON, slide="1"))
+    ok(teacher.button(key="start_teaching").click().run())
+    ok(teacher.button(key="lesson_close").click().run())  # a real code between lessons: the lesson will come
+    said = " ".join(i.value for i in ok(app_session(timeout=90, follow=teacher.session_state[slides.CODE_KEY])).info)
+    assert "The teacher closed the lesson" in said
+
+
+def test_an_ended_classs_teacher_link_says_so(room):
+    teacher = ok(app_session(timeout=90, lesson=LESSON, slide="1"))
+    ok(teacher.button(key="start_teaching").click().run())
+    key = teacher.session_state[slides.TEACH_KEY]
+    ok(teacher.button(key="end_class").click().run())
+    again = ok(app_session(timeout=90, lesson=LESSON, slide="1", teach=key))  # the old link, reopened
+    assert any("has ended" in w.value for w in again.warning)
+    assert "teach" not in again.query_params

@@ -57,5 +57,7 @@ if lesson is None:
         st.error(f"Lesson not opened: {widgets.plain(e)}")
     st.stop()
 
+if error:  # e.g. an ended class's teacher link, opened on its lesson: the lesson opens, and says so
+    st.warning(widgets.plain(error))
 slides.teacher(lesson, presentation)
 slides.tools(lesson, presentation)

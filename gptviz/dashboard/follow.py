@@ -86,6 +86,8 @@ def follower(code: str, presentation: bool) -> None:
         elif code and not live.may_guess(client_address(), code):
             st.error("Too many class codes tried from this computer: wait a minute, then check the code.")
             return
+        elif code and not live.taught(code):  # a mistyped code: no lesson will come under it
+            st.info(f"No lesson is live under {shown}, and no class uses that code: check it with your teacher.")
         else:
             st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
         st.session_state[keys.FOLLOW_VERSION] = shown_version

@@ -204,7 +204,8 @@ def _softmax(slide: Slide) -> Content:
         f"one query's scores in a head of d_k = {d}",
         table,
         (("largest weight, unscaled", num(top)), ("largest weight, scaled", num(float(s["scaled_weights"].max())))),
-        f"Dividing by √d_k = {np.sqrt(d):g} keeps the scores small enough that the softmax still weighs several keys.",
+        f"q·k sums {d} products, so its spread grows like √d_k; dividing by √d_k = {np.sqrt(d):g} brings it back "
+        "and the softmax still weighs several keys.",
     )
 
 
