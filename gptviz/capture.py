@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from .attention import AttentionSpec, attention_weights
 from .errors import ArgumentError, PromptError
-from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check
+from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check, seen_values
 from .model import GPT, Block
 from .names import ATTENTION_MAPS, contract_names, parse, point
 from .probes import LISTENER, Probe, capture_name
@@ -55,6 +55,7 @@ class _Recorder:
     hold: set[str] | None = None  # the names to keep (what was asked for and what rebuilds it); None: all
     last_logits: Tensor | None = None  # [V]: the last position's logits as the forward computed them
     _kept: dict[str, bool] = field(default_factory=dict)  # _keep's answers, fixed for the pass
+    reads: set[str] = field(default_factory=set)  # points an edit reads later in the pass (Intervention.reads)
 
     def listen(self, probe: Probe, output: Tensor) -> Tensor:
         """What a probe of this pass hands on (probes.LISTENER): its value, recorded, or as edited."""
@@ -79,6 +80,8 @@ class _Recorder:
             edited = iv.apply(output if edited is None else edited, batched)
             self.applied.add(name)
         value = output if edited is None else edited
+        if name in self.reads:  # an edit later in the pass reads this value (Intervention.reads)
+            cast(dict, seen_values.get())[name] = value
         if name == "logits" and name not in self.tensors:  # V floats: what most pages read of the logits
             self.last_logits = value[0, -1].clone()
         if self._keep(name):
@@ -100,11 +103,14 @@ class _Recorder:
 
 
 @contextlib.contextmanager
-def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -> Iterator[None]:
+def edited(
+    model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]], reads: Sequence[str] = ()
+) -> Iterator[None]:
     """Within this block, in this thread only, the output of each named point is replaced by
     fn(output) (with its batch axis; a fn that returns None keeps it, as a forward hook does). For
     code that runs parts of the model itself, such as the patching sweep; gptviz.trace(...,
-    interventions=) is the public way."""
+    interventions=) is the public way. reads: points whose values the edits read later in the pass
+    (interventions.seen), recorded as each pass goes by."""
     rec = _Recorder()
 
     def hook_for(fn):
@@ -113,14 +119,24 @@ def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -
 
         return hook
 
+    def keep_for(name):
+        def hook(mod, args, output):
+            if _active.get() is rec:
+                cast(dict, seen_values.get())[name] = output
+
+        return hook
+
     handles = []
     token, quiet = _active.set(rec), LISTENER.set(None)  # a trace around this block records none of it
+    seen_token = seen_values.set({} if reads else seen_values.get())
     try:
         for path, module in model.named_modules():
             name = capture_name(path, module)
+            if name is not None and name in reads:
+                handles.append(module.register_forward_hook(keep_for(name)))
             if name is not None and name in edits:
                 handles.append(module.register_forward_hook(hook_for(edits[name])))
-        missing = set(edits) - {capture_name(p, m) for p, m in model.named_modules()}
+        missing = (set(edits) | set(reads)) - {capture_name(p, m) for p, m in model.named_modules()}
         if missing:
             raise InterventionError(f"the model has no {sorted(missing)[0]}")
         yield
@@ -128,6 +144,7 @@ def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -
         for h in handles:
             h.remove()
         LISTENER.reset(quiet)
+        seen_values.reset(seen_token)
         _active.reset(token)
 
 
@@ -232,10 +249,10 @@ def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None =
     return maps
 
 
-# What each sub-layer adds, the residual after attention, and the MLP's neurons: rebuilt from the recorded
-# z and resid_pre with the layer's own modules when asked for (a matmul each), instead of 8·T·C floats
-# held per layer.
-REBUILT = ("attn.out", "resid_mid", "mlp.hidden", "mlp.out")
+# What each sub-layer adds, the residual after attention, what the MLP reads and its neurons: rebuilt from
+# the recorded z and resid_pre with the layer's own modules when asked for (a matmul or a norm each),
+# instead of 9·T·C floats held per layer.
+REBUILT = ("attn.out", "resid_mid", "mlp.in", "mlp.hidden", "mlp.out")
 
 
 def _unchanged(module: nn.Module) -> Callable[[], None]:
@@ -265,9 +282,15 @@ def _resid_mid(resid_pre: Tensor, attn_out: Callable[[], Tensor]) -> Tensor:
 
 
 @torch.no_grad()
-def _mlp_hidden(block: Block, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
+def _mlp_in(block: Block, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
     check()
-    return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid()[None]))[0]
+    return block.mlp_input(resid_pre[None], resid_mid()[None])[0]
+
+
+@torch.no_grad()
+def _mlp_hidden(block: Block, mlp_in: Callable[[], Tensor], check) -> Tensor:
+    check()
+    return block.mlp.neurons(mlp_in()[None])[0]
 
 
 @torch.no_grad()
@@ -281,7 +304,7 @@ def _held(t: Tensor) -> Tensor:
 
 
 def sublayer_outputs(rec: _Recorder, model: GPT, wanted: set[str] | None = None) -> dict:
-    """Per layer: attn.out, resid_mid, mlp.hidden and mlp.out as recipes that rebuild them from the
+    """Per layer: attn.out, resid_mid, mlp.in, mlp.hidden and mlp.out as recipes that rebuild them from the
     recorded z and resid_pre with the layer's own modules, on the same (1, T, ·) shapes as the forward
     pass, so they are bit-identical to what it computed (eval mode: dropout is the identity). A value
     an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
@@ -292,14 +315,16 @@ def sublayer_outputs(rec: _Recorder, model: GPT, wanted: set[str] | None = None)
             continue
         check = _unchanged(block)
         z, pre = rec.tensors.get(point("attn.z", l)), rec.tensors.get(point("resid_pre", l))
-        out, mid, hidden, mlp_out = (point(site, l) for site in REBUILT)
-        got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, hidden) if n in rec.tensors}
+        out, mid, mlp_in, hidden, mlp_out = (point(site, l) for site in REBUILT)
+        got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, mlp_in, hidden) if n in rec.tensors}
         if out not in got and z is not None:
             got[out] = recipes[out] = partial(_attn_out, block, z, check)
         if mid not in got and pre is not None and out in got:
             got[mid] = recipes[mid] = partial(_resid_mid, pre, got[out])
-        if hidden not in got and pre is not None and mid in got:
-            got[hidden] = recipes[hidden] = partial(_mlp_hidden, block, pre, got[mid], check)
+        if mlp_in not in got and pre is not None and mid in got:
+            got[mlp_in] = recipes[mlp_in] = partial(_mlp_in, block, pre, got[mid], check)
+        if hidden not in got and mlp_in in got:
+            got[hidden] = recipes[hidden] = partial(_mlp_hidden, block, got[mlp_in], check)
         if mlp_out not in rec.tensors and hidden in got:
             recipes[mlp_out] = partial(_mlp_out, block, got[hidden], check)
     return recipes
@@ -332,8 +357,10 @@ def _rebuilt_from(name: str) -> tuple[str, ...]:
         return (name, at("attn.z"))
     if site == "resid_mid":
         return (name, at("resid_pre"), *_rebuilt_from(at("attn.out")))
+    if site == "mlp.in":
+        return (name, *_rebuilt_from(at("resid_mid")))
     if site in ("mlp.hidden", "mlp.out"):
-        return (name, at("mlp.hidden"), *_rebuilt_from(at("resid_mid")))
+        return (name, at("mlp.in"), at("mlp.hidden"), *_rebuilt_from(at("resid_mid")))
     return (name,)
 
 
@@ -343,12 +370,12 @@ def answerable(names: set[str], n_layer: int) -> set[str]:
     mask, which also give the scores). A caller that caches runs asks for this set, so a run answers
     every later question that it holds the values for."""
     held = {h for name in names for h in _rebuilt_from(name)}
-
-    def gives(name: str) -> bool:
+    given: set[str] = set()
+    for name in contract_names(n_layer):  # forward order: what a rebuild needs comes before it
         needs = set(_rebuilt_from(name)) - {name}  # what rebuilds it; nothing: it must be held itself
-        return held.issuperset(needs) if needs else name in held
-
-    return {n for n in contract_names(n_layer) if gives(n)}
+        if (held | given).issuperset(needs) if needs else name in held:
+            given.add(name)
+    return given
 
 
 def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
@@ -423,6 +450,8 @@ def trace(
         rec.edits.setdefault(iv.name, []).append(iv)
         if iv.explicit and iv.layer is not None:  # every explicit site is a layer's
             rec.kept_maps.add(iv.layer)
+        if iv.reads is not None:
+            rec.reads.add(iv.reads)
     rec.probes = probe_names(model)
     explicit = any(iv.site in EXPLICIT_SITES for iv in edits)
     handles = [
@@ -430,6 +459,7 @@ def trace(
         model.lm_head.register_forward_hook(rec.post_hook("logits")),
     ]
     token, listening = _active.set(rec), LISTENER.set(rec.listen)
+    seen_token = seen_values.set({})
     try:
         if progress is not None:  # only then: the plain capture has no hook more
             handles.extend(_block_reports(model, rec, progress))
@@ -438,6 +468,7 @@ def trace(
         for h in handles:
             h.remove()
         LISTENER.reset(listening)
+        seen_values.reset(seen_token)
         _active.reset(token)
     missed = [n for n in rec.edits if n not in rec.applied]
     if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie

@@ -239,6 +239,12 @@ def cmd_sae(args) -> None:
     run(args)
 
 
+def cmd_transcoders(args) -> None:
+    from .transcoders.command import run
+
+    run(args)
+
+
 def cmd_bench(args) -> None:
     from .bench.command import run
 
@@ -363,6 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sae_arguments(p)
     p.set_defaults(func=cmd_sae)
+
+    p = sub.add_parser("transcoders", help="transcoders: train one per layer's MLP, or say what a set holds")
+    from .transcoders.command import add_arguments as transcoder_arguments
+
+    transcoder_arguments(p)
+    p.set_defaults(func=cmd_transcoders)
 
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
     from .bench.command import add_arguments as bench_arguments

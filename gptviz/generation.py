@@ -183,6 +183,7 @@ class _Edits:
         # every edit acts on each token alone: a step may run the new token only, on the cached keys
         self.cached = all(iv.pointwise for iv in interventions)
         self.explicit = any(iv.explicit for iv in interventions)
+        self.reads = sorted({iv.reads for iv in interventions if iv.reads is not None})
 
     def _local(self, iv: Intervention, T: int) -> Intervention | None:
         if iv.positions is None:
@@ -276,7 +277,7 @@ def generate(
     reporter = Reporter(progress, "tokens", n)
     reporter.start()
     with (
-        edited(model, edits.hooks()),  # edits first: the rows see edited maps
+        edited(model, edits.hooks(), edits.reads),  # edits first: the rows see edited maps
         _attention_rows(model) as rows,
         _decoding_head(model, n),
     ):

@@ -188,7 +188,10 @@ class MLP(nn.Module):
         self.c_proj = nn.Linear(F_, C, bias=bias)  # down
         self.ln_post = make_norm(config) if config.post_norm else None  # Gemma 2/3, OLMo 2
         self.dropout = nn.Dropout(config.dropout)
-        self.hidden, self.out = Probe(), Probe()  # the down projection's input (the neurons); what the sub-layer adds
+        # what the MLP reads (`in` is a keyword, so registered by name: the point is blocks.{l}.mlp.in);
+        # the down projection's input (the neurons); what the sub-layer adds
+        self.add_module("in", Probe())
+        self.hidden, self.out = Probe(), Probe()
 
     def neurons(self, x: Tensor) -> Tensor:
         """The down projection's input: act(c_fc(x)), or act(gate(x)) * up(x) in a gated MLP. (B, T, F)."""
@@ -202,6 +205,7 @@ class MLP(nn.Module):
         return y if self.ln_post is None else self.ln_post(y)
 
     def forward(self, x: Tensor) -> Tensor:
+        x = self._modules["in"](x)
         return self.out(self.project(self.hidden(self.neurons(x))))
 
 

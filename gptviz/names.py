@@ -22,6 +22,7 @@ BLOCK_SITES = (
     "attn.z",
     "attn.out",
     "resid_mid",
+    "mlp.in",
     "mlp.hidden",
     "mlp.out",
     "resid_post",

@@ -33,6 +33,7 @@ def test_every_variant_runs_and_traces_with_contract_shapes(variant):
         expected[f"blocks.{l}.attn.mask"] = (T, T)
         expected[f"blocks.{l}.attn.z"] = (H, T, D)
         expected[f"blocks.{l}.attn.out"] = (T, C)
+        expected[f"blocks.{l}.mlp.in"] = (T, C)
         expected[f"blocks.{l}.mlp.hidden"] = (T, 4 * C)
         expected[f"blocks.{l}.mlp.out"] = (T, C)
     assert {n: tr[n].shape for n in tr.names} == expected

@@ -16,7 +16,19 @@ from pathlib import Path
 from .. import cli_args
 from ..errors import GptvizError
 
-BENCHES = ("why", "scan", "families", "llama", "patching", "generate", "lessons", "features", "load", "trace_memory")
+BENCHES = (
+    "why",
+    "scan",
+    "families",
+    "llama",
+    "patching",
+    "generate",
+    "lessons",
+    "features",
+    "load",
+    "trace_memory",
+    "graph",
+)
 # The benchmarks of the dashboard itself: a server driven by Chromium and simulated students
 BROWSER_BENCHES = ("dashboard", "sessions", "classroom")
 CHECKOUT = Path(__file__).resolve().parents[2]  # where a checkout keeps app.py, checkpoints/ and tests/
@@ -66,6 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
     )
+    p.add_argument("--graph", action="store_true", help="attribution graphs at T = 32 against a forward (135M shape)")
     p.add_argument(
         "--llama",
         action="store_true",

@@ -15,17 +15,18 @@ import plotly.graph_objects as go
 from .. import analysis, figures
 from ..analysis import leak, worked
 from ..analysis.attention import attention_mask
-from ..analysis.heads import LABEL_NAMES
+from ..analysis.heads import LABEL_NAMES, LABEL_THRESHOLDS
 from ..features import SAE, SAEError
 from ..features.activations import feature_activations
 from ..features.reading import logit_effect
 from ..figures.style import BLUE, ORANGE, plotly_text, style
 from ..formats import Bundle
 from ..record import Trace
-from . import Slide, chain
+from . import Slide, chain, zoom
 from .drawing import FIGURE_HEIGHT, Content, mark, mass_label, num, shown, small_heatmap
 
 TOY_TOKENS = ["t0", "t1", "t2"]
+HEAD_THRESHOLD = max(LABEL_THRESHOLDS.values())  # the score that names a head's kind (the same for every kind)
 
 
 def real_model(slide: Slide) -> bool:
@@ -95,7 +96,8 @@ def _softmax(slide: Slide) -> Content:
         f"one query's scores in a head of d_k = {d}",
         table,
         (("largest weight, unscaled", num(top)), ("largest weight, scaled", num(float(s["scaled_weights"].max())))),
-        f"Dividing by √d_k = {np.sqrt(d):g} keeps the scores small enough that the softmax still weighs several keys.",
+        f"q·k sums {d} products, so its spread grows like √d_k; dividing by √d_k = {np.sqrt(d):g} brings it back "
+        "and the softmax still weighs several keys.",
     )
 
 
@@ -126,10 +128,13 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     labels = _labels(bundle, trace)
     w = analysis.attention_matrix(trace, layer, head)
     T = len(labels)
-    title = f"{slide.checkpoint} · layer {layer}, head {head}: weights"
-    fig = figures.attention_heatmap(w, labels, title=title, height=FIGURE_HEIGHT, mask=attention_mask(trace, layer))
-    mark(fig, slide.highlight, T)
     row = _row(slide, T)
+    z = zoom.window(T, slide.highlight, row)
+    title = f"{slide.checkpoint} · layer {layer}, head {head}: weights"
+    fig = figures.attention_heatmap(
+        z.square(w), labels[z.lo : z.hi], title=title, height=FIGURE_HEIGHT, mask=z.square(attention_mask(trace, layer))
+    )
+    mark(fig, z.highlight(slide.highlight), z.hi - z.lo)
     words = _labels(bundle, trace, for_plotly=False)
     scores = analysis.head_scores(trace)
     mine = scores[(scores["layer"] == layer) & (scores["head"] == head)].iloc[0]
@@ -143,7 +148,8 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
         f"where query {words[row]} looks (top 5 keys)",
         _where_it_looks(w, words, row),
         facts,
-        "Rows are queries (who reads), columns keys (what is read); grey cells are masked (not read).",
+        f"Grey: masked. Score: the head's share of attention on its pattern ({HEAD_THRESHOLD:g} or more names it)."
+        + z.note(),
     )
 
 
@@ -164,7 +170,7 @@ def _heads(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     )
     return Content(
         grid,
-        "heads with a clear kind on this prompt (score ≥ threshold)",
+        f"heads with a clear kind on this prompt (score ≥ {HEAD_THRESHOLD:g})",
         table,
         (("layers", str(trace.n_layer)), ("heads per layer", str(bundle.model.config.n_head))),
         f"Each tile is one head's attention map; the outlined one is layer {layer}, head {head}.",
@@ -176,16 +182,17 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     labels = _labels(bundle, trace)
     lk = leak.mask_leak(bundle.model, [int(i) for i in trace.token_ids], bundle.tokenizer)
     T = len(labels)
+    z = zoom.window(T, slide.highlight, _row(slide, T))
     side = lk.masked if slide.mask else lk.unmasked
     title = f"layer {layer}, head {head}: " + ("with the mask" if slide.mask else "without the mask")
     fig = figures.attention_heatmap(
-        side.weights(layer, head),
-        labels,
+        z.square(side.weights(layer, head)),
+        labels[z.lo : z.hi],
         title=title,
         height=FIGURE_HEIGHT,
-        mask=np.tril(np.ones((T, T), bool)) if slide.mask else np.ones((T, T), bool),
+        mask=z.square(np.tril(np.ones((T, T), bool)) if slide.mask else np.ones((T, T), bool)),
     )
-    mark(fig, slide.highlight, T)
+    mark(fig, z.highlight(slide.highlight), z.hi - z.lo)
     table = pd.DataFrame(
         {
             "": [mass_label(T), "mean loss (nats per token)"],
@@ -198,7 +205,7 @@ def _mask_leak(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
         f"the same prompt with and without the causal mask (layer {layer}, head {head})",
         table,
         (("loss change without the mask", num(lk.unmasked.mean_loss - lk.masked.mean_loss)),),
-        "Without the mask every position also reads the tokens after it, the one it must predict included.",
+        "Without the mask every position also reads the tokens after it, the one it must predict included." + z.note(),
     )
 
 
