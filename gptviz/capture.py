@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from .attention import AttentionSpec, attention_weights
 from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check, seen_values
-from .model import GPT, Block
+from .model import GPT, Block, Blocks
 from .names import ATTENTION_MAPS, contract_names, parse, point
 from .probes import LISTENER, Probe, capture_name
 from .progress import ProgressFn, Reporter
@@ -216,9 +216,9 @@ def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Te
     return t.to(device=device).unsqueeze(0)
 
 
-def model_blocks(model: GPT) -> Sequence[Block]:
-    """The model's blocks in order, typed (nn.ModuleDict's attributes read as Tensor | Module)."""
-    return cast("Sequence[Block]", model.transformer.h)
+def model_blocks(model: GPT) -> Blocks:
+    """The model's blocks in order (transformer.h)."""
+    return model.transformer.h
 
 
 def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None = None) -> dict:

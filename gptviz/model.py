@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, overload
 
 import torch
 from torch import Tensor, nn
@@ -262,6 +262,34 @@ class LMHead(nn.Linear):
         return one_row_head(self)
 
 
+class Blocks(nn.ModuleList):
+    """transformer.h: the blocks in order, a ModuleList a type checker reads as holding Blocks."""
+
+    if TYPE_CHECKING:
+
+        def __iter__(self) -> Iterator[Block]: ...
+
+        @overload  # type: ignore[override]  # torch types ModuleList's as one signature for int and slice
+        def __getitem__(self, idx: int) -> Block: ...
+
+        @overload
+        def __getitem__(self, idx: slice) -> Blocks: ...
+
+        def __getitem__(self, idx): ...
+
+
+class Trunk(nn.ModuleDict):
+    """GPT's `transformer`: a ModuleDict whose keys are GPT-2's checkpoint names, its members typed (to a
+    type checker nn.Module's attributes are all Tensor | Module)."""
+
+    wte: nn.Embedding
+    wpe: nn.Embedding  # learned positions only: `"wpe" in model.transformer` says whether it is there
+    drop: nn.Dropout
+    embed: Probe
+    h: Blocks
+    ln_f: nn.Module
+
+
 class GPT(nn.Module):
     """A GPT-style decoder. `model(idx)` maps [B, T] token ids to [B, T, V] logits."""
 
@@ -277,12 +305,12 @@ class GPT(nn.Module):
                 else nn.Embedding(n, config.n_embd, _weight=torch.empty(n, config.n_embd))
             )
 
-        self.transformer = nn.ModuleDict(
+        self.transformer = Trunk(
             dict(
                 wte=embedding(config.vocab_size),
                 drop=nn.Dropout(config.dropout),
                 embed=Probe(),
-                h=nn.ModuleList([Block(config, l) for l in range(config.n_layer)]),
+                h=Blocks([Block(config, l) for l in range(config.n_layer)]),
                 ln_f=make_norm(config),
             )
         )

@@ -46,7 +46,8 @@ def _weight(p: Tensor | None, device: torch.device) -> Tensor | None:
 def frozen_norm(norm: nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
     """(σ, γ, β) of the final norm on the real residual x [C], in float64: σ = sqrt(var + eps) for
     LayerNorm (population variance, as LayerNorm), sqrt(mean(x²) + eps) for RMSNorm."""
-    eps = norm.eps if norm.eps is not None else torch.finfo(torch.float32).eps  # nn.RMSNorm's default
+    eps = getattr(norm, "eps", None)
+    eps = torch.finfo(torch.float32).eps if eps is None else eps  # nn.RMSNorm's default
     if isinstance(norm, (nn.RMSNorm, RMSNorm)):
         sigma = (x.pow(2).mean() + eps).sqrt()
     else:

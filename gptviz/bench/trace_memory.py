@@ -16,7 +16,7 @@ import torch
 from ..capture import trace
 from ..config import GPTConfig
 from ..dashboard.pages import PAGES, reads, run_names
-from ..model import GPT
+from ..model import GPT, Blocks
 from .families import LLAMA
 from .load import SHAPES
 
@@ -35,7 +35,7 @@ def shared_blocks(config: GPTConfig) -> GPT:
         block = cast(torch.nn.ModuleList, GPT(GPTConfig(**{**one.__dict__, "vocab_size": 1})).transformer.h)[0]
         block.load_state_dict(blocks[0].state_dict(), assign=True)  # block 0's tensors, not copies
         blocks.append(block)
-    model.transformer.h = torch.nn.ModuleList(blocks)
+    model.transformer.h = Blocks(blocks)
     model.config = config
     return model
 

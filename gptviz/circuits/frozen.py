@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from ..model import GPT, RMSNorm, rotate
+from ..model import GPT, Block, RMSNorm, rotate
 
 
 @dataclass
@@ -54,7 +54,8 @@ def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
         return None
     x = x.float()
     C = x.size(-1)
-    eps = norm.eps if getattr(norm, "eps", None) is not None else torch.finfo(torch.float32).eps
+    eps = getattr(norm, "eps", None)
+    eps = torch.finfo(torch.float32).eps if eps is None else eps
     weight = getattr(norm, "weight", None)
     gamma = torch.ones(C, device=x.device) if weight is None else weight.detach().float()
     if isinstance(norm, (nn.RMSNorm, RMSNorm)):
@@ -143,7 +144,7 @@ def _bias(linear: nn.Linear, rows: slice | None = None) -> Tensor | float:
 
 
 @torch.no_grad()
-def freeze_attention(block: nn.Module, pre: Tensor, weights: Tensor, z: Tensor, vs: slice) -> FrozenAttention:
+def freeze_attention(block: Block, pre: Tensor, weights: Tensor, z: Tensor, vs: slice) -> FrozenAttention:
     """Block's attention frozen at the real resid_pre [T, C], weights [H, T, T] and head outputs z [H, T, D]."""
     attn = block.attn
     ln_1 = freeze_norm(block.ln_1, pre)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -132,7 +133,9 @@ def held_out(tcs: TranscoderSet, model, windows) -> dict[int, dict]:
 
     layers = tcs.layers
     C = tcs.d_model
-    sums = {l: dict(err=0.0, sq=0.0, total=torch.zeros(C, dtype=torch.float64), n=0, l0=0) for l in layers}
+    sums: dict[int, dict[str, Any]] = {
+        l: dict(err=0.0, sq=0.0, total=torch.zeros(C, dtype=torch.float64), n=0, l0=0) for l in layers
+    }
     fired = {l: torch.zeros(tcs[l].d_tc, dtype=torch.bool) for l in layers}
     for start in range(0, len(windows), WINDOWS_PER_PASS):
         group = [w.ids for w in windows[start : start + WINDOWS_PER_PASS]]
@@ -147,12 +150,12 @@ def held_out(tcs: TranscoderSet, model, windows) -> dict[int, dict]:
             s["n"] += len(out)
             s["l0"] += int((f > 0).sum())
             fired[l] |= (f > 0).any(0).cpu()
-    out = {}
+    found = {}
     for l, s in sums.items():
         n = max(s["n"], 1)
         var = s["sq"] - float(s["total"].pow(2).sum()) / n  # Σ‖out − mean‖²
-        out[l] = dict(fvu=s["err"] / max(var, 1e-12), l0=s["l0"] / n, dead=1.0 - float(fired[l].float().mean()))
-    return out
+        found[l] = dict(fvu=s["err"] / max(var, 1e-12), l0=s["l0"] / n, dead=1.0 - float(fired[l].float().mean()))
+    return found
 
 
 def train_transcoders(
