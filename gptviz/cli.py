@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -416,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: not enough memory for this command", file=sys.stderr)
         return 2
     except Exception as e:  # a bug of ours: still one line, never a traceback, but say it is one
-        print(f"error: unexpected {type(e).__name__}: {one_line(e)[:300]}; please report this", file=sys.stderr)
+        if os.environ.get("GPTVIZ_TRACEBACK"):  # for the report: where it happened
+            traceback.print_exc()
+        print(
+            f"error: unexpected {type(e).__name__}: {one_line(e)[:300]}; please report this "
+            "(GPTVIZ_TRACEBACK=1 shows where)",
+            file=sys.stderr,
+        )
         return 2
     return status if isinstance(status, int) else 0

@@ -104,3 +104,24 @@ def test_an_sae_trains_on_the_model_and_the_scan_reads_it(place, tmp_path):
     scan = gptviz.scan(model, texts, window=12, k=3, saes=[back])
     assert len(scan.windows) == 24 and np.isfinite(scan.windows["loss"]).all()
     assert len(scan.features) > 0
+
+
+def test_transcoders_on_the_cpu_apply_to_a_model_anywhere(place):
+    """Transcoders as a user loads them (the CPU, float32) on this model's runs: the replacement model's
+    fidelity, a feature edit that edits nothing, and an attribution graph; trained on the model too."""
+    from gptviz.bench.graph import random_transcoders
+
+    model, ids = place
+    tcs = random_transcoders(model, width=2, k=4)
+    texts = [[(i * 5 + j) % model.config.vocab_size for j in range(16)] for i in range(4)]
+    fid = tcs.fidelity(model, texts)
+    assert 0 <= fid["top1_agreement"] <= 1 and np.isfinite(fid["kl"])
+    trace = gptviz.trace(model, ids)
+    f = tcs[1].encode(trace.tensor("blocks.1.mlp.in").float())
+    silent = int(torch.nonzero((f == 0).all(0))[0])
+    untouched = gptviz.trace(model, ids, interventions=[gptviz.edit_features(tcs[1], features=[silent])])
+    assert torch.equal(untouched.tensor("logits"), trace.tensor("logits"))
+    graph = gptviz.attribution_graph(model, tcs, ids[:8], prune=False)
+    assert len(graph.edges) > 0 and np.isfinite(graph.nodes["input"]).all()
+    trained = gptviz.train_transcoders(model, texts * 3, width=2, k=4, steps=6)
+    assert trained[0].W_enc.device == model.device

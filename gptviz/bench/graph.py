@@ -62,6 +62,7 @@ def _forward_seconds(model: GPT, ids: torch.Tensor, repeats: int = 5) -> float:
 def measure(name: str, model: GPT, tcs, ids: torch.Tensor, **kw) -> dict:
     from ..circuits import attribution_graph
 
+    ids = ids.to(model.device)
     forward = _forward_seconds(model, ids)
     with torch.no_grad():
         trace(model, ids)  # warm

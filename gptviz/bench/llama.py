@@ -69,6 +69,7 @@ def build(shape: dict, device: torch.device, dtype: torch.dtype, seed: int = 0) 
     torch.manual_seed(seed)
     with torch.device(device):
         model = GPT(GPTConfig(**shape))
+    model.reset_buffers(device)  # the rotary table is made on the CPU whatever the default device
     return model.to(dtype).eval()
 
 

@@ -61,9 +61,9 @@ def _init(tcs: list[Transcoder], first: Tensor, seed: int) -> None:
     with torch.no_grad():
         for i, tc in enumerate(tcs):
             x_in, out = first[:, i, 0], first[:, i, 1]
-            dec = torch.randn(tc.d_tc, tc.d_model, generator=g)
+            dec = torch.randn(tc.d_tc, tc.d_model, generator=g).to(x_in.device)  # the same draw on any device
             tc.W_dec.copy_(dec / dec.norm(dim=-1, keepdim=True))
-            enc = torch.randn(tc.d_tc, tc.d_model, generator=g)
+            enc = torch.randn(tc.d_tc, tc.d_model, generator=g).to(x_in.device)
             scale = x_in.norm(dim=-1).mean().clamp_min(1e-6)  # pre-activations of order one at the start
             tc.W_enc.copy_(enc / enc.norm(dim=-1, keepdim=True) / scale)
             tc.b_enc.zero_()

@@ -63,6 +63,7 @@ class Transcoder(nn.Module):
         self.b_dec = nn.Parameter(torch.zeros(d_model))
         self.threshold = nn.Parameter(torch.zeros(d_tc)) if activation == "jumprelu" else None
         self.W_skip = nn.Parameter(torch.zeros(d_model, d_model)) if skip else None
+        self._copies: dict[torch.device, Transcoder] = {}  # on the other devices it was applied on (no submodules)
 
     @property
     def input_site(self) -> str:
@@ -77,14 +78,29 @@ class Transcoder(nn.Module):
         skip = ", skip" if self.W_skip is not None else ""
         return f"Transcoder(layer {self.layer}, {self.activation}{k}, d_model={self.d_model}, d_tc={self.d_tc}{skip})"
 
+    def on(self, device: torch.device | str) -> Transcoder:
+        """This transcoder on `device`: itself if it is there, else a copy made once and kept. It is applied
+        where the activations are (a model on a GPU, the transcoders loaded on the CPU), in its own dtype."""
+        device, here = torch.device(device), self.W_enc.device
+        if device.type == here.type and (device.index is None or device.index == here.index):
+            return self
+        if device not in self._copies:
+            copy = Transcoder(self.d_model, self.d_tc, self.layer, self.activation, k=self.k,
+                              skip=self.W_skip is not None)  # fmt: skip
+            copy.load_state_dict(self.state_dict())
+            copy.__dict__.update({k: v for k, v in self.__dict__.items() if k in ("report", "path")})
+            self._copies[device] = copy.to(device).requires_grad_(False)
+        return self._copies[device]
+
     # --- the equations --------------------------------------------------------------------------
     def _check(self, x: Tensor, width: int, what: str) -> None:
         if x.dim() == 0 or x.size(-1) != width:
             raise TranscoderError(f"{what} must end in {width} values per token, got shape {list(x.shape)}")
 
     def pre(self, x: Tensor) -> Tensor:
-        """[..., d_model] -> [..., d_tc]: the features' pre-activations, x @ W_enc.T + b_enc."""
-        return x.to(self.W_enc.dtype) @ self.W_enc.T + self.b_enc
+        """[..., d_model] -> [..., d_tc]: the features' pre-activations, x @ W_enc.T + b_enc (on x's device)."""
+        tc = self.on(x.device)
+        return x.to(tc.W_enc.dtype) @ tc.W_enc.T + tc.b_enc
 
     def act(self, pre: Tensor) -> Tensor:
         """The activation function on pre-activations [..., d_tc]."""
@@ -93,8 +109,9 @@ class Transcoder(nn.Module):
             top = torch.topk(pre, self.k, dim=-1)
             return torch.zeros_like(pre).scatter(-1, top.indices, top.values.relu())
         if self.activation == "jumprelu":
-            assert self.threshold is not None
-            return pre * (pre > self.threshold)
+            threshold = self.on(pre.device).threshold
+            assert threshold is not None
+            return pre * (pre > threshold)
         return pre.relu()
 
     def encode(self, x):
@@ -109,11 +126,12 @@ class Transcoder(nn.Module):
         transcoder has one (then x, its input, is needed). A NumPy array in gives one back."""
         t = torch.as_tensor(f)
         self._check(t, self.d_tc, "the features")
-        out = t.to(self.W_dec.dtype) @ self.W_dec + self.b_dec
-        if self.W_skip is not None:
+        tc = self.on(t.device)
+        out = t.to(tc.W_dec.dtype) @ tc.W_dec + tc.b_dec
+        if tc.W_skip is not None:
             if x is None:
                 raise TranscoderError("this transcoder has a skip connection: decode(f, x) needs its input x")
-            out = out + torch.as_tensor(x).to(self.W_skip.dtype) @ self.W_skip.T
+            out = out + torch.as_tensor(x).to(tc.W_skip) @ tc.W_skip.T
         return out.detach().cpu().numpy() if isinstance(f, np.ndarray) else out
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -125,7 +143,8 @@ class Transcoder(nn.Module):
         """out + decode(change(f)) − decode(f), f the features of x: the MLP's true output with the
         transcoder's error term kept, so a change that leaves every feature as it was leaves out as it was."""
         f = self.act(self.pre(x))
-        delta = (change(f.clone()) - f).to(self.W_dec.dtype) @ self.W_dec  # [..., d_model]: decode's linear part
+        W_dec = self.on(x.device).W_dec
+        delta = (change(f.clone()) - f).to(W_dec.dtype) @ W_dec  # [..., d_model]: decode's linear part
         return out + delta.to(out.dtype)
 
 
