@@ -17,13 +17,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import streamlit as st  # noqa: E402
 
 from gptviz.dashboard import keys, pages  # noqa: E402
-from gptviz.dashboard.classroom import read_step_url  # noqa: E402
-from gptviz.dashboard.follow import follower  # noqa: E402
+from gptviz.dashboard.classroom.follow import follower  # noqa: E402
+from gptviz.dashboard.classroom.lesson_return import back_link, read_slide_url  # noqa: E402
+from gptviz.dashboard.classroom.slides import read_lesson_url  # noqa: E402
+from gptviz.dashboard.classroom.step_url import read_step_url  # noqa: E402
 from gptviz.dashboard.icon import page_icon  # noqa: E402
-from gptviz.dashboard.lesson_return import back_link, read_slide_url  # noqa: E402
 from gptviz.dashboard.memory import freeze_imports  # noqa: E402
 from gptviz.dashboard.sidebar import PRESENTATION_ROOT_PX, VIEW_CONTROLS, sidebar  # noqa: E402
-from gptviz.dashboard.slides import read_lesson_url  # noqa: E402
 from gptviz.dashboard.state import set_view  # noqa: E402
 from gptviz.dashboard.widgets import guard  # noqa: E402
 

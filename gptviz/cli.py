@@ -198,7 +198,7 @@ def dashboard_checkpoint(choice: str) -> str:
     """--checkpoint for the dashboard: a path that exists (made absolute: the server may resolve it
     elsewhere), a shipped checkpoint's name, or "demo"; anything else is a PromptError now, not a
     red box in the browser later."""
-    from .dashboard.sources import DEMO, shipped
+    from .dashboard.sources.checkpoints import DEMO, shipped
     from .formats.safe import user_path
 
     path = user_path(choice)  # a NUL byte: one line, not a ValueError from exists()
@@ -211,7 +211,7 @@ def dashboard_checkpoint(choice: str) -> str:
 
 def cmd_dashboard(args) -> int:
     if args.checkpoint is not None:  # the page opens on it; the sidebar can still switch
-        from .dashboard.sources import DEFAULT_ENV
+        from .dashboard.sources.checkpoints import DEFAULT_ENV
 
         os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
     if args.class_mode:  # the server inherits it: paths closed, uploads and scans off (dashboard/classmode.py)
@@ -253,7 +253,7 @@ def cmd_bench(args) -> None:
 
 
 def cmd_handout(args) -> None:
-    from .dashboard.sources import checkpoints_dir
+    from .dashboard.sources.checkpoints import checkpoints_dir
     from .lessons import handout, read_lesson, shipped_lesson, shipped_lessons
 
     lesson = shipped_lesson(args.lesson) if args.lesson in shipped_lessons() else read_lesson(args.lesson)

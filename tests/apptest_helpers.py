@@ -16,7 +16,8 @@ from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.bench.checkpoints import NAME
-from gptviz.dashboard import sources, state
+from gptviz.dashboard import state
+from gptviz.dashboard.sources import checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -36,8 +37,8 @@ RUNS: list = []  # the ids of every run the model really did (conftest's `env` w
 def serve(monkeypatch, root: Path, default: str) -> None:
     """Point the dashboard at a folder of checkpoints, opening on `default`, with cold caches:
     st.cache_resource is process-wide, shared by every AppTest in the run."""
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(root))
-    monkeypatch.setenv(sources.DEFAULT_ENV, default)
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(root))
+    monkeypatch.setenv(checkpoints.DEFAULT_ENV, default)
     st.cache_resource.clear()
 
 

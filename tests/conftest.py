@@ -18,7 +18,8 @@ from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.bench.checkpoints import CONFIG, NAME, make_checkpoints
-from gptviz.dashboard import caches, sources
+from gptviz.dashboard import caches
+from gptviz.dashboard.sources import checkpoints
 
 VARIANTS = [
     dict(pos_encoding=p, norm=n, activation=a, bias=b, tie_weights=t)
@@ -66,9 +67,9 @@ def ckpt_root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def env(ckpt_root, monkeypatch):
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ckpt_root))
-    monkeypatch.delenv(sources.DEFAULT_ENV, raising=False)
-    monkeypatch.setenv(sources.DEFAULT_ENV, NAME)
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(ckpt_root))
+    monkeypatch.delenv(checkpoints.DEFAULT_ENV, raising=False)
+    monkeypatch.setenv(checkpoints.DEFAULT_ENV, NAME)
     st.cache_resource.clear()  # process-wide: every test starts with a cold cache
     RUNS.clear()
     real = caches.trace
@@ -86,8 +87,8 @@ def ids_only(tmp_path, monkeypatch, env):
     """A checkpoint with no tokenizer: prompts and lookups are token ids (vocabulary 95)."""
     torch.manual_seed(3)
     gptviz.save(gptviz.GPT(gptviz.GPTConfig(**CONFIG)), tmp_path / "ids-only")
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
-    monkeypatch.setenv(sources.DEFAULT_ENV, "ids-only")
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.setenv(checkpoints.DEFAULT_ENV, "ids-only")
     return ok(app_session(prompt="1, 2, 3"))
 
 

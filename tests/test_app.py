@@ -19,7 +19,8 @@ from apptest_helpers import (
 
 from gptviz import analysis
 from gptviz.bench.checkpoints import NAME
-from gptviz.dashboard import sources, state
+from gptviz.dashboard import state
+from gptviz.dashboard.sources import checkpoints
 
 
 def test_first_open_shows_a_result_on_the_default_model(at):
@@ -59,8 +60,8 @@ SHIPPED = sorted(p.name for p in (ROOT / "checkpoints").glob("*") if (p / "confi
 @pytest.mark.skipif(not SHIPPED, reason="no shipped checkpoint in checkpoints/ yet")
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_page_renders_on_the_shipped_checkpoints(name, monkeypatch):
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(ROOT / "checkpoints"))
-    monkeypatch.setenv(sources.DEFAULT_ENV, name)
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(ROOT / "checkpoints"))
+    monkeypatch.setenv(checkpoints.DEFAULT_ENV, name)
     st.cache_resource.clear()
     at = ok(app_session())
     for path, title in PAGES.items():

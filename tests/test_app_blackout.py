@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from apptest_helpers import app_session, ok, serve
 
-from gptviz.dashboard import blackout, classmode, live, slides
+from gptviz.dashboard.classroom import blackout, live, slides
+from gptviz.dashboard.sources import classmode
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = "how-attention-works"

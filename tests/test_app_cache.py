@@ -30,7 +30,8 @@ from apptest_helpers import (
 
 import gptviz
 from gptviz.bench.checkpoints import CHARS, CONFIG, NAME, make_checkpoints
-from gptviz.dashboard import caches, sources, state
+from gptviz.dashboard import caches, state
+from gptviz.dashboard.sources import checkpoints
 
 
 def test_view_widgets_never_rerun_the_model(at):
@@ -57,7 +58,7 @@ def test_a_second_session_reuses_the_cached_run(at):
 
 def test_a_checkpoint_rewritten_in_place_is_loaded_again(tmp_path, monkeypatch, env):
     make_checkpoints(tmp_path)
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(tmp_path))
     at = ok(app_session())
     before = array(figure(at, "overview_topk")["data"][0]["x"])
     torch.manual_seed(99)  # the same shape, new weights: as a training run saving as it goes
@@ -94,12 +95,12 @@ def test_the_version_stamp_reads_only_what_a_loader_reads(tmp_path, monkeypatch)
     calls = []
     real = Path.stat
     monkeypatch.setattr(Path, "stat", lambda self, **k: calls.append(self) or real(self, **k))
-    stamp = sources.version(str(folder))
-    assert len([p for p in calls if folder in (p, p.parent)]) <= len(sources.LOADER_FILES) + 4  # not 20,000
+    stamp = checkpoints.version(str(folder))
+    assert len([p for p in calls if folder in (p, p.parent)]) <= len(checkpoints.LOADER_FILES) + 4  # not 20,000
     assert "model.safetensors" in stamp and "sample_" not in stamp
     (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())  # rewritten in place
     os.utime(folder / "model.safetensors", ns=(1, 1))
-    assert sources.version(str(folder)) != stamp
+    assert checkpoints.version(str(folder)) != stamp
 
 
 def test_a_download_button_holds_a_copy_not_the_page(monkeypatch):
@@ -160,7 +161,7 @@ def test_forward_passes_of_different_sessions_run_one_at_a_time(env, monkeypatch
                 inside[0] -= 1
 
     monkeypatch.setattr(caches, "trace", slow_trace)
-    model = caches.ModelKey(NAME, "cpu", sources.version(NAME))
+    model = caches.ModelKey(NAME, "cpu", checkpoints.version(NAME))
     keys = [caches.RunKey(model, (1, 2, i)) for i in range(3, 7)]  # four runs, four cache entries
     threads = [threading.Thread(target=caches.run_trace, args=(k,)) for k in keys]
     for t in threads:
@@ -176,14 +177,15 @@ def test_the_mask_leak_runs_wait_for_the_forward_lock(env):
     another session's pass holds it they wait, and then finish."""
     import threading
 
-    from gptviz.dashboard import slides, whatif
+    from gptviz.dashboard.classroom import slides
+    from gptviz.dashboard.panels import edited_runs
     from gptviz.lessons import Slide
 
-    model = caches.ModelKey(NAME, "cpu", sources.version(NAME))
+    model = caches.ModelKey(NAME, "cpu", checkpoints.version(NAME))
     slide = Slide(page="mask-leak", title="t", checkpoint=NAME, prompt="abc")
     slides.slide_content(dataclasses.replace(slide, title="first"), model)  # the prompt's run cached: not what waits
     runs = {
-        "leak_run": lambda: whatif.leak_run(caches.RunKey(model, (1, 2, 3, 4))),
+        "leak_run": lambda: edited_runs.leak_run(caches.RunKey(model, (1, 2, 3, 4))),
         "slide": lambda: slides.slide_content(slide, model),
     }
     for name, run in runs.items():
@@ -202,7 +204,7 @@ def test_nothing_cached_is_called_holding_the_forward_lock(env):
     the same run could wait on each other for good, so that call raises."""
     import threading
 
-    model = caches.ModelKey(NAME, "cpu", sources.version(NAME))
+    model = caches.ModelKey(NAME, "cpu", checkpoints.version(NAME))
     key = caches.RunKey(model, (1, 2, 3))
     caches.run_trace(key)  # the usual order: cached function, then FORWARD inside it
     with caches.FORWARD, pytest.raises(RuntimeError, match="holding caches.FORWARD"):

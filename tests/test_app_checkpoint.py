@@ -18,7 +18,8 @@ from apptest_helpers import (
 
 import gptviz
 from gptviz.bench.checkpoints import CHARS, CONFIG, NAME
-from gptviz.dashboard import caches, sources, state
+from gptviz.dashboard import caches, state
+from gptviz.dashboard.sources import checkpoints
 
 
 def test_checkpoint_that_fails_to_load(at, env):
@@ -39,8 +40,8 @@ def test_gpu_that_is_not_there(at):
 
 
 def test_no_shipped_checkpoint_falls_back_to_the_demo_model(tmp_path, monkeypatch, env):
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
-    monkeypatch.delenv(sources.DEFAULT_ENV)
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.delenv(checkpoints.DEFAULT_ENV)
     at = app_session()
     assert not at.exception and not at.error
     assert "No shipped checkpoint" in at.sidebar.warning[0].value
@@ -53,8 +54,8 @@ def test_nan_weights_show_a_banner_on_every_page(tmp_path, monkeypatch, env):
     with torch.no_grad():
         model.transformer.h[1].mlp.c_fc.weight[0, 0] = float("nan")
     gptviz.save(model, tmp_path / "nan", gptviz.CharTokenizer(CHARS))
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(tmp_path))
-    monkeypatch.setenv(sources.DEFAULT_ENV, "nan")
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(tmp_path))
+    monkeypatch.setenv(checkpoints.DEFAULT_ENV, "nan")
     at = app_session()
     assert not at.exception
     for path in PAGES:

@@ -15,7 +15,8 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 from gptviz.bench.checkpoints import NAME, make_checkpoints, make_overtime_checkpoints
-from gptviz.dashboard import classmode, scan_form, uploads
+from gptviz.dashboard.corpus import scan_form
+from gptviz.dashboard.sources import classmode, uploads
 from gptviz.dashboard.state import Pick
 from gptviz.dashboard.widgets import plain
 from gptviz.errors import CheckpointError

@@ -15,7 +15,8 @@ import torch
 from apptest_helpers import app_session, ok, serve
 
 import gptviz
-from gptviz.dashboard import classmode, live, slides
+from gptviz.dashboard.classroom import live, slides
+from gptviz.dashboard.sources import classmode
 from gptviz.lessons import parse_lesson, shipped_lesson
 from gptviz.lessons.class_round import class_round, depth_line
 

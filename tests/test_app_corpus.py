@@ -15,7 +15,8 @@ from streamlit.testing.v1 import AppTest
 import gptviz
 from gptviz.analysis.heads import SCORES
 from gptviz.bench.checkpoints import NAME, make_checkpoints
-from gptviz.dashboard import classmode, keys
+from gptviz.dashboard import keys
+from gptviz.dashboard.sources import classmode
 from gptviz.scanning import jobs as scan_jobs
 from gptviz.scanning import queries
 
@@ -371,7 +372,7 @@ def test_a_heads_view_across_the_corpus(at, roots):
 
 
 def test_a_click_in_the_token_neurons_table_opens_that_neuron(roots):
-    from gptviz.dashboard.corpus import take_neuron_pick
+    from gptviz.dashboard.corpus.scans import take_neuron_pick
 
     _, samples = roots
     scan = gptviz.load_scan(samples / "scans" / NAME)

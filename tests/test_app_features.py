@@ -15,8 +15,8 @@ from sae_helpers import random_sae
 import gptviz
 from gptviz.bench.checkpoints import NAME, make_checkpoints
 from gptviz.dashboard import keys
-from gptviz.dashboard.classmode import CLASS_ENV
-from gptviz.dashboard.saes import SAEPick
+from gptviz.dashboard.sources.classmode import CLASS_ENV
+from gptviz.dashboard.sources.saes import SAEPick
 from gptviz.dashboard.state import PRESET_PROMPT
 from gptviz.features import save_sae
 from gptviz.features.reading import top_features

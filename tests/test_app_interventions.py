@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 import gptviz
 from gptviz import analysis
 from gptviz.bench.checkpoints import NAME
-from gptviz.dashboard import whatif
+from gptviz.dashboard.panels import edited_runs
 from gptviz.dashboard.state import PRESET_PROMPT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,17 +75,17 @@ def test_a_click_on_the_grid_toggles_that_head(monkeypatch):
         if x is not None:
             break
     state = {"grid": SimpleNamespace(selection={"points": [{"x": x, "y": y}]}), "heads": ["L0H0"]}
-    monkeypatch.setattr(whatif.st, "session_state", state)
-    whatif.toggle_head("grid", "heads")
+    monkeypatch.setattr(edited_runs.st, "session_state", state)
+    edited_runs.toggle_head("grid", "heads")
     assert state["heads"] == ["L0H0", "L1H2"]
-    whatif.toggle_head("grid", "heads")
+    edited_runs.toggle_head("grid", "heads")
     assert state["heads"] == ["L0H0"]
     state["grid"] = SimpleNamespace(selection={"points": []})
-    whatif.toggle_head("grid", "heads")
+    edited_runs.toggle_head("grid", "heads")
     assert state["heads"] == ["L0H0"]
     # a short prompt draws smaller tiles: the figure's pitch (here 22) maps the click
     state["grid"] = SimpleNamespace(selection={"points": [{"x": 2 * 22 + 10, "y": 1 * 22 + 3}]})
-    whatif.toggle_head("grid", "heads", 22)
+    edited_runs.toggle_head("grid", "heads", 22)
     assert state["heads"] == ["L0H0", "L1H2"]
 
 

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.analysis import worked
-from gptviz.dashboard import slides
+from gptviz.dashboard.classroom import slides
 from gptviz.dashboard.widgets import plain
 from gptviz.lessons import content, shipped_lesson
 

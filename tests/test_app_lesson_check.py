@@ -9,7 +9,7 @@ import pytest
 from apptest_helpers import app_session, ok, open_lesson_file, serve
 
 from gptviz.bench.checkpoints import NAME, make_checkpoints
-from gptviz.dashboard import classmode
+from gptviz.dashboard.sources import classmode
 from gptviz.dashboard.widgets import plain
 
 HEAD = 'title = "Mine"\n\n[[slides]]\npage = "mask"\ntitle = "first"\n\n[[slides]]\n'

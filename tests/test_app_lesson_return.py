@@ -13,7 +13,8 @@ import pytest
 from apptest_helpers import app_session, ok, serve
 
 from gptviz.analysis import worked
-from gptviz.dashboard import classmode, live, slides
+from gptviz.dashboard.classroom import live, slides
+from gptviz.dashboard.sources import classmode
 from gptviz.lessons import shipped_lesson
 
 ROOT = Path(__file__).resolve().parents[1]

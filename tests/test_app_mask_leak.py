@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 import gptviz
 from gptviz.analysis import leak
 from gptviz.bench.checkpoints import NAME, make_checkpoints
-from gptviz.dashboard import sources
+from gptviz.dashboard.sources import checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = "views/mask_leak.py"
@@ -75,6 +75,6 @@ def test_leaky_model_losses_and_text(env):
 
 def test_without_the_leaky_model_the_page_says_so(env, tmp_path, monkeypatch):
     root = make_checkpoints(tmp_path)
-    monkeypatch.setenv(sources.CHECKPOINTS_ENV, str(root))
+    monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(root))
     at = open_page()
     assert any(LEAKY in i.value for i in at.info)

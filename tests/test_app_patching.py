@@ -11,7 +11,7 @@ from test_app_interventions import CLEAN, CORRUPT, SHIPPED, needs_shipped, open_
 import gptviz
 from gptviz import analysis
 from gptviz.bench.checkpoints import NAME
-from gptviz.dashboard import whatif
+from gptviz.dashboard.panels import edited_runs
 
 
 def test_patching_page_sweeps_and_opens_a_cell(monkeypatch, ckpt_root):
@@ -74,11 +74,11 @@ def test_patching_page_bad_input_is_one_message(monkeypatch, ckpt_root, inputs, 
 def test_change_one_token_refuses_two_tokens(monkeypatch):
     tok = gptviz.CharTokenizer(list("abc"))
     state = {"pt_pos": 1, "pt_new": "ab"}
-    monkeypatch.setattr(whatif.st, "session_state", state)
-    whatif.change_one((0, 1, 2), tok, 3)
+    monkeypatch.setattr(edited_runs.st, "session_state", state)
+    edited_runs.change_one((0, 1, 2), tok, 3)
     assert "exactly one" in state["pt_change_error"] and "pt_corrupt" not in state
     state["pt_new"] = "c"
-    whatif.change_one((0, 1, 2), tok, 3)
+    edited_runs.change_one((0, 1, 2), tok, 3)
     assert state["pt_corrupt"] == "acc" and state["pt_change_error"] == ""
 
 

@@ -12,7 +12,8 @@ from apptest_helpers import app_session, array, figure, ok, serve
 
 import gptviz
 from gptviz.analysis import top_k
-from gptviz.dashboard import classmode, live, slides
+from gptviz.dashboard.classroom import live, slides
+from gptviz.dashboard.sources import classmode
 from gptviz.dashboard.widgets import plain
 from gptviz.lessons import shipped_lesson
 

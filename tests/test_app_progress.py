@@ -19,7 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from gptviz import analysis
 from gptviz.bench.checkpoints import NAME, make_overtime_checkpoints
-from gptviz.dashboard import overtime, scan_form
+from gptviz.dashboard.corpus import scan_form
+from gptviz.dashboard.panels import comparisons
 from gptviz.scanning import jobs as scan_jobs
 
 
@@ -72,7 +73,7 @@ def test_attribution_cancelled_then_run_again(at, monkeypatch):
 
 
 def test_timeline_cancelled_then_run_again(at, monkeypatch):
-    calls = cancel_once(monkeypatch, overtime, "timeline", "timeline")
+    calls = cancel_once(monkeypatch, comparisons, "timeline", "timeline")
     at = ok(at.switch_page("views/timeline.py").run())
     assert at.selectbox(key="tl_run").value == "tiny-run"
     assert any("Running the prompt through 3 checkpoints: cancelled" in i for i in infos(at))

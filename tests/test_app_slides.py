@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 import pytest
 from apptest_helpers import app_session, figure, ok, serve
 
-from gptviz.dashboard import live, slides
+from gptviz.dashboard.classroom import live, slides
 from gptviz.lessons import parse_lesson, shipped_lesson
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,8 @@ import pytest
 from apptest_helpers import app_session, ok, serve
 from streamlit.testing.v1 import AppTest
 
-from gptviz.dashboard import classmode, live, slides
+from gptviz.dashboard.classroom import live, slides
+from gptviz.dashboard.sources import classmode
 from gptviz.dashboard.widgets import plain
 from gptviz.lessons import shipped_lesson
 

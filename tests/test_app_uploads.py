@@ -22,21 +22,22 @@ from apptest_helpers import (
 
 import gptviz
 from gptviz.bench.checkpoints import CHARS, CONFIG, NAME
-from gptviz.dashboard import caches, keys, sources, state, uploads
+from gptviz.dashboard import caches, keys, state
+from gptviz.dashboard.sources import checkpoints, uploads
 from gptviz.dashboard.widgets import plain
 
 
 def test_upload_is_size_limited_and_held_in_memory(env):
     owner = uploads.SessionUploads()
     files = [Upload(p.name, p.read_bytes()) for p in (env / NAME).iterdir()]
-    saved = owner.save(files, 10, sources.UPLOAD_LIMIT_ENV)
+    saved = owner.save(files, 10, checkpoints.UPLOAD_LIMIT_ENV)
     assert isinstance(saved.path, gptviz.MemoryPath) and gptviz.load(saved.path).model.config.n_layer == 2
     assert saved.files == {f.name: f.data for f in files}  # the bytes as uploaded, nowhere else
     with pytest.raises(gptviz.CheckpointError, match="limit"):
-        owner.save(files, 0, sources.UPLOAD_LIMIT_ENV)
+        owner.save(files, 0, checkpoints.UPLOAD_LIMIT_ENV)
     for bad in ("../evil.json", ".hidden", "a b.json", "ckpt\\x.pt", "é.pt", ""):
         with pytest.raises(gptviz.CheckpointError, match="plain file names"):
-            owner.save([Upload(bad, b"{}")], 10, sources.UPLOAD_LIMIT_ENV)
+            owner.save([Upload(bad, b"{}")], 10, checkpoints.UPLOAD_LIMIT_ENV)
     owner.close()
     assert owner.current(saved.source) is None
 
@@ -44,11 +45,11 @@ def test_upload_is_size_limited_and_held_in_memory(env):
 def test_uploads_off_on_a_class_server(env, monkeypatch):
     """GPTVIZ_MAX_UPLOAD_MB=0: no upload box on the sidebar or the Corpus page, so no session's upload
     can take the server's memory (Streamlit holds an uploaded file's bytes for its session)."""
-    monkeypatch.setenv(sources.UPLOAD_LIMIT_ENV, "0")
+    monkeypatch.setenv(checkpoints.UPLOAD_LIMIT_ENV, "0")
     at = ok(app_session())
     at.selectbox(key="ckpt_choice").set_value(state.Pick.UPLOAD).run()
     assert not at.exception and not at.get("file_uploader")
-    assert any(f"{sources.UPLOAD_LIMIT_ENV}=0" in i.value for i in at.sidebar.info)
+    assert any(f"{checkpoints.UPLOAD_LIMIT_ENV}=0" in i.value for i in at.sidebar.info)
     at.selectbox(key="ckpt_choice").set_value(NAME).run()
     ok(at.switch_page("views/corpus.py").run())
     ok(at.radio(key="corpus_mode").set_value("run a new scan").run())

@@ -15,7 +15,7 @@ from test_nanogpt import write_ckpt
 import gptviz
 from gptviz.analysis.health import ATTN_LOGIT_LIMIT
 from gptviz.cli import CHECK_FAILS, STREAMLIT_FLAGS, build_parser, main
-from gptviz.dashboard.sources import DEFAULT_ENV
+from gptviz.dashboard.sources.checkpoints import DEFAULT_ENV
 from gptviz.lessons import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]

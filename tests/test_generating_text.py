@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gptviz
-from gptviz.dashboard.generating import prompt_text, text_pieces
+from gptviz.dashboard.panels.generating import prompt_text, text_pieces
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from gptviz.dashboard import uploads
+from gptviz.dashboard.sources import uploads
 from gptviz.errors import CheckpointError
 
 

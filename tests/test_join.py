@@ -13,7 +13,7 @@ import pytest
 import segno
 from PIL import Image
 
-from gptviz.dashboard import join
+from gptviz.dashboard.classroom import join
 
 LAN = "192.168.1.20"
 

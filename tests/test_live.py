@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gptviz.dashboard import live
+from gptviz.dashboard.classroom import live
 from gptviz.lessons import shipped_lesson
 
 

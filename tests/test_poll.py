@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gptviz.dashboard import live
+from gptviz.dashboard.classroom import live
 from gptviz.lessons import LessonError, parse_lesson, poll, shipped_lesson
 from gptviz.lessons.poll import GuessError, Tally, normal_guess, tally_table
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from gptviz.dashboard import keys
 
 ROOT = Path(__file__).resolve().parents[1]
-DASHBOARD = [ROOT / "app.py", *(ROOT / "gptviz" / "dashboard").glob("*.py"), *(ROOT / "views").glob("*.py")]
+DASHBOARD = [ROOT / "app.py", *(ROOT / "gptviz" / "dashboard").rglob("*.py"), *(ROOT / "views").glob("*.py")]
 
 
 def _is_session_state(node: ast.AST) -> bool:

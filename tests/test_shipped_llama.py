@@ -17,7 +17,7 @@ from test_shipped import PASSAGE, passage_loss_per_char
 from tokenizers import Tokenizer
 
 import gptviz
-from gptviz.dashboard import sources
+from gptviz.dashboard.sources import checkpoints
 
 pytest.importorskip("transformers")
 
@@ -100,8 +100,8 @@ def test_writes_recognisable_english(bundle):
 
 def test_listed_in_the_dashboard_and_opens_on_its_preset_prompt(monkeypatch, bundle):
     serve(monkeypatch, ROOT, NAME)
-    assert NAME in sources.shipped()
-    assert sources.preset_prompt(NAME) == bundle.card["preset_prompt"]
+    assert NAME in checkpoints.shipped()
+    assert checkpoints.preset_prompt(NAME) == bundle.card["preset_prompt"]
     at = ok(app_session())
     picker = at.selectbox(key="ckpt_choice")
     assert f"{NAME} (shipped)" in picker.options and picker.value == NAME

@@ -19,7 +19,7 @@ from test_nanogpt import write_ckpt
 
 import gptviz
 from gptviz import limits
-from gptviz.dashboard import overtime
+from gptviz.dashboard.panels import comparisons
 from gptviz.formats.nanogpt import recorded_iter_num
 from gptviz.listing import list_folder
 from gptviz.timeline import TimelineError, name_step, run_steps, scan_run, thin, timeline
@@ -180,9 +180,9 @@ def test_the_rerun_stamp_of_a_run_folder_never_lists_it(tmp_path, monkeypatch, s
     step changes the stamp; rewriting a step's file changes its steps_version."""
     for n in (1, 2):
         save_snapshot(snapshot, tmp_path / f"iter-{n}", n, meta=False)
-    before = overtime.folder_stamp(tmp_path)
+    before = comparisons.folder_stamp(tmp_path)
     steps = run_steps(tmp_path)
-    version = overtime.steps_version(steps)
+    version = comparisons.steps_version(steps)
 
     def refuse(*args, **kwargs):
         raise AssertionError("the stamp listed the folder")
@@ -191,10 +191,10 @@ def test_the_rerun_stamp_of_a_run_folder_never_lists_it(tmp_path, monkeypatch, s
         m.setattr(os, "scandir", refuse)
         m.setattr(os, "listdir", refuse)
         m.setattr(Path, "iterdir", refuse)
-        assert overtime.folder_stamp(tmp_path) == before
-        assert overtime.steps_version(steps) == version
+        assert comparisons.folder_stamp(tmp_path) == before
+        assert comparisons.steps_version(steps) == version
     save_snapshot(snapshot, tmp_path / "iter-3", 3, meta=False)
-    assert overtime.folder_stamp(tmp_path) != before
+    assert comparisons.folder_stamp(tmp_path) != before
     os.utime(steps[0].path / "ckpt.pt", ns=(1, 1))
-    assert overtime.steps_version(steps) != version
+    assert comparisons.steps_version(steps) != version
     shutil.rmtree(tmp_path / "iter-3")

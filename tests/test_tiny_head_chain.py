@@ -16,7 +16,7 @@ import torch
 
 from gptviz.analysis import worked
 from gptviz.config import GPTConfig
-from gptviz.dashboard.lesson_check import check_lesson
+from gptviz.dashboard.classroom.lesson_check import check_lesson
 from gptviz.lessons import STEPS, LessonError, chain, content, parse_lesson, shipped_lesson
 from gptviz.model import CausalSelfAttention
 

@@ -3,7 +3,8 @@
 import streamlit as st
 
 from gptviz import analysis
-from gptviz.dashboard import attention_why, caches, layout, widgets
+from gptviz.dashboard import caches, layout, widgets
+from gptviz.dashboard.panels import attention_why
 from gptviz.figures.circuits import score_parts_bars
 
 v = widgets.require_trace() or st.stop()

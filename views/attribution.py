@@ -8,7 +8,8 @@ import streamlit as st
 
 import gptviz
 from gptviz import analysis, figures
-from gptviz.dashboard import progress, why, widgets
+from gptviz.dashboard import progress, widgets
+from gptviz.dashboard.panels import heads_lens
 from gptviz.errors import GptvizError
 
 TOP = 10  # the choices offered: the model's most likely next tokens at the position
@@ -74,7 +75,7 @@ if target is None or (baseline_text and baseline is None):
 with progress.step("attr", "Adding up what every component writes") as report:
     if report is None:
         st.stop()
-    df = why.attribution(v.key, target, pos, baseline, report)
+    df = heads_lens.attribution(v.key, target, pos, baseline, report)
 name = v.display([target])[0]
 what = f"logit('{name}')" + (f" − logit('{v.display([baseline])[0]}')" if baseline is not None else "")
 real, total, sigma = df.attrs["logit"], float(df["value"].sum()), df.attrs["sigma"]

@@ -8,8 +8,9 @@ from gptviz import analysis, figures
 from gptviz.analysis import compare as cmp
 from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.heads import SCORES
-from gptviz.dashboard import caches, overtime, widgets
-from gptviz.dashboard.sources import checkpoints_dir, shipped, version
+from gptviz.dashboard import caches, widgets
+from gptviz.dashboard.panels import comparisons
+from gptviz.dashboard.sources.checkpoints import checkpoints_dir, shipped, version
 from gptviz.errors import GptvizError
 from gptviz.figures import compare as cfig
 from gptviz.figures.style import wrap_name
@@ -43,15 +44,15 @@ if mode == PROMPTS:
     name_a, name_b = "A (sidebar prompt)", "B (prompt B)"
 else:
     run_steps = []
-    for run in overtime.run_folders():  # every snapshot of a shipped run, e.g. two steps of its training
-        steps = overtime.steps_of(str(checkpoints_dir() / run), overtime.folder_stamp(checkpoints_dir() / run))
+    for run in comparisons.run_folders():  # every snapshot of a shipped run, e.g. two steps of its training
+        steps = comparisons.steps_of(str(checkpoints_dir() / run), comparisons.folder_stamp(checkpoints_dir() / run))
         run_steps += [] if isinstance(steps, str) else [(f"{run} · step {s.step}", str(s.path)) for s in steps]
     candidates = [c for c in [*shipped(), *[p for _, p in run_steps]] if c != v.source]
     names = {p: n for n, p in run_steps}
     # B starts on a checkpoint of A's shape and vocabulary (read from config files, nothing loaded),
     # or on none: never on one that cannot run A's token ids.
     mine = (model.config.n_layer, model.config.n_head, model.config.vocab_size)
-    fits = [c for c in candidates if overtime.shape_of(c) == mine]
+    fits = [c for c in candidates if comparisons.shape_of(c) == mine]
     options = [*fits, *[c for c in candidates if c not in fits], "a local path…"]
     pick = st.selectbox(
         "Checkpoint B (the same shape and vocabulary as A)",

@@ -5,12 +5,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from gptviz.dashboard import corpus as cp
-from gptviz.dashboard import keys, pages, scan_form, widgets
-from gptviz.dashboard.classmode import class_mode, client_address, scans_allowed, uploads_allowed
-from gptviz.dashboard.corpus_compare import compare_tab, remember
-from gptviz.dashboard.corpus_heads import heads_tab
-from gptviz.dashboard.sources import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
+from gptviz.dashboard import keys, pages, widgets
+from gptviz.dashboard.corpus import scan_form
+from gptviz.dashboard.corpus import scans as cp
+from gptviz.dashboard.corpus.compare_tab import compare_tab, remember
+from gptviz.dashboard.corpus.heads_tab import heads_tab
+from gptviz.dashboard.sources.checkpoints import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
+from gptviz.dashboard.sources.classmode import class_mode, client_address, scans_allowed, uploads_allowed
 from gptviz.dashboard.state import switch_page, view
 from gptviz.errors import GptvizError
 from gptviz.figures import corpus as cfig
@@ -45,7 +46,7 @@ runnable = v.source != DEMO and not is_upload(v.source)
 
 # --- choose or run a scan --------------------------------------------------------------------------
 ship = queries.shipped_scan(v.source) if v.source in shipped() else None
-# a class server starts no scan from a page unless its teacher says so (classmode.py)
+# a class server starts no scan from a page unless its teacher says so (sources/classmode.py)
 modes = ["the shipped scan"] if ship else []
 modes += [*(["run a new scan"] if scans_allowed() else []), "open a scan folder"]
 mode = st.radio("Scan", modes, key="corpus_mode", horizontal=True)

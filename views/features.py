@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from gptviz.dashboard import features as fc
 from gptviz.dashboard import widgets
+from gptviz.dashboard.panels import features as fc
 from gptviz.features.reading import top_features
 
 CONTEXT = 24  # tokens shown on each side of a context's firing token
@@ -27,7 +27,7 @@ st.caption(
 
 acts = fc.activations(v.key, v.sae)  # [T, d_sae]
 n = st.slider("Features shown", 4, 40, 12, key="ft_n")
-heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation, v.labels)  # figures built once per process (features.py)
+heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation, v.labels)  # built once per process (panels/features.py)
 if heat is None:
     st.warning("No feature fires anywhere on this prompt.")
     st.stop()

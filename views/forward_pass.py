@@ -7,7 +7,7 @@ import streamlit as st
 
 from gptviz.analysis import walkthrough
 from gptviz.dashboard import layout, pages, widgets
-from gptviz.dashboard.classroom import BLOCK_KEY, STEP_KEY, write_step_url
+from gptviz.dashboard.classroom.step_url import BLOCK_KEY, STEP_KEY, write_step_url
 
 NUM = st.column_config.NumberColumn(format="%.4f")
 

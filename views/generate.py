@@ -8,7 +8,8 @@ import streamlit as st
 import gptviz
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
-from gptviz.dashboard import caches, generating, keys, progress, steering_panel, widgets
+from gptviz.dashboard import caches, keys, progress, widgets
+from gptviz.dashboard.panels import generating, steering_panel
 from gptviz.errors import GptvizError
 from gptviz.figures import generation as gfig
 from gptviz.figures.attention import MAX_CELLS

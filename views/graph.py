@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from gptviz import figures
-from gptviz.dashboard import circuit, progress, widgets
+from gptviz.dashboard import progress, widgets
+from gptviz.dashboard.panels import circuit
 from gptviz.figures.circuits import graph_figure
 
 v = widgets.require_trace() or st.stop()

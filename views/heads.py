@@ -4,7 +4,8 @@ import streamlit as st
 
 from gptviz import figures
 from gptviz.analysis.heads import LABEL_NAMES, LABEL_THRESHOLDS, SCORES
-from gptviz.dashboard import keys, pages, state, why, widgets
+from gptviz.dashboard import keys, pages, state, widgets
+from gptviz.dashboard.panels import heads_lens
 
 OPEN_FLAG = keys.HEADS_OPEN_ATTENTION
 if st.session_state.pop(OPEN_FLAG, False):  # set by a click below, with layer and head already chosen
@@ -28,7 +29,7 @@ st.info(
     "repeats to find duplicate-token and induction heads."
 )
 
-scores = why.head_table(v.key)
+scores = heads_lens.head_table(v.key)
 
 
 def open_head(layer: int, head: int) -> None:

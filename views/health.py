@@ -10,7 +10,7 @@ from gptviz import analysis
 from gptviz.analysis.health import THRESHOLDS, worst
 from gptviz.dashboard import caches, widgets
 from gptviz.dashboard.caches import RunKey
-from gptviz.dashboard.sources import DEMO, checkpoint_path
+from gptviz.dashboard.sources.checkpoints import DEMO, checkpoint_path
 from gptviz.dashboard.state import Pick
 
 COLOURS = {"ok": "#d4edda", "warn": "#fff3cd", "fail": "#f8d7da"}  # green, amber, red backgrounds

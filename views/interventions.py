@@ -7,7 +7,8 @@ import streamlit as st
 
 from gptviz import analysis, figures
 from gptviz.analysis.patching import compare_top_k
-from gptviz.dashboard import caches, whatif, widgets
+from gptviz.dashboard import caches, widgets
+from gptviz.dashboard.panels import edited_runs
 from gptviz.figures.whatif import loss_before_after
 
 v = widgets.require_trace() or st.stop()
@@ -22,7 +23,7 @@ st.caption(
     "The features of the SAE picked in the sidebar are zeroed or clamped with its error term kept."
 )
 
-HEADS = [whatif.head_name(l, h) for l in range(L) for h in range(H)]
+HEADS = [edited_runs.head_name(l, h) for l in range(L) for h in range(H)]
 PRESET = (  # measured on the sidebar's preset prompt by tests/test_app_interventions.py
     "shakespeare-char: layer 0, head 3 attends to the previous character (previous-token score 0.84 on "
     "the preset prompt; see Heads). Ablating it alone about doubles the prompt's mean loss (1.44 → 2.91 "
@@ -37,17 +38,17 @@ mlps = c2.multiselect("MLPs to ablate", list(range(L)), key="iv_mlps", format_fu
 how = c3.segmented_control("Replace with", ["zero", "mean"], key="iv_how", default="zero", required=True)
 if v.source == "shakespeare-char":
     preset = dict(iv_heads=["L0H3"], iv_mlps=[], iv_how="zero")
-    st.button("Preset: the previous-character head", on_click=whatif.set_state, args=(preset,), key="iv_preset")
+    st.button("Preset: the previous-character head", on_click=edited_runs.set_state, args=(preset,), key="iv_preset")
     if st.session_state.get("iv_heads") == ["L0H3"]:
         st.info(PRESET)
 
-features = whatif.feature_pick(v)
-heads = tuple(whatif.parse_head(n) for n in picked)
+features = edited_runs.feature_pick(v)
+heads = tuple(edited_runs.parse_head(n) for n in picked)
 if not heads and not mlps and features is None:
     st.info("Choose heads or MLPs to ablate (or click tiles of the grid below) to see what changes.")
     edited = None
 else:
-    edited = whatif.ablated_run(v.key, heads, tuple(mlps), how, features)
+    edited = edited_runs.ablated_run(v.key, heads, tuple(mlps), how, features)
     st.caption("Edits: " + "; ".join(widgets.plain(iv.describe()) for iv in edited.interventions))
 
 pos = v.position
@@ -88,7 +89,7 @@ grid = caches.layer_head_grid(v.key)
 widgets.chart(
     grid,
     key="iv_grid",
-    on_select=partial(whatif.toggle_head, "iv_grid", "iv_heads", (grid.layout.meta or {}).get("tile_pitch")),
+    on_select=partial(edited_runs.toggle_head, "iv_grid", "iv_heads", (grid.layout.meta or {}).get("tile_pitch")),
     selection_mode="points",
 )
 st.caption("Click a tile to add that head to the ablation, or to take it out again. Position: sidebar.")

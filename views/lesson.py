@@ -4,9 +4,10 @@ a clicker's keys) through its slides; followers see the same slide (?follow=CODE
 import streamlit as st
 
 from gptviz import lessons
-from gptviz.dashboard import keys, pages, slides, widgets
-from gptviz.dashboard.classmode import allowed_path, uploads_allowed
-from gptviz.dashboard.sources import upload_limit_mb
+from gptviz.dashboard import keys, pages, widgets
+from gptviz.dashboard.classroom import slides
+from gptviz.dashboard.sources.checkpoints import upload_limit_mb
+from gptviz.dashboard.sources.classmode import allowed_path, uploads_allowed
 from gptviz.dashboard.state import link_params, view
 from gptviz.errors import GptvizError
 

@@ -7,7 +7,8 @@ import streamlit as st
 
 import gptviz
 from gptviz import figures
-from gptviz.dashboard import progress, why, widgets
+from gptviz.dashboard import progress, widgets
+from gptviz.dashboard.panels import heads_lens
 from gptviz.errors import GptvizError
 from gptviz.figures.lens import LENS_TITLE, MAX_TEXT_COLUMNS
 
@@ -32,7 +33,7 @@ window = tuple(range(start, start + W))
 with progress.step("lens", "Applying the final norm and LM head at every site") as report:
     if report is None:
         st.stop()
-    lens = why.lens(v.key, window, K, None, report)
+    lens = heads_lens.lens(v.key, window, K, None, report)
 S = len(lens.sites)
 tokens = np.array(v.display(lens.top_ids.ravel().tolist()), dtype=object).reshape(lens.top_ids.shape)
 widgets.chart(
@@ -76,7 +77,7 @@ if text:
         st.error(f"Cannot follow that token: id {ids[0]} is outside the model's vocabulary")
         st.stop()
     target = ids[0]
-one = why.lens(v.key, (pos,), 1, target)
+one = heads_lens.lens(v.key, (pos,), 1, target)
 rank, prob = one.target_rank[:, 0], one.target_prob[:, 0]
 name = v.display([target])[0]
 a, b, c = st.columns(3)

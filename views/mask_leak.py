@@ -7,8 +7,10 @@ import streamlit as st
 
 from gptviz import analysis, figures
 from gptviz.analysis import leak
-from gptviz.dashboard import caches, sources, whatif, widgets
+from gptviz.dashboard import caches, widgets
 from gptviz.dashboard.caches import ModelKey
+from gptviz.dashboard.panels import edited_runs
+from gptviz.dashboard.sources import checkpoints
 from gptviz.errors import GptvizError
 from gptviz.figures.whatif import loss_before_after
 from gptviz.generation import generate
@@ -56,7 +58,7 @@ st.caption(
 )
 
 masked = st.toggle("Causal mask on", value=True, key="leak_mask")
-lk = whatif.leak_run(v.key)
+lk = edited_runs.leak_run(v.key)
 side = lk.masked if masked else lk.unmasked
 layer, head = v.layer, v.head
 labels = v.labels
@@ -140,11 +142,11 @@ if T > 1:
     )
 
 st.subheader("A model trained with the mask off, by mistake")
-if LEAKY not in sources.shipped():
+if LEAKY not in checkpoints.shipped():
     st.info(f"The leaky model ({LEAKY}) is not among the shipped checkpoints here.")
     st.stop()
 try:
-    report = leaky_report(ModelKey(LEAKY, v.device, sources.version(LEAKY)))
+    report = leaky_report(ModelKey(LEAKY, v.device, checkpoints.version(LEAKY)))
 except GptvizError as e:
     st.error(widgets.plain(e))
     st.stop()

@@ -75,6 +75,6 @@ else:
     widgets.chart(figures.loss_bars(loss, v.labels), key="loss_bars")
     widgets.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")
 
-from gptviz.dashboard import steering_panel  # noqa: E402
+from gptviz.dashboard.panels import steering_panel  # noqa: E402
 
 steering_panel.render(v)

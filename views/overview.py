@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from gptviz import analysis, figures
-from gptviz.dashboard import caches, join, layout, widgets
+from gptviz.dashboard import caches, layout, widgets
+from gptviz.dashboard.classroom import join
 
 join.join_box()  # a student arriving with a class code follows from here
 v = widgets.require_trace() or st.stop()

@@ -8,7 +8,8 @@ import streamlit as st
 import gptviz
 from gptviz import figures
 from gptviz.analysis.patching import SITES, compare_top_k, logit_diff, one_token, sweep_table
-from gptviz.dashboard import caches, progress, whatif, widgets
+from gptviz.dashboard import caches, progress, widgets
+from gptviz.dashboard.panels import edited_runs
 from gptviz.errors import GptvizError
 from gptviz.figures.whatif import patching_heatmap
 
@@ -70,7 +71,7 @@ if v.source == "shakespeare-char":
     for col, name in zip(cols[1:], PRESETS):
         values: dict[str, object] = {f"pt_{k}": PRESETS[name][k] for k in ("clean", "corrupt", "answer", "wrong")}
         values.update(pt_note=name, pt_cell=None)
-        col.button(name, key=f"pt_preset_{name}", on_click=whatif.set_state, args=(values,))
+        col.button(name, key=f"pt_preset_{name}", on_click=edited_runs.set_state, args=(values,))
     if st.session_state.get("pt_note") in PRESETS:
         st.info(PRESETS[st.session_state["pt_note"]]["note"])
 
@@ -91,7 +92,7 @@ with st.expander("Make the corrupt prompt by changing one token of the clean one
     a, b, c = st.columns([2, 1, 1])
     a.selectbox("Token to change", range(len(clean)), format_func=lambda i: texts[i], key="pt_pos")
     b.text_input("New token", key="pt_new", max_chars=64)
-    c.button("Make it", on_click=whatif.change_one, args=(tuple(clean), tok, cfg.vocab_size), key="pt_make")
+    c.button("Make it", on_click=edited_runs.change_one, args=(tuple(clean), tok, cfg.vocab_size), key="pt_make")
     if st.session_state.get("pt_change_error"):
         st.error(widgets.plain(st.session_state["pt_change_error"]))
 
@@ -100,7 +101,7 @@ if not corrupt_text:
     st.stop()
 
 try:
-    corrupt = whatif.same_length(clean, encode(corrupt_text, "the corrupt prompt"))
+    corrupt = edited_runs.same_length(clean, encode(corrupt_text, "the corrupt prompt"))
 except GptvizError as e:
     st.error(f"Corrupt prompt: {widgets.plain(e)}")
     st.stop()
@@ -162,21 +163,21 @@ st.markdown(
     f"**{d_clean:.3f}** on the clean prompt, **{d_corrupt:.3f}** on the corrupt one."
 )
 
-layers, positions = whatif.sweep_choices(cfg.n_layer, texts)  # a 32-layer sweep limited to what is asked
+layers, positions = edited_runs.sweep_choices(cfg.n_layer, texts)  # a 32-layer sweep limited to what is asked
 for site in sites:
     try:
         with progress.step(f"pt_{site}", f"Patching {site}") as report:
             if report is None:
                 continue
             cells = None if site == "attn.z" else positions
-            s = whatif.sweep(clean_key, tuple(corrupt), answer, wrong, site, layers, cells, report)
+            s = edited_runs.sweep(clean_key, tuple(corrupt), answer, wrong, site, layers, cells, report)
     except GptvizError as e:
         st.error(widgets.plain(e))
         st.stop()
     widgets.chart(
         patching_heatmap(s, site, labels),
         key=f"pt_map_{site}",
-        on_select=partial(whatif.open_cell, f"pt_map_{site}", site, "pt_cell"),
+        on_select=partial(edited_runs.open_cell, f"pt_map_{site}", site, "pt_cell"),
         selection_mode="points",
     )
     widgets.download(
@@ -190,7 +191,7 @@ if not cell or cell[0] not in sites or cell[1] >= cfg.n_layer or cell[2] >= n_of
     st.caption("Click a cell of a heatmap to see the next token of that patched run.")
 else:
     site, layer, which = cell
-    run = whatif.patched(clean_key, tuple(corrupt), site, layer, which)
+    run = edited_runs.patched(clean_key, tuple(corrupt), site, layer, which)
     where = f"head {which}" if site == "attn.z" else f"position {texts[which]}"
     st.markdown(f"The corrupt prompt with the clean run's **{site}** of layer {layer}, {widgets.plain(where)}:")
     table = compare_top_k(corrupt_run.part("logits", -1), run.part("logits", -1), 8, display=v.display)

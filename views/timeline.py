@@ -6,7 +6,8 @@ import streamlit as st
 from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.heads import SCORES
-from gptviz.dashboard import caches, keys, overtime, progress, widgets
+from gptviz.dashboard import caches, keys, progress, widgets
+from gptviz.dashboard.panels import comparisons
 from gptviz.dashboard.state import view
 from gptviz.errors import GptvizError
 from gptviz.figures import compare as cfig
@@ -19,31 +20,31 @@ st.caption(
     "`gptviz train --save-every N`, or nanoGPT checkpoints saved at intervals."
 )
 PATH = "a local path…"
-runs = overtime.run_folders()
+runs = comparisons.run_folders()
 pick = st.selectbox("Run folder", [*runs, PATH], key="tl_run")
 choice = st.text_input("Path of the run folder", key="tl_path") if pick == PATH else pick
 if not choice:
     st.info("Type the path of a folder of checkpoints of one run.")
     st.stop()
 try:
-    folder = overtime.folder_path(choice)
+    folder = comparisons.folder_path(choice)
 except GptvizError as e:
     st.error(widgets.plain(e))
     st.stop()
-stamp = overtime.folder_stamp(folder)
-scan = overtime.scan_of(str(folder), stamp)
+stamp = comparisons.folder_stamp(folder)
+scan = comparisons.scan_of(str(folder), stamp)
 if isinstance(scan, str):
     st.error(widgets.plain(scan))
     st.stop()
 for note in scan.notes:  # where the steps come from, when not from the checkpoints themselves; a cut listing
     st.warning(widgets.plain(note[0].upper() + note[1:] + "."))
-version = overtime.steps_version(scan.steps)
-first = overtime.first_bundle(str(folder), stamp, version)
+version = comparisons.steps_version(scan.steps)
+first = comparisons.first_bundle(str(folder), stamp, version)
 if isinstance(first, str):
     st.error(widgets.plain(first))
     st.stop()
 tok, cfg = first.tokenizer, first.model.config
-probe = overtime.probe_prompt(tok, cfg.vocab_size)
+probe = comparisons.probe_prompt(tok, cfg.vocab_size)
 # a new run folder brings its own default prompt: the old one may hold symbols its tokenizer lacks
 if st.session_state.get(keys.TIMELINE_PROMPT_FOR) != str(folder):
     st.session_state[keys.TIMELINE_PROMPT_FOR] = str(folder)
@@ -66,7 +67,7 @@ device = v.device if v is not None else "cpu"
 with progress.step("timeline", f"Running the prompt through {len(scan.steps)} checkpoints") as report:
     if report is None:
         st.stop()
-    tl = overtime.run_timeline(str(folder), stamp, tuple(ids), device, version, report)
+    tl = comparisons.run_timeline(str(folder), stamp, tuple(ids), device, version, report)
 if isinstance(tl, str):
     st.error(widgets.plain(tl))
     st.stop()
@@ -101,7 +102,7 @@ widgets.download("head scores per step (CSV)", lambda: tl.heads, "timeline_heads
 
 step = next(s for s in tl.run if s.step == shown)
 try:
-    t = caches.run_trace(overtime.step_run_key(step, device, tuple(ids)))
+    t = caches.run_trace(comparisons.step_run_key(step, device, tuple(ids)))
 except GptvizError as e:
     st.error(f"Step {shown} cannot be shown: {widgets.plain(e)}")
     st.stop()

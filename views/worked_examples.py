@@ -6,7 +6,7 @@ import streamlit as st
 
 from gptviz.analysis import worked
 from gptviz.dashboard import pages
-from gptviz.dashboard.matrices import NUM, edit, mass, qk, reset, show
+from gptviz.dashboard.classroom.matrices import NUM, edit, mass, qk, reset, show
 from gptviz.dashboard.state import link_params, view
 
 head, button = st.columns([5, 1], vertical_alignment="bottom")

@@ -35,10 +35,10 @@ from ..formats import Bundle, MemoryPath, load
 from ..formats.demo import demo_bundle
 from ..progress import Cancelled, ProgressFn
 from ..record import Trace
-from . import uploads
 from .memory import fix_mmap_threshold
 from .pages import run_names
-from .sources import DEMO, checkpoint_path
+from .sources import uploads
+from .sources.checkpoints import DEMO, checkpoint_path
 
 fix_mmap_threshold()  # before the first Trace: evicted ones must leave the process
 
@@ -94,7 +94,7 @@ class ModelKey:
     source: str  # a shipped name, "demo", a path, or "upload:<content hash>"
     device: str
     version: str = ""  # sources.version: the files' times, so a rewritten checkpoint loads again
-    owner: str = ""  # an upload's session token (uploads.py): only that session's keys reach its model
+    owner: str = ""  # an upload's session token (sources/uploads.py): only that session's keys reach its model
     dtype: str = "auto"  # what the model computes in: one model per dtype
 
 
@@ -107,8 +107,8 @@ class RunKey:
 
 @dataclass(frozen=True)
 class SAEKey:
-    """An SAE the sidebar picked (dashboard/saes.py): a path (a shipped SAE's folder, or typed) or an
-    upload held in its session's memory, named like a checkpoint's (uploads.py)."""
+    """An SAE the sidebar picked (dashboard/sources/saes.py): a path (a shipped SAE's folder, or typed) or an
+    upload held in its session's memory, named like a checkpoint's (sources/uploads.py)."""
 
     source: str  # a path, or "upload:<content hash>"
     owner: str = ""  # an upload's session token: only that session's keys reach its SAE
@@ -166,7 +166,7 @@ def bundle_for(key: ModelKey, progress: ProgressFn | None = None) -> Bundle:
 # One forward pass at a time in this process. torch already spreads one over every core; passes run
 # side by side from many sessions' threads hand the GIL back and forth at every operation, and the
 # handing over cost more than the passes: 30 students' prompts at once took 2.5 times the CPU of the
-# same runs one after another. Taken by run_trace, the what-if runs (whatif.py), a real model's slide and
+# same runs one after another. Taken by run_trace, the what-if runs (panels/edited_runs.py), a real model's slide and
 # the leaky model's report, and each of Generate's steps (30 students pressing Generate 20 at once: p95
 # 4.0-4.4 -> 2.2-2.7 s, gptviz bench --classroom -- --generate); a long job (a patching sweep) does not take it. Nothing
 # cached is called while it is held (cached() says why).

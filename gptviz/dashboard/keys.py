@@ -15,11 +15,11 @@ SIDEBAR_FOR_PRESENTATION = "_sidebar_for_presentation"  # the presentation flag 
 
 # Uploads (sidebar.py)
 UPLOADS = "_uploads"  # this session's SessionUploads owner: its bytes go when the session does
-SAE_UPLOADS = "_sae_uploads"  # this session's SAE upload owner (saes.py), apart from its checkpoint's
+SAE_UPLOADS = "_sae_uploads"  # this session's SAE upload owner (sources/saes.py), apart from its checkpoint's
 UPLOAD_NAMES = "_upload_names"  # the uploaded files' names, shown when the uploader is empty after a rerun
-UPLOADS_CARRIED = "_uploads_carried"  # the uploaders whose files a st.switch_page carried over (uploads.py)
+UPLOADS_CARRIED = "_uploads_carried"  # the uploaders whose files a st.switch_page carried over (sources/uploads.py)
 
-# Classroom: forward-pass steps, lessons, following a teacher (classroom.py, slides.py)
+# Classroom: forward-pass steps, lessons, following a teacher (classroom/step_url.py, classroom/slides.py)
 STEP_URL_READ = "_step_url_read"  # the ?step=&block= of the URL has been applied once
 STEP_WRITTEN = "_step_written"  # the (step, block) this session last wrote to the URL
 LESSON = "_lesson"  # the open Lesson (a small frozen record, no tensors)
@@ -28,10 +28,10 @@ LESSON_ERROR = "_lesson_error"  # a ?lesson= that could not be opened: one line,
 CLASS_CODE = "_class_code"  # the code a teacher's live lesson is shared under
 FOLLOW_VERSION = "_follow_version"  # the live lesson's version a follower's page shows (a newer one reruns)
 TEACH_KEY = "_teach_key"  # the teacher key of this session's class, also in its URL (?teach=KEY)
-POLL_VOTER = "_poll_voter"  # a follower's random voter token: one answer per poll per follower session (predict.py)
+POLL_VOTER = "_poll_voter"  # a follower's random voter token: one answer per poll per follower (classroom/predict.py)
 TEACH_ERROR = "_teach_error"  # why Start teaching made no code (the server or this computer is full)
 
-# Steering (steering_panel.py; state.py reads and writes it as ?steer=)
+# Steering (panels/steering_panel.py; state.py reads and writes it as ?steer=)
 STEER = "_steer"  # the session's SteeringSpec (None: off), kept across pages that do not draw the panel
 STEER_ERROR = "_steer_error"  # why a link's ?steer= was not used: one line, shown once by the panel
 

@@ -11,12 +11,11 @@ from ..formats import Bundle
 from ..formats.safe import shown_name
 from ..progress import Cancelled
 from ..tokenizers import encode_prompt, parse_ids
-from . import keys, progress, uploads
+from . import keys, progress
 from .caches import ModelKey, bundle_for, page_run_key, run_trace
-from .classmode import UPLOADS_ENV, class_mode, upload_total_bytes, uploads_allowed
 from .layout import sidebar_for
-from .saes import pick_sae
-from .sources import (
+from .sources import uploads
+from .sources.checkpoints import (
     CHECKPOINT_HELP,
     DEMO,
     UPLOAD_LIMIT_ENV,
@@ -27,6 +26,8 @@ from .sources import (
     upload_limit_mb,
     version,
 )
+from .sources.classmode import UPLOADS_ENV, class_mode, upload_total_bytes, uploads_allowed
+from .sources.saes import pick_sae
 from .state import Pick, View, read_url, set_view, write_url
 from .widgets import load_banner, plain
 

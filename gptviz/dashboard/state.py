@@ -22,10 +22,11 @@ from ..devices import COMPUTE_DTYPES, DEVICES
 from ..formats import Bundle
 from ..record import Trace
 from ..steering_spec import SteeringSpec, SteeringSpecError
-from . import keys, uploads
+from . import keys
 from .caches import ModelKey, RunKey, SAEKey
-from .sae_choice import URL_WORDS, default_sae, from_url
-from .sources import DEMO, default_checkpoint, preset_prompt, shipped
+from .sources import uploads
+from .sources.checkpoints import DEMO, default_checkpoint, preset_prompt, shipped
+from .sources.sae_choice import URL_WORDS, default_sae, from_url
 
 PRESET_PROMPT = "First Citizen: Before we proceed any further, hear me speak."
 URL_KEYS = (
@@ -44,7 +45,7 @@ URL_KEYS = (
     "present",
 )
 KEPT_KEYS = ("lesson", "slide", "step", "block", "teach")  # the classroom's own keys: write_url leaves them as they are
-# the steering panel's widgets (steering_panel.py): a ?steer= read from the URL clears them, and they follow it
+# the steering panel's widgets (panels/steering_panel.py): a ?steer= read from the URL clears them, and they follow it
 STEER_WIDGETS = ("st_on", "st_source", "st_layer", "st_coeff", "st_pairs", "st_feature", "st_nlayer", "st_neuron")
 URL_INT = re.compile(r"[0-9]{1,6}")  # ASCII digits only: "²" passes str.isdigit but not int()
 
@@ -74,7 +75,7 @@ class View:
     presentation: bool = False
     label: str = ""  # how the page names the source: an upload by its file names, never its server path
     dtype: str = "auto"  # what the model computes in (gptviz.load's dtype)
-    sae: SAEKey | None = None  # the SAE the sidebar picked (saes.py), loaded by the pages that read it
+    sae: SAEKey | None = None  # the SAE the sidebar picked (sources/saes.py), loaded by the pages that read it
     sae_label: str = ""  # how the page names it: a shipped SAE's name, a path, an upload's file names
     sae_url: str = ""  # what ?sae= says ("" for the checkpoint's default SAE)
     cancelled: bool = False  # the load or the first run was cancelled: its bar's place says so

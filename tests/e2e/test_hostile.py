@@ -26,7 +26,7 @@ from gptviz.bench.browser import (
     wait_until_drawn,
 )
 from gptviz.bench.checkpoints import CHARS, CONFIG, NAME, make_checkpoints
-from gptviz.dashboard import uploads
+from gptviz.dashboard.sources import uploads
 from gptviz.figures.style import WORD_JOINER
 
 LINK_NAME = "[click](mailto:x@example.invalid)"

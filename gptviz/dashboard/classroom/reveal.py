@@ -12,17 +12,18 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from ..errors import GptvizError
-from ..lessons import Lesson, Slide
-from ..lessons.class_round import Round, check_guess, class_round, depth_line, round_table
-from ..lessons.poll import GuessError
-from ..tokenizers import encode_prompt
-from . import caches, live
-from .caches import ModelKey, RunKey, cached
+from ...errors import GptvizError
+from ...lessons import Lesson, Slide
+from ...lessons.class_round import Round, check_guess, class_round, depth_line, round_table
+from ...lessons.poll import GuessError
+from ...tokenizers import encode_prompt
+from .. import caches
+from ..caches import ModelKey, RunKey, cached
+from ..pages import page_file
+from ..state import link_params
+from ..widgets import plain
+from . import live
 from .lesson_check import slide_checkpoint, slide_prompt
-from .pages import page_file
-from .state import link_params
-from .widgets import plain
 
 Counts = tuple[tuple[str, int], ...]
 

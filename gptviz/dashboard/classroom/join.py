@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 import segno
 import streamlit as st
 
+from ..sources.classmode import bound_address, loopback
+from ..widgets import plain
 from . import live
-from .classmode import bound_address, loopback
-from .widgets import plain
 
 QR_SCALE = 10  # px per module: a 37-module code is 450 px with its border, read from the back of a room
 QR_BORDER = 4  # modules of quiet zone, as the QR standard asks

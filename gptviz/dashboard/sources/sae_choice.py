@@ -8,8 +8,8 @@ from enum import Enum
 
 import streamlit as st
 
-from ..features.files import CFG
-from .sources import checkpoints_dir, shipped
+from ...features.files import CFG
+from .checkpoints import checkpoints_dir, shipped
 
 
 class SAEPick(Enum):

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..figures import corpus as cfig
-from ..scanning import Scan, load_scan
-from ..scanning.queries import head_distribution, neurons_for_token, token_texts, windows_by_loss
-from . import keys
-from .caches import ModelKey, bundle_for, cached
+from ...figures import corpus as cfig
+from ...scanning import Scan, load_scan
+from ...scanning.queries import head_distribution, neurons_for_token, token_texts, windows_by_loss
+from .. import keys
+from ..caches import ModelKey, bundle_for, cached
 
 
 @cached(max_entries=4, show_spinner=False)

@@ -7,7 +7,7 @@ Compare) except the shipped items and the folders the teacher names in GPTVIZ_DA
 checked after resolving links. Every refusal is the same line, whether or not the file exists, so
 a page answers nothing about the disk. Uploads and scans started from a page are off unless the
 teacher turns them on (GPTVIZ_CLASS_UPLOADS=1, GPTVIZ_CLASS_SCANS=1), and are then bounded for the
-whole server (uploads.py, corpus.py)."""
+whole server (uploads.py, corpus/scans.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import ipaddress
 import os
 from pathlib import Path
 
-from ..errors import CheckpointError
-from ..formats.safe import user_path
-from ..shipped import shipped_dir
+from ...errors import CheckpointError
+from ...formats.safe import user_path
+from ...shipped import shipped_dir
 
 CLASS_ENV = "GPTVIZ_CLASS"
 DEFAULT_ENV = "GPTVIZ_DEFAULT_CHECKPOINT"  # the teacher's checkpoint: the sidebar opens on it, a class may read it

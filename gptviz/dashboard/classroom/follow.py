@@ -11,9 +11,10 @@ from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from . import blackout, keys, live, predict
-from .classmode import client_address
-from .widgets import plain
+from .. import keys
+from ..sources.classmode import client_address
+from ..widgets import plain
+from . import blackout, live, predict
 
 log = logging.getLogger("gptviz.dashboard")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import CheckpointError
-from ..formats.safe import read_json, shown_name
-from ..listing import list_folder
-from ..shipped import shipped_dir
+from ...errors import CheckpointError
+from ...formats.safe import read_json, shown_name
+from ...listing import list_folder
+from ...shipped import shipped_dir
 from .classmode import DEFAULT_ENV, allowed_path
 from .uploads import UPLOAD_PREFIX, is_upload
 

@@ -12,35 +12,25 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import analysis, figures
-from ..capture import trace
-from ..errors import GptvizError
-from ..features import SAE, SAEError, load_sae
-from ..features.activations import feature_activations
-from ..features.edits import edit_features
-from ..features.reading import logit_effect, top_features
-from ..formats import MemoryPath
-from ..generation import generate
-from ..record import Trace
-from ..scanning import Scan, scan
-from ..shipped import shipped_dir
-from ..steering import steer, steering_sweep
-from ..steering_spec import SteeringSpec
-from . import uploads
-from .caches import (
-    FIGURE_ENTRIES,
-    FORWARD,
-    RUN_ENTRIES,
-    ModelKey,
-    RunKey,
-    SAEKey,
-    bundle_for,
-    cached,
-    run_trace,
-)
-from .classmode import allowed_path
-from .state import View
-from .widgets import plain
+from ... import analysis, figures
+from ...capture import trace
+from ...errors import GptvizError
+from ...features import SAE, SAEError, load_sae
+from ...features.activations import feature_activations
+from ...features.edits import edit_features
+from ...features.reading import logit_effect, top_features
+from ...formats import MemoryPath
+from ...generation import generate
+from ...record import Trace
+from ...scanning import Scan, scan
+from ...shipped import shipped_dir
+from ...steering import steer, steering_sweep
+from ...steering_spec import SteeringSpec
+from ..caches import FIGURE_ENTRIES, FORWARD, RUN_ENTRIES, ModelKey, RunKey, SAEKey, bundle_for, cached, run_trace
+from ..sources import uploads
+from ..sources.classmode import allowed_path
+from ..state import View
+from ..widgets import plain
 
 SAMPLE_CORPUS = "shakespeare"  # samples/<this>: the corpus a feature's contexts come from
 NO_UPLOAD = "this session holds no such upload: choose 'upload an SAE…' in the sidebar and upload its files"

@@ -18,13 +18,14 @@ from typing import Literal
 import pandas as pd
 import streamlit as st
 
-from .. import figures
-from ..lessons import Lesson, Slide
-from ..lessons.content import FIGURE_HEIGHT, Content
-from ..lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
-from . import keys, live, reveal
+from ... import figures
+from ...lessons import Lesson, Slide
+from ...lessons.content import FIGURE_HEIGHT, Content
+from ...lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
+from .. import keys
+from ..widgets import CHART_CONFIG, plain
+from . import live, reveal
 from .lesson_check import slide_checkpoint, slide_prompt
-from .widgets import CHART_CONFIG, plain
 
 TALLY_CAPTION = "Blue: the share of the class's answers for each guess; orange, after Reveal: the model's probability."
 TALLY_POLL_S = 0.5  # how often the teacher's tally looks for new answers: one small fragment of one session

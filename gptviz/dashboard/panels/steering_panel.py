@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from .. import analysis, figures
-from ..errors import GptvizError
-from ..steering_spec import MAX_INDEX, SteeringSpec, parse_pairs
+from ... import analysis, figures
+from ...errors import GptvizError
+from ...steering_spec import MAX_INDEX, SteeringSpec, parse_pairs
+from .. import keys, widgets
+from ..state import View, set_steer
 from . import features as fc
-from . import keys, widgets
-from .state import View, set_steer
 
 SOURCES = ("prompt pairs", "an SAE feature", "a neuron")
 KIND = dict(zip(SOURCES, ("pairs", "feature", "neuron")))

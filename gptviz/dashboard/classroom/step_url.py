@@ -13,7 +13,7 @@ import re
 
 import streamlit as st
 
-from . import keys
+from .. import keys
 
 STEP_KEY = "fp_step"  # session key of the step index (0-based)
 BLOCK_KEY = "fp_block"  # session key of the block opened up

@@ -27,8 +27,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..lessons import Lesson
-from ..lessons.poll import GuessError, Snapshot, Tally
+from ...lessons import Lesson
+from ...lessons.poll import GuessError, Snapshot, Tally
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud or off a projector
 CODE_LENGTH = 4

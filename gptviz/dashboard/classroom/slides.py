@@ -18,18 +18,20 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from .. import figures
-from ..errors import GptvizError
-from ..lessons import Lesson, LessonError, Slide, content, handout, shipped_lesson
-from ..tokenizers import encode_prompt
-from . import blackout, caches, join, keys, lesson_return, live, predict, reveal, sources
-from . import features as fc
-from .caches import ModelKey, RunKey, cached
-from .classmode import client_address
+from ... import figures
+from ...errors import GptvizError
+from ...lessons import Lesson, LessonError, Slide, content, handout, shipped_lesson
+from ...tokenizers import encode_prompt
+from .. import caches, keys
+from ..caches import ModelKey, RunKey, cached
+from ..panels import features as fc
+from ..sources import checkpoints
+from ..sources.classmode import client_address
+from ..widgets import CHART_CONFIG, plain
+from . import blackout, join, lesson_return, live, predict, reveal
 from .follow import nudge
 from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae
 from .slide_style import CLICKER_JS, PRESENT_CSS, SLIDE_CSS
-from .widgets import CHART_CONFIG, plain
 
 log = logging.getLogger("gptviz.dashboard")
 LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen record, no tensors)
@@ -55,7 +57,7 @@ def model_key(slide: Slide) -> ModelKey | None:
     if not content.real_model(slide):
         return None
     name = slide_checkpoint(slide)
-    return ModelKey(name, "cpu", sources.version(name))
+    return ModelKey(name, "cpu", checkpoints.version(name))
 
 
 @cached(max_entries=64, show_spinner="Preparing the slide…")
@@ -64,8 +66,8 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
     be shown gives its one-line reason instead (remembered too: a class would ask again and again)."""
     bundle = trace = sae = None
     if key is not None:
-        if key.source not in (*sources.shipped(), sources.DEMO):
-            names = ", ".join(sources.shipped())
+        if key.source not in (*checkpoints.shipped(), checkpoints.DEMO):
+            names = ", ".join(checkpoints.shipped())
             return f"checkpoint {key.source[:80]!r} is not shipped with this server; shipped: {names}"
         try:
             bundle = caches.bundle_for(key)

@@ -12,26 +12,19 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ..errors import GptvizError
-from ..figures import corpus as cfig
-from ..figures import scan_compare as sfig
-from ..formats.safe import read_json
-from ..scanning import compare
-from ..scanning.jobs import scans_path
-from ..scanning.queries import (
-    context,
-    finished_scans,
-    neuron_contexts,
-    scan_version,
-    shipped_scans,
-    token_texts,
-)
-from ..scanning.store import MAX_SUMMARY_BYTES
-from . import keys, widgets
-from .caches import ModelKey, bundle_for, cached
-from .classmode import class_mode
-from .corpus import scan_at
+from ...errors import GptvizError
+from ...figures import corpus as cfig
+from ...figures import scan_compare as sfig
+from ...formats.safe import read_json
+from ...scanning import compare
+from ...scanning.jobs import scans_path
+from ...scanning.queries import context, finished_scans, neuron_contexts, scan_version, shipped_scans, token_texts
+from ...scanning.store import MAX_SUMMARY_BYTES
+from .. import keys, widgets
+from ..caches import ModelKey, bundle_for, cached
+from ..sources.classmode import class_mode
 from .scan_form import scan_folder
+from .scans import scan_at
 
 Version = tuple[str, float]
 SHOWN = 5  # a neuron's contexts drawn per scan (whole windows, in half the page's width)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ..circuits import attention_attribution
-from .caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
+from ...circuits import attention_attribution
+from ..caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 QUERY, KEY = "why_query", "why_key"
 

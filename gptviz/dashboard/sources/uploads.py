@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from ..errors import CheckpointError
-from ..formats import MemoryPath
-from . import keys
+from ...errors import CheckpointError
+from ...formats import MemoryPath
+from .. import keys
 
 UPLOAD_PREFIX = "upload:"  # a source "upload:<hash>" is the session's upload with that content
 # owner token -> the session's uploads, held weakly: a closed session's object (and its bytes) is

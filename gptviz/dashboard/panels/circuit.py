@@ -19,16 +19,16 @@ import numpy as np
 import streamlit as st
 import torch
 
-from ..capture import trace
-from ..circuits import Graph, attribution_graph
-from ..circuits.export import graph_json
-from ..errors import GptvizError
-from ..features.edits import edit_features
-from ..progress import ProgressFn
-from .caches import FORWARD, ModelKey, RunKey, bundle_for, cached, run_trace
-from .classmode import allowed_path, uploads_allowed
-from .sources import checkpoints_dir, shipped, upload_limit_mb
-from .widgets import plain
+from ...capture import trace
+from ...circuits import Graph, attribution_graph
+from ...circuits.export import graph_json
+from ...errors import GptvizError
+from ...features.edits import edit_features
+from ...progress import ProgressFn
+from ..caches import FORWARD, ModelKey, RunKey, bundle_for, cached, run_trace
+from ..sources.checkpoints import checkpoints_dir, shipped, upload_limit_mb
+from ..sources.classmode import allowed_path, uploads_allowed
+from ..widgets import plain
 
 CONFIG = "config.yaml"
 LAYER_FILE = re.compile(r"layer_\d{1,4}\.safetensors")
@@ -118,7 +118,7 @@ def pick_transcoders(source: str) -> tuple[str | None, str]:
 
 @cached(max_entries=4, show_spinner="Loading the transcoders…")
 def _load(path: str, version: str, model: ModelKey):
-    from ..transcoders import load_transcoders
+    from ...transcoders import load_transcoders
 
     try:
         tcs = load_transcoders(path)

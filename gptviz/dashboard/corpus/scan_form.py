@@ -8,14 +8,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..errors import GptvizError
-from ..progress import Progress
-from ..scanning import jobs as scan_jobs
-from ..scanning import queries
-from . import keys
-from .classmode import CORPUS_MB, allowed_path, class_mode
-from .progress import describe
-from .widgets import plain
+from ...errors import GptvizError
+from ...progress import Progress
+from ...scanning import jobs as scan_jobs
+from ...scanning import queries
+from .. import keys
+from ..progress import describe
+from ..sources.classmode import CORPUS_MB, allowed_path, class_mode
+from ..widgets import plain
 
 SAMPLE = "shipped sample: "  # the prefix of a sample's entry in the form's Corpus select
 

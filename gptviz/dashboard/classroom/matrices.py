@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ..analysis import worked
-from ..lessons import content
-from . import widgets
+from ...analysis import worked
+from ...lessons import content
+from .. import widgets
 
 NUM = st.column_config.NumberColumn(format="%.4f")
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ..errors import GptvizError
-from ..formats import Bundle
-from ..formats.native import is_native
-from ..formats.safe import read_json
-from ..progress import Cancelled, ProgressFn
-from ..timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
-from ..tokenizers import Tokenizer
-from .caches import ModelKey, RunKey, cached
-from .classmode import allowed_path
-from .sources import checkpoint_path, checkpoints_dir, path_version, shipped, version
+from ...errors import GptvizError
+from ...formats import Bundle
+from ...formats.native import is_native
+from ...formats.safe import read_json
+from ...progress import Cancelled, ProgressFn
+from ...timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
+from ...tokenizers import Tokenizer
+from ..caches import ModelKey, RunKey, cached
+from ..sources.checkpoints import checkpoint_path, checkpoints_dir, path_version, shipped, version
+from ..sources.classmode import allowed_path
 
 TIMELINE_ENTRIES = 2  # each holds a few small tables: steps × heads rows
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from ..generation import Generation
-from .widgets import plain
+from ...generation import Generation
+from ..widgets import plain
 
 
 def record(gen: dict, g: Generation) -> None:

@@ -6,15 +6,16 @@ the line of the slide that asks."""
 
 from __future__ import annotations
 
-from ..analysis import worked
-from ..errors import GptvizError, UnknownCharacterError
-from ..lessons import Lesson, LessonError, Slide, content
-from ..tokenizers import encode_prompt
-from . import caches, sources
-from .caches import ModelKey, SAEKey
-from .features import sae_for, spec_vector
-from .saes import sae_version, shipped_path, shipped_saes
-from .state import PRESET_PROMPT
+from ...analysis import worked
+from ...errors import GptvizError, UnknownCharacterError
+from ...lessons import Lesson, LessonError, Slide, content
+from ...tokenizers import encode_prompt
+from .. import caches
+from ..caches import ModelKey, SAEKey
+from ..panels.features import sae_for, spec_vector
+from ..sources import checkpoints
+from ..sources.saes import sae_version, shipped_path, shipped_saes
+from ..state import PRESET_PROMPT
 
 # the worked examples' sizes: tokens of the heatmap a highlight frames (None: no heatmap)
 TOY_TOKENS = {"tiny-head": len(content.TOY_TOKENS), "mask": len(worked.SUPPORT_TOKENS) + 1, "softmax": None}
@@ -22,12 +23,12 @@ TOY_TOKENS = {"tiny-head": len(content.TOY_TOKENS), "mask": len(worked.SUPPORT_T
 
 def slide_checkpoint(slide: Slide) -> str:
     """The checkpoint a real-model slide runs: its own, else the dashboard's default."""
-    return slide.checkpoint or sources.default_checkpoint()
+    return slide.checkpoint or checkpoints.default_checkpoint()
 
 
 def slide_prompt(slide: Slide, name: str) -> str:
     """The prompt a real-model slide runs: its own, else its checkpoint's preset, else the default."""
-    return slide.prompt or sources.preset_prompt(name) or PRESET_PROMPT
+    return slide.prompt or checkpoints.preset_prompt(name) or PRESET_PROMPT
 
 
 def slide_sae_name(slide: Slide, name: str) -> str | None:
@@ -77,11 +78,11 @@ def _in(where: str, what: str, value: int, n: int, noun: str, of: str) -> None:
 def _model(where: str, slide: Slide) -> tuple[int, int, int, str]:
     """(layers, heads, tokens of the prompt, name) of a real-model slide, or LessonError."""
     name = slide_checkpoint(slide)
-    if name not in (*sources.shipped(), sources.DEMO):
-        shipped = ", ".join(sources.shipped()) or "none"
+    if name not in (*checkpoints.shipped(), checkpoints.DEMO):
+        shipped = ", ".join(checkpoints.shipped()) or "none"
         raise LessonError(f"{where}: checkpoint {name[:80]!r} is not shipped with this server; shipped: {shipped}")
     try:
-        bundle = caches.bundle_for(ModelKey(name, "cpu", sources.version(name)))
+        bundle = caches.bundle_for(ModelKey(name, "cpu", checkpoints.version(name)))
         if bundle.tokenizer is None:
             raise LessonError(f"{where}: checkpoint {name!r} has no tokenizer, so a slide cannot give it a prompt")
         cfg = bundle.model.config
@@ -95,7 +96,7 @@ def _model(where: str, slide: Slide) -> tuple[int, int, int, str]:
         ) from None
     except GptvizError as e:
         raise LessonError(f"{where}: {str(e).splitlines()[0][:240]}") from None
-    _reads(where, slide, ModelKey(name, "cpu", sources.version(name)))
+    _reads(where, slide, ModelKey(name, "cpu", checkpoints.version(name)))
     return cfg.n_layer, cfg.n_head, len(ids), f"checkpoint {name!r}"
 
 

@@ -9,20 +9,20 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from ..analysis import leak
-from ..analysis.patching import patched_run, patching_sweep
-from ..capture import trace
-from ..errors import GptvizError, PromptError
-from ..features.edits import edit_features
-from ..figures import overview_cell
-from ..interventions import Intervention, ablate
-from ..names import point
-from ..progress import ProgressFn
-from ..record import Trace
-from .caches import FORWARD, RUN_ENTRIES, RunKey, SAEKey, bundle_for, cached, run_trace
+from ...analysis import leak
+from ...analysis.patching import patched_run, patching_sweep
+from ...capture import trace
+from ...errors import GptvizError, PromptError
+from ...features.edits import edit_features
+from ...figures import overview_cell
+from ...interventions import Intervention, ablate
+from ...names import point
+from ...progress import ProgressFn
+from ...record import Trace
+from ..caches import FORWARD, RUN_ENTRIES, RunKey, SAEKey, bundle_for, cached, run_trace
+from ..state import View
+from ..widgets import plain
 from .features import sae_for
-from .state import View
-from .widgets import plain
 
 HeadPick = tuple[tuple[int, int], ...]  # (layer, head) pairs
 
@@ -190,9 +190,9 @@ def open_cell(chart_key: str, site: str, cell_key: str) -> None:
 
 def change_one(clean: tuple[int, ...], tokenizer, vocab_size: int) -> None:
     """on_click of 'Make it': the corrupt prompt is the clean one with the chosen token replaced."""
-    from ..analysis.patching import one_token
-    from ..errors import GptvizError
-    from ..tokenizers import parse_ids
+    from ...analysis.patching import one_token
+    from ...errors import GptvizError
+    from ...tokenizers import parse_ids
 
     pos, new = st.session_state.get("pt_pos", 0), st.session_state.get("pt_new", "")
     ids = list(clean)

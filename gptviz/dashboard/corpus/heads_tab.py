@@ -11,16 +11,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ..analysis.attention import layer_weights
-from ..analysis.heads import SCORES
-from ..figures import attention_heatmap
-from ..figures import corpus as cfig
-from ..scanning.heads import HEADVIS_METRICS, RANKINGS, NoHeadData, head_metrics, head_samples
-from ..scanning.headvis import qk_histogram, sparse_maps, top_tokens
-from ..scanning.queries import token_texts, window_ids
-from . import widgets
-from .caches import FORWARD, ModelKey, RunKey, bundle_for, cached, run_trace
-from .corpus import head_scores_figure, scan_at
+from ...analysis.attention import layer_weights
+from ...analysis.heads import SCORES
+from ...figures import attention_heatmap
+from ...figures import corpus as cfig
+from ...scanning.heads import HEADVIS_METRICS, RANKINGS, NoHeadData, head_metrics, head_samples
+from ...scanning.headvis import qk_histogram, sparse_maps, top_tokens
+from ...scanning.queries import token_texts, window_ids
+from .. import widgets
+from ..caches import FORWARD, ModelKey, RunKey, bundle_for, cached, run_trace
+from .scans import head_scores_figure, scan_at
 
 DECILES = 10
 SHOWN_PATTERNS = 3  # the strongest windows whose whole maps are drawn

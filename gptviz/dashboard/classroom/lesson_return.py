@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.worked import TOY_PRESETS
-from ..lessons import PAGES, Lesson, Slide, content
-from . import keys
+from ...analysis.worked import TOY_PRESETS
+from ...lessons import PAGES, Lesson, Slide, content
+from .. import keys
+from ..pages import page_file
+from ..state import link_params
 from .lesson_check import slide_checkpoint, slide_prompt, slide_sae_name
-from .pages import page_file
-from .state import link_params
 
 WORKED = ("tiny-head", "mask", "softmax")  # the slides the Worked examples page shows in full
 PRESET_WIDGET, MASK_WIDGET = "w0_preset", "w0_mask"  # the Worked examples page's own widget keys

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import analysis
-from ..analysis.lens import LogitLens
-from ..progress import ProgressFn
-from .caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
+from ... import analysis
+from ...analysis.lens import LogitLens
+from ...progress import ProgressFn
+from ..caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Scoring every head…")

@@ -18,16 +18,17 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..errors import CheckpointError, GptvizError
-from ..features.files import CFG, GEMMA_FILES, WEIGHTS, gemma_site
-from ..formats.safe import shown_name
-from ..names import point
-from . import keys, uploads
-from .caches import SAEKey
+from ...errors import CheckpointError, GptvizError
+from ...features.files import CFG, GEMMA_FILES, WEIGHTS, gemma_site
+from ...formats.safe import shown_name
+from ...names import point
+from .. import keys
+from ..caches import SAEKey
+from ..widgets import plain
+from . import uploads
+from .checkpoints import UPLOAD_LIMIT_ENV, upload_limit_mb
 from .classmode import UPLOADS_ENV, allowed_path, class_mode, upload_total_bytes, uploads_allowed
 from .sae_choice import URL_WORDS, SAEPick, default_sae, shipped_path, shipped_saes
-from .sources import UPLOAD_LIMIT_ENV, upload_limit_mb
-from .widgets import plain
 
 SAE_FILES = (CFG, WEIGHTS, *GEMMA_FILES)  # the only names an SAE upload may hold
 SAE_HELP = (
