@@ -177,16 +177,16 @@ def test_the_mask_leak_runs_wait_for_the_forward_lock(env):
     another session's pass holds it they wait, and then finish."""
     import threading
 
-    from gptviz.dashboard.classroom import slides
+    from gptviz.dashboard.classroom import slide_view
     from gptviz.dashboard.panels import edited_runs
     from gptviz.lessons import Slide
 
     model = caches.ModelKey(NAME, "cpu", checkpoints.version(NAME))
     slide = Slide(page="mask-leak", title="t", checkpoint=NAME, prompt="abc")
-    slides.slide_content(dataclasses.replace(slide, title="first"), model)  # the prompt's run cached: not what waits
+    slide_view.slide_content(dataclasses.replace(slide, title="first"), model)  # the prompt's run cached, not waited on
     runs = {
         "leak_run": lambda: edited_runs.leak_run(caches.RunKey(model, (1, 2, 3, 4))),
-        "slide": lambda: slides.slide_content(slide, model),
+        "slide": lambda: slide_view.slide_content(slide, model),
     }
     for name, run in runs.items():
         done = threading.Event()

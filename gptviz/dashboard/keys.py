@@ -23,6 +23,7 @@ UPLOADS_CARRIED = "_uploads_carried"  # the uploaders whose files a st.switch_pa
 STEP_URL_READ = "_step_url_read"  # the ?step=&block= of the URL has been applied once
 STEP_WRITTEN = "_step_written"  # the (step, block) this session last wrote to the URL
 LESSON = "_lesson"  # the open Lesson (a small frozen record, no tensors)
+SLIDE = "_slide_index"  # the slide on screen, 0-based (classroom/slides.py)
 LESSON_WRITTEN = "_lesson_written"  # the (lesson, slide) this session last wrote to the URL
 LESSON_ERROR = "_lesson_error"  # a ?lesson= that could not be opened: one line, shown once by the Lesson page
 CLASS_CODE = "_class_code"  # the code a teacher's live lesson is shared under

@@ -15,6 +15,8 @@ from .. import keys
 from ..sources.classmode import client_address
 from ..widgets import plain
 from . import blackout, live, predict
+from .lesson_check import model_key
+from .slide_view import draw, slide_content
 
 log = logging.getLogger("gptviz.dashboard")
 
@@ -56,8 +58,6 @@ def follower(code: str, presentation: bool) -> None:
     """A student's page for ?follow=CODE: the teacher's current slide, read-only. The teacher's move
     nudges this session to rerun; a tiny fragment also asks the registry every FOLLOW_POLL_S whether
     the slide changed (a full rerun only when it did). No sidebar is built: a follower runs no prompt."""
-    from .slides import draw, model_key, slide_content  # slides nudges through this module
-
     code = live.normal(code)
     ctx = get_script_run_ctx()
     if code and ctx is not None:

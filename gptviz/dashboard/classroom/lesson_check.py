@@ -21,6 +21,14 @@ from ..state import PRESET_PROMPT
 TOY_TOKENS = {"tiny-head": len(content.TOY_TOKENS), "mask": len(worked.SUPPORT_TOKENS) + 1, "softmax": None}
 
 
+def model_key(slide: Slide) -> ModelKey | None:
+    """The model a slide runs on (a shipped checkpoint, on the CPU); None for a toy slide."""
+    if not content.real_model(slide):
+        return None
+    name = slide_checkpoint(slide)
+    return ModelKey(name, "cpu", checkpoints.version(name))
+
+
 def slide_checkpoint(slide: Slide) -> str:
     """The checkpoint a real-model slide runs: its own, else the dashboard's default."""
     return slide.checkpoint or checkpoints.default_checkpoint()

@@ -64,12 +64,10 @@ def read_slide_url() -> None:
 
 def back_link(page_path: str) -> None:
     """ "Back to the lesson" on every page but the lesson's own while this session has a lesson open."""
-    from .slides import LESSON_KEY, SLIDE_KEY  # slides draws the lesson this link returns to
-
-    lesson = st.session_state.get(LESSON_KEY)
+    lesson = st.session_state.get(keys.LESSON)
     if lesson is None or page_path == "lesson":
         return
-    i = int(st.session_state.get(SLIDE_KEY, 0))
+    i = int(st.session_state.get(keys.SLIDE, 0))
     params = {"slide": str(i + 1)}
     if lesson.origin == "shipped":
         params["lesson"] = lesson.name

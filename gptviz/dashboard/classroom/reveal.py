@@ -23,7 +23,7 @@ from ..pages import page_file
 from ..state import link_params
 from ..widgets import plain
 from . import live
-from .lesson_check import slide_checkpoint, slide_prompt
+from .lesson_check import model_key, slide_checkpoint, slide_prompt
 
 Counts = tuple[tuple[str, int], ...]
 
@@ -67,9 +67,7 @@ def guess_error(slide: Slide, key: ModelKey | None, text: str) -> str | None:
 
 
 def slide_key(slide: Slide) -> ModelKey | None:
-    """The slide's model, as the slide's own content names it (slides.model_key)."""
-    from .slides import model_key  # slides draws predict slides, which draw this
-
+    """The slide's model, as the slide's own content names it (lesson_check.model_key)."""
     return model_key(slide)
 
 

@@ -2,114 +2,35 @@
 counted from 1), the slide drawn to fit a projector (its input beside its result, the note large),
 Back / Next and the keys a clicker sends, and the class code followers open.
 
-What a slide shows is computed once per process (slide_content, cached by the slide itself), so a
-class of followers costs one computation, not one per student.
+What a slide shows, and the slide drawn, are slide_view.py's; the follower's page is follow.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
-from dataclasses import dataclass
-from typing import Literal
 
-import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from ... import figures
-from ...errors import GptvizError
-from ...lessons import Lesson, LessonError, Slide, content, handout, shipped_lesson
-from ...tokenizers import encode_prompt
-from .. import caches, keys
-from ..caches import ModelKey, RunKey, cached
-from ..panels import features as fc
-from ..sources import checkpoints
+from ...lessons import Lesson, LessonError, handout, shipped_lesson
+from .. import keys
 from ..sources.classmode import client_address
-from ..widgets import CHART_CONFIG, plain
+from ..widgets import plain
 from . import blackout, join, lesson_return, live, predict, reveal
 from .follow import nudge
-from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae
-from .slide_style import CLICKER_JS, PRESENT_CSS, SLIDE_CSS
+from .lesson_check import check_lesson, model_key
+from .slide_style import CLICKER_JS
+from .slide_view import draw, slide_content
 
 log = logging.getLogger("gptviz.dashboard")
 LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen record, no tensors)
-SLIDE_KEY = "slide_index"  # session key of the slide on screen, 0-based
+SLIDE_KEY = keys.SLIDE
 CODE_KEY = keys.CLASS_CODE
 TEACH_KEY = keys.TEACH_KEY
-NUMBER_PX = 24  # the smallest a number a slide is about may be on a projector
 LIST_KEY = "slide_list"  # the slide list's container; its widget is list_key(i) on slide i (0-based)
 HEARTBEAT_S = 60.0  # how often an idle teacher's page tells the registry it is still there
 _INT = re.compile(r"[0-9]{1,3}")
-
-
-@dataclass(frozen=True)
-class Shown:
-    """A slide's content and its figure, styled once for the screen and once for a projector."""
-
-    content: content.Content
-    figure: go.Figure
-    presented: go.Figure
-
-
-def model_key(slide: Slide) -> ModelKey | None:
-    if not content.real_model(slide):
-        return None
-    name = slide_checkpoint(slide)
-    return ModelKey(name, "cpu", checkpoints.version(name))
-
-
-@cached(max_entries=64, show_spinner="Preparing the slide…")
-def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
-    """What the slide shows, once per process for every session and follower; a slide that cannot
-    be shown gives its one-line reason instead (remembered too: a class would ask again and again)."""
-    bundle = trace = sae = None
-    if key is not None:
-        if key.source not in (*checkpoints.shipped(), checkpoints.DEMO):
-            names = ", ".join(checkpoints.shipped())
-            return f"checkpoint {key.source[:80]!r} is not shipped with this server; shipped: {names}"
-        try:
-            bundle = caches.bundle_for(key)
-            prompt = slide_prompt(slide, key.source)
-            if bundle.tokenizer is None:
-                return f"checkpoint {key.source!r} has no tokenizer: a lesson cannot give it a prompt"
-            ids = encode_prompt(bundle.tokenizer, prompt, bundle.model.config.block_size, keep_last=True)
-            trace, sae = _run(slide, RunKey(key, tuple(ids)))
-        except GptvizError as e:
-            return str(e).splitlines()[0][:300]
-    # a real model's slide may run it again (the mask-leak slide: twice); a toy slide runs nothing
-    with caches.FORWARD if key is not None else contextlib.nullcontext():
-        c = content.build(slide, bundle, trace, sae)
-    if slide.page not in ("softmax", "heads", "predict", "features") and slide.step in (None, "weights"):
-        # an attention heatmap: short titles, the caption says the rest
-        c.figure.update_layout(title_subtitle_text="")
-        c.figure.update_xaxes(title_text="key (what is read)")
-        c.figure.update_yaxes(title_text="query (who reads)")
-    presented = figures.presentation(c.figure, True)
-    presented.layout.height = None  # the screen sets it (draw: the chart stretched to its row)
-    # numbers written in the cells are what the slide is about: projector size, and no colour bar
-    # (the cells say their values), which leaves the cells the width their four decimals need
-    presented.update_traces(
-        textfont_size=NUMBER_PX, showscale=False, selector=lambda t: t.type == "heatmap" and bool(t.texttemplate)
-    )
-    return Shown(c, figures.presentation(c.figure, False), presented)
-
-
-def _run(slide: Slide, run: RunKey):
-    """The slide's Trace (steered when the slide steers) and its SAE (a features slide's); GptvizError
-    if either cannot be had."""
-    sae_key = slide_sae(slide, run.model.source)
-    sae = fc.sae_for(run.model, sae_key) if sae_key is not None else None
-    if isinstance(sae, str):
-        raise GptvizError(sae)
-    if slide.page == "features" and sae is None:
-        raise GptvizError(f"checkpoint {run.model.source!r} ships no SAE {slide.sae or ''}".rstrip())
-    if slide.steer is None:
-        return caches.run_trace(run), sae
-    spec = slide.steer
-    vector = fc.spec_vector(run.model, spec, sae_key if spec.kind == "feature" else None)
-    return fc.steered_run(run, tuple(float(x) for x in vector), spec.site, spec.coeff), sae
 
 
 def read_lesson_url() -> None:
@@ -370,46 +291,6 @@ def tools(lesson: Lesson, presentation: bool) -> None:
         st.button("Close the lesson", key="lesson_close", on_click=close_lesson)
         if presentation:
             st.button("Exit presentation", key="leave_presentation", on_click=leave_presentation)
-
-
-def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | None = None) -> None:
-    """One slide, read-only: title, note, then its input (left) beside its result (right). What it shows
-    is computed before anything is drawn: a page that still shows the last slide is replaced by the whole
-    new one, never by a new title over the old figure while the new one is prepared."""
-    shown = slide_content(slide, model_key(slide))
-    st.html(SLIDE_CSS + (PRESENT_CSS if presentation else ""))
-    with st.container(key=f"{key}_head"):
-        st.markdown(f"### {plain(slide.title)}")
-    if slide.note:
-        with st.container(key=f"{key}_note"):
-            st.markdown(plain(slide.note))
-    if isinstance(shown, str):
-        st.error(f"This slide cannot be shown: {plain(shown)}")
-        return
-    if slide.page == "predict" and at is not None:  # the class answers before the model's answer shows
-        with st.container(key=f"{key}_body"):  # as any slide's body: the tally takes the height left
-            if key == "follow":
-                predict.follower(slide, shown.content, at, presentation)
-            else:
-                predict.teacher(slide, shown.content, at, presentation)
-        return
-    c = shown.content
-    # a matrix, or a table of three columns with long names, needs half of the width
-    wide = c.table is not None and len(c.table.columns) >= 3
-    with st.container(key=f"{key}_body"):
-        left, right = st.columns([1, 1] if wide else [1, 1.3])
-    with left:
-        st.markdown(f"**{plain(c.table_title)}**")
-        if c.table is not None:
-            st.table(c.table.set_index(c.table.columns[0]) if c.table.index.dtype.kind == "i" else c.table)
-        with st.container(key=f"{key}_facts"):
-            for label, value in c.facts:
-                st.markdown(f"{plain(label)}: **{plain(value)}**")
-    with right:
-        height: Literal["stretch", "content"] = "stretch" if presentation else "content"  # the screen's (PRESENT_CSS)
-        fig = shown.presented if presentation else shown.figure
-        st.plotly_chart(fig, key=f"{key}_figure", width="stretch", height=height, config=CHART_CONFIG)
-        st.caption(plain(c.caption))
 
 
 def handout_html(lesson: Lesson) -> bytes:
