@@ -23,6 +23,10 @@ LAYERS = (
     "progress",
     "config",
     "probes",
+    "precision",  # how each family rounds in half precision: the norms, GELU, rotary's dtype
+    "positions",  # sin/cos and rotary variants
+    "attention",  # AttentionSpec, the attention arithmetic and its implementations' table
+    "decoding",  # the KV cache and decoding's weight layouts
     "model",
     "tokenizers",
     "devices",
