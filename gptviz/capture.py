@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import fnmatch
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,7 +30,7 @@ from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check
 from .model import GPT
 from .names import ATTENTION_MAPS, contract_names, parse, point
-from .probes import Probe, capture_name
+from .probes import LISTENER, Probe, capture_name
 from .progress import ProgressFn, Reporter
 from .record import Trace
 
@@ -45,8 +46,7 @@ def _shapes(values) -> list[tuple[int, ...]]:
 @dataclass
 class _Recorder:
     tensors: dict[str, Tensor] = field(default_factory=dict)
-    shapes: list[dict] = field(default_factory=list)
-    _open: list[int] = field(default_factory=list)  # indices of shape rows whose module is still running
+    probes: dict[Probe, str] = field(default_factory=dict)  # each probe of the model -> its contract name
     edits: dict[str, list[Intervention]] = field(default_factory=dict)  # contract name -> its edits, in order
     applied: set[str] = field(default_factory=set)
     # layers whose scores, mask and weights are kept as computed (an edit there makes them differ from
@@ -54,48 +54,43 @@ class _Recorder:
     kept_maps: set[int] = field(default_factory=set)
     hold: set[str] | None = None  # the names to keep (what was asked for and what rebuilds it); None: all
     last_logits: Tensor | None = None  # [V]: the last position's logits as the forward computed them
+    _kept: dict[str, bool] = field(default_factory=dict)  # _keep's answers, fixed for the pass
 
-    def pre_hook(self, path: str, module: nn.Module):
-        def hook(mod, args):
-            if _active.get() is not self:
-                return
-            self._open.append(len(self.shapes))
-            self.shapes.append(
-                dict(
-                    module=path,
-                    type=type(mod).__name__,
-                    inputs=_shapes(args),
-                    outputs=[],
-                    capture=capture_name(path, mod) or "",
-                )
-            )
+    def listen(self, probe: Probe, output: Tensor) -> Tensor:
+        """What a probe of this pass hands on (probes.LISTENER): its value, recorded, or as edited."""
+        name = self.probes.get(probe)
+        if name is None:  # a probe of another model run inside this pass
+            return output
+        edited = self.record(name, output, probe.batched)
+        return output if edited is None else edited
 
-        return hook
-
-    def post_hook(self, path: str, module: nn.Module):
-        name = capture_name(path, module)
-        batched = not isinstance(module, Probe) or module.batched
+    def post_hook(self, name: str):
+        """The hook of a captured module that is no probe (the final norm, the LM head)."""
 
         def hook(mod, args, output):
-            if _active.get() is not self:
-                return
-            self.shapes[self._open.pop()]["outputs"] = _shapes(output)
-            if name is None:
-                return None
-            edited = None
-            for iv in self.edits.get(name, ()):
-                edited = iv.apply(output if edited is None else edited, batched)
-                self.applied.add(name)
-            value = (output if edited is None else edited).detach()
-            if name == "logits" and name not in self.tensors:  # V floats: what most pages read of the logits
-                self.last_logits = value[0, -1].clone()
-            if self._keep(name):
-                self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
-            return edited  # None leaves the output as it is
+            return self.record(name, output, True) if _active.get() is self else None
 
         return hook
 
+    def record(self, name: str, output: Tensor, batched: bool) -> Tensor | None:
+        """Apply this point's edits and keep the value; the edited value, or None where nothing was edited."""
+        edited = None
+        for iv in self.edits.get(name, ()):
+            edited = iv.apply(output if edited is None else edited, batched)
+            self.applied.add(name)
+        value = output if edited is None else edited
+        if name == "logits" and name not in self.tensors:  # V floats: what most pages read of the logits
+            self.last_logits = value[0, -1].clone()
+        if self._keep(name):
+            self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
+        return edited
+
     def _keep(self, name: str) -> bool:
+        if name not in self._kept:
+            self._kept[name] = self._decide(name)
+        return self._kept[name]
+
+    def _decide(self, name: str) -> bool:
         if self.hold is not None and name not in self.hold:
             return False
         layer, site = parse(name)
@@ -119,7 +114,7 @@ def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -
         return hook
 
     handles = []
-    token = _active.set(rec)
+    token, quiet = _active.set(rec), LISTENER.set(None)  # a trace around this block records none of it
     try:
         for path, module in model.named_modules():
             name = capture_name(path, module)
@@ -132,7 +127,57 @@ def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -
     finally:
         for h in handles:
             h.remove()
+        LISTENER.reset(quiet)
         _active.reset(token)
+
+
+_PROBES: weakref.WeakKeyDictionary[GPT, tuple[int, dict[Probe, str]]] = weakref.WeakKeyDictionary()
+
+
+def probe_names(model: GPT) -> dict[Probe, str]:
+    """Each probe of the model -> its contract name; read off the module tree once per model (walking it
+    costs a GPU forward's worth of Python), again only if its number of modules changed."""
+    n = sum(1 for _ in model.modules())
+    known = _PROBES.get(model)
+    if known is None or known[0] != n:
+        names = {m: name for p, m in model.named_modules() if isinstance(m, Probe) and (name := capture_name(p, m))}
+        known = _PROBES[model] = (n, names)
+    return known[1]
+
+
+def shape_rows(config, dtype: torch.dtype, T: int, explicit: bool = False) -> list[dict]:
+    """The shape trace of a pass over T tokens: every module in call order with the shapes of what it
+    took and gave, and its contract name. Shapes follow from the config and T alone, so they are read
+    off the same pass run on the meta device (no storage, no arithmetic) when a Trace is asked for them,
+    and the capture itself hooks no module for them."""
+    meta = GPT.empty(config).to(dtype)
+    meta.reset_buffers(torch.device("meta"))
+    meta.train()  # an eval pass reads the ids' range, a value the meta device does not have; no shape changes
+    rows: list[dict] = []
+    running: list[int] = []  # rows whose module has not returned yet
+
+    def enter(path: str):
+        def hook(mod, args):
+            running.append(len(rows))
+            capture = capture_name(path, mod) or ""
+            rows.append(dict(module=path, type=type(mod).__name__, inputs=_shapes(args), outputs=[], capture=capture))
+
+        return hook
+
+    def leave(mod, args, output):
+        rows[running.pop()]["outputs"] = _shapes(output)
+
+    for path, module in meta.named_modules():
+        if module is not meta:
+            module.register_forward_pre_hook(enter(path))
+            module.register_forward_hook(leave)
+    token, quiet = _active.set(None), LISTENER.set(None)
+    try:
+        meta(torch.zeros(1, T, dtype=torch.long, device="meta"), explicit=explicit)
+    finally:
+        LISTENER.reset(quiet)
+        _active.reset(token)
+    return rows
 
 
 def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Tensor:
@@ -373,20 +418,21 @@ def trace(
         rec.edits.setdefault(iv.name, []).append(iv)
         if iv.explicit:
             rec.kept_maps.add(iv.layer)
-    handles = []
-    token = _active.set(rec)
+    rec.probes = probe_names(model)
+    explicit = any(iv.site in EXPLICIT_SITES for iv in edits)
+    handles = [
+        model.transformer.ln_f.register_forward_hook(rec.post_hook("ln_f")),
+        model.lm_head.register_forward_hook(rec.post_hook("logits")),
+    ]
+    token, listening = _active.set(rec), LISTENER.set(rec.listen)
     try:
-        for path, module in model.named_modules():
-            if module is model:
-                continue
-            handles.append(module.register_forward_pre_hook(rec.pre_hook(path, module)))
-            handles.append(module.register_forward_hook(rec.post_hook(path, module)))
         if progress is not None:  # only then: the plain capture has no hook more
             handles.extend(_block_reports(model, rec, progress))
-        model(idx, explicit=any(iv.site in EXPLICIT_SITES for iv in edits))
+        model(idx, explicit=explicit)
     finally:
         for h in handles:
             h.remove()
+        LISTENER.reset(listening)
         _active.reset(token)
     missed = [n for n in rec.edits if n not in rec.applied]
     if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie
@@ -399,7 +445,8 @@ def trace(
     }
     id_list = idx[0].tolist()
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
-    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy, names=wanted)
+    shapes = partial(shape_rows, model.config, model.dtype, idx.size(1), explicit)
+    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), shapes, lazy, names=wanted)
     if rec.last_logits is not None and (wanted is None or "logits" in wanted):
         out.keep_row("logits", rec.last_logits)
     out.interventions = edits

@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import cli_args
 from ..errors import GptvizError
 
-BENCHES = ("why", "scan", "families", "patching", "generate", "lessons", "features", "load", "trace_memory")
+BENCHES = ("why", "scan", "families", "llama", "patching", "generate", "lessons", "features", "load", "trace_memory")
 # The benchmarks of the dashboard itself: a server driven by Chromium and simulated students
 BROWSER_BENCHES = ("dashboard", "sessions", "classroom")
 CHECKOUT = Path(__file__).resolve().parents[2]  # where a checkout keeps app.py, checkpoints/ and tests/
@@ -66,7 +66,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
     )
-    p.add_argument("--shape", choices=("1b", "8b"), default="1b", help="with --load: Llama-3.2-1B or Llama-3.1-8B")
+    p.add_argument(
+        "--llama",
+        action="store_true",
+        help="a Llama shape in bf16 on --device against HF: forward, trace, ops and kernels per T; decoding; patching",
+    )
+    p.add_argument(
+        "--shape",
+        choices=("1b", "8b", "narrow"),
+        help="with --load: Llama-3.2-1B (default) or Llama-3.1-8B; with --llama: those or 16 layers of width 64",
+    )
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="with --llama: (default: bfloat16)")
+    p.add_argument("--peak-tflops", type=float, help="with --llama: the device's matrix peak, for a share of it")
+    p.add_argument("--peak-tbps", type=float, help="with --llama: the device's memory bandwidth in TB/s")
     p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
@@ -77,6 +89,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --patching: prompt lengths (default: 32,64); with --load: of the numbers and speed",
     )
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
+    p.add_argument(
+        "--corrupt-at", type=cli_args.whole(0), help="with --patching: the position the prompts differ at (default T/2)"
+    )
     p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
     p.add_argument(
         "--dashboard", action="store_true", help="the dashboard in Chromium: Enter -> heatmap, every page at T = 1,024"

@@ -201,6 +201,16 @@ GPT_NEO = Family(
     activation=("activation_function",),
     rotary=False,
     window="window_size",
+    refuses=(
+        Refusal(  # transformers masks every key of a local layer then, and attends to all of them alike
+            "window_size",
+            lambda v, hf: isinstance(v, bool) or not isinstance(v, int) or v < 1,
+            lambda v, hf: (
+                f"window_size={shown(v)} must be a whole number, 1 or more: a local layer reads its last "
+                "window_size keys, and 0 would read none"
+            ),
+        ),
+    ),
     layers=neo_layers,
     layer_keys=("attention_types", "attention_layers"),  # attention_layers: derived by Hugging Face, not read
     layout=Layout(

@@ -23,7 +23,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from ..errors import CheckpointError, UnknownCharacterError
 from ..limits import MAX_CONFIG, MAX_ENCODE_UNITS, MAX_EXPANSION, MAX_MERGES_PER_TOKEN
-from . import vet
+from . import padding, vet
 from .base import display_token
 from .panics import guard
 
@@ -142,6 +142,7 @@ class BPETokenizer:
         `Tokenizer.encode(text)` does for Llama-style checkpoints; GPT-2's adds nothing either way.
         steps: its normalizer, pre-tokenizer and decoder specs when a file was vetted (vet.py);
         else they are read from tok, which gptviz built itself."""
+        padding.disable(tok)  # one prompt, never a batch: an encode holds the text's tokens, whatever a file said
         self.tok = tok
         self.source = source
         self.special_tokens = special_tokens
@@ -161,10 +162,13 @@ class BPETokenizer:
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path, special_tokens: bool = False, vocab_size: int | None = None) -> BPETokenizer:
+    def from_file(
+        cls, path: str | Path, special_tokens: bool = False, vocab_size: int | None = None, context: int | None = None
+    ) -> BPETokenizer:
         """Load a tokenizer.json (a path, or a file held in memory: anything with read_bytes) for a
-        model of vocab_size ids. The file is read and checked as data first (vet.py): sized against
-        the vocabulary, its tokens counted and its steps bounded before the library builds it.
+        model of vocab_size ids reading `context` positions. The file is read and checked as data first
+        (vet.py, padding.py): sized against the vocabulary, its tokens counted, its steps bounded and
+        its padding held to the context before the library builds it.
         CheckpointError naming the file if it is not one, or is out of bounds."""
         most = MAX_CONFIG["vocab_size"] if vocab_size is None else vocab_size
         file = Path(path) if isinstance(path, (str, os.PathLike)) else path
@@ -173,6 +177,7 @@ class BPETokenizer:
         spec = vet.parse(text, file)
         try:
             vet.vet(spec, most)
+            padding.check(spec, most, context)
         except vet.TooManyTokens as e:
             raise vet.VocabularyTooLarge(file, e.count, most) from None
         except vet.Refused as e:
