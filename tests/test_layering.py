@@ -25,14 +25,16 @@ LAYERS = (
     "probes",
     "precision",  # how each family rounds in half precision: the norms, GELU, rotary's dtype
     "positions",  # sin/cos and rotary variants
+    "decoding",  # the KV caches and decoding's weight layouts
     "attention",  # AttentionSpec, the attention arithmetic and its implementations' table
-    "decoding",  # the KV cache and decoding's weight layouts
     "model",
+    "cuda_steps",  # decoding on a GPU from one captured step (a CUDA graph over a StaticKVCache)
     "tokenizers",
     "devices",
     "formats",
     "listing",
     "record",
+    "rebuild",  # what a Trace gives without holding it: recipes from the values it holds
     "interventions",
     "capture",
     "features",  # sparse autoencoders: files, encode/decode, feature edits (training one is in training/)
