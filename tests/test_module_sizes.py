@@ -1,6 +1,5 @@
-"""Small readable modules: no library module over 450 lines (the project's rule, in the helpers' brief). The
-dashboard's own modules are held to it where the dashboard's layout is settled (its test may drop
-the skip)."""
+"""Small readable modules: no library module over 450 lines (docs/contributing.md, "The layout"). The
+dashboard's own modules join once its layout by role is settled (drop the skip)."""
 
 from __future__ import annotations
 
