@@ -8,11 +8,12 @@ the model's own parameters (no copy), detached; a key/value head serves H / H_kv
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from torch import Tensor
 
 from ..checks import whole
-from ..model import GPT
+from ..model import GPT, CausalSelfAttention
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class HeadWeights:
 def head_weights(model: GPT, layer: int) -> HeadWeights:
     """Layer `layer`'s attention weights per head (views of c_attn and c_proj)."""
     layer = whole(layer, "layer", 0, model.config.n_layer - 1)
-    attn = model.transformer.h[layer].attn
+    attn = cast(CausalSelfAttention, model.get_submodule(f"transformer.h.{layer}.attn"))
     H, Hkv, D = attn.n_head, attn.n_kv_head, attn.head_dim
     w = attn.c_attn.weight.detach()  # [(H + 2 H_kv) D, C]: q, k, v rows side by side
     C = w.size(1)
