@@ -71,7 +71,7 @@ class GPTConfig:
     activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2's gelu_new) | relu
     tie_weights: bool = True  # lm_head shares the token embedding, as GPT-2
     norm_eps: float = 1e-5
-    # --- the third round: every common decoder family (docs/architecture.md); GPT-2's value is each default ---
+    # --- every common decoder family (docs/architecture.md); GPT-2's value is each default ---
     n_kv_head: int = (
         0  # H_kv, key/value heads (grouped-query attention: Llama 2/3, Mistral, Qwen, Gemma); 0 = n_head (GPT-2)
     )

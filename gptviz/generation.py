@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from . import cuda_steps
-from .capture import as_ids, edited, model_blocks
+from .capture import as_ids, edited
 from .decoding import KVCache
 from .devices import free_memory
 from .errors import PromptError
@@ -154,7 +154,7 @@ def _attention_rows(model: GPT) -> Iterator[list[Tensor]]:
         if _rows.get() is rows:
             rows.append(output[:, :, -1])  # (B, H, t): the newest token's row
 
-    handles = [block.attn.weights.register_forward_hook(keep) for block in model_blocks(model)]
+    handles = [block.attn.weights.register_forward_hook(keep) for block in model.transformer.h]
     token = _rows.set(rows)
     try:
         yield rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-# Per-block points in forward order (the Trace contract table in the README, "From Python").
+# Per-block points in forward order (the Trace contract table in docs/library.md, "From Python").
 BLOCK_SITES = (
     "resid_pre",
     "attn.q",

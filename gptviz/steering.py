@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from .attention import explicit_attention
-from .capture import as_ids, edited, model_blocks
+from .capture import as_ids, edited
 from .checks import real
 from .errors import PromptError
 from .features.activations import as_rows, from_rows
@@ -138,7 +138,7 @@ def steering_vector(model, pairs, site: str, tokenizer=None) -> np.ndarray:
 def neuron_direction(model, layer: int, neuron: int) -> np.ndarray:
     """What one MLP neuron writes into the residual stream per unit of activation: its column of
     the down projection, [C] (the vector a neuron steers with)."""
-    proj = model_blocks(model)[layer].mlp.c_proj.weight  # [C, F]
+    proj = model.transformer.h[layer].mlp.c_proj.weight  # [C, F]
     if not 0 <= neuron < proj.size(1):
         raise PromptError(f"layer {layer} has {proj.size(1)} neurons (0 … {proj.size(1) - 1}); not {neuron}")
     return proj[:, neuron].detach().float().cpu().numpy()
@@ -218,7 +218,7 @@ def steering_sweep(
             add = (coeff[:, None, None] * vec) * keep[None, :, None]  # (B, T, C)
             x = kept + add.to(kept.dtype)
             with explicit_attention(False):
-                for block in model_blocks(model)[starts[name] :]:
+                for block in model.transformer.h[starts[name] :]:
                     x = block(x)
                 # the head on every position, as the forward pass runs it: a product of the last row alone
                 # rounds differently (~1e-7), and the sweep equals a manual hook bit for bit on the CPU

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..capture import model_blocks
 from ..names import point
 from ..record import Trace
 
@@ -64,7 +63,7 @@ def before_rotation(model, trace: Trace, layer: int, which: str) -> np.ndarray |
     values back by the same angles (the layer's own cos and sin) gives them to float rounding."""
     from ..positions import rotate
 
-    attn = model_blocks(model)[layer].attn
+    attn = model.transformer.h[layer].attn
     if not attn.rotary:
         return None
     x = trace.tensor(point(f"attn.{which}", layer)).to(model.device)  # [heads, T, D]

@@ -17,7 +17,6 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from ..capture import model_blocks
 from ..checks import whole
 from ..errors import PromptError
 from ..model import GPT
@@ -124,7 +123,7 @@ def logit_attribution(
     rows: list[tuple[str, int | None, int | None, float]] = [(EMBED, None, None, dot(trace.tensor("embed")[pos]))]
     reporter = Reporter(progress, "layers", cfg.n_layer)
     reporter.start()
-    for l, block in enumerate(model_blocks(model)):
+    for l, block in enumerate(model.transformer.h):
         z = float64(trace.tensor(point("attn.z", l))[:, pos])  # [H, D]
         w_o = _weight(block.attn.c_proj.weight, dev).view(-1, H, D)  # [C, H, D]: head h reads columns hD…(h+1)D
         heads = torch.einsum("c,chd,hd->h", u, w_o, z).tolist()  # [H]

@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from ..capture import as_ids, edited, model_blocks, trace
+from ..capture import as_ids, edited, trace
 from ..checks import whole
 from ..decoding import LayerCache
 from ..errors import ArgumentError, PromptError
@@ -281,7 +281,7 @@ def _block(model: GPT, j: int, x: Tensor, past: LayerCache | None, last: bool) -
     the earlier positions go only through its attention, for their keys and values, as a prompt does
     before a step of generation, and the last one through the whole block, reading them. The MLP of
     T' - 1 positions is saved."""
-    block = model_blocks(model)[j]
+    block = model.transformer.h[j]
     if not (last and j == model.config.n_layer - 1 and x.size(1) > 1):
         return block(x, past)
     past = past or LayerCache(capacity=x.size(1))

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from ..attention import expand_kv
-from ..capture import model_blocks
 from ..model import GPT
 from ..names import point
 from ..record import Trace
@@ -42,8 +41,9 @@ class Step:
 def _captured_or(
     trace: Trace, site: str, layer: int, skip: bool, how: str, rebuild: Callable[[], torch.Tensor]
 ) -> tuple[torch.Tensor, str]:
-    """(value, where it came from): the Trace's value where it holds that point (the second-round
-    points may be absent, and skip forces the recomputation), else rebuild() described by `how`."""
+    """(value, where it came from): the Trace's value where it holds that point (the sub-layer
+    outputs attn.z, attn.out, mlp.hidden, mlp.out may be absent, and skip forces the recomputation), else
+    rebuild() described by `how`."""
     name = point(site, layer)
     if not skip and name in trace.names:
         return trace.tensor(name), f"captured: {name}"
@@ -79,7 +79,7 @@ def forward_steps(model: GPT, trace: Trace, layer: int = 0, recompute: bool = Fa
     dev = model.device
     n = sizes(model, trace)
     T, C, H, D, V = n["T"], n["C"], n["H"], n["D"], n["V"]
-    blk = model_blocks(model)[layer]
+    blk = model.transformer.h[layer]
     ids = torch.as_tensor(trace.token_ids, device=dev)
     steps: list[Step] = []
 

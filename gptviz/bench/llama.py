@@ -69,8 +69,11 @@ def build(shape: dict, device: torch.device, dtype: torch.dtype, seed: int = 0) 
     torch.manual_seed(seed)
     with torch.device(device):
         model = GPT(GPTConfig(**shape))
-    model.reset_buffers(device)  # the rotary table is made on the CPU whatever the default device
-    return model.to(dtype).eval()
+    model = model.to(dtype).eval()
+    # the rotary table is made on the CPU whatever the default device, and .to(dtype) rounded it: made
+    # again on the device in float32, as gptviz.load leaves it
+    model.reset_buffers(device)
+    return model
 
 
 def hf_twin(model: GPT, attn_implementation: str = "sdpa"):

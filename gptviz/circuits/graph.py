@@ -82,7 +82,10 @@ def _targets(logits: Tensor, targets: Sequence[int] | None, V: int) -> list[int]
         return list(dict.fromkeys(out))
     probs = torch.softmax(logits.double(), -1)
     top = torch.topk(probs, min(10, V))
-    n = int(torch.searchsorted(top.values.cumsum(0), torch.tensor(0.95, dtype=torch.float64))) + 1
+    n = (
+        int(torch.searchsorted(top.values.cumsum(0), torch.tensor(0.95, dtype=torch.float64, device=top.values.device)))
+        + 1
+    )
     return top.indices[: min(n, top.values.numel())].tolist()
 
 

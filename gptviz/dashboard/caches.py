@@ -28,7 +28,7 @@ import streamlit as st
 
 from .. import analysis, figures
 from ..analysis.attention import attention_mask
-from ..capture import model_blocks, select, trace
+from ..capture import select, trace
 from ..errors import CheckpointError, GptvizError
 from ..figures.attention import mark_tile
 from ..formats import Bundle, MemoryPath, load
@@ -302,7 +302,7 @@ def attention_figures(
     m = weights[head] if kind == "weights" else analysis.attention_matrix(t, layer, head, kind)
     title = f"Layer {layer}, head {head}: {kind}"
     model = bundle_for(key.model).model
-    spec = model_blocks(model)[layer].attn.spec  # this layer's own scale and soft-cap
+    spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
     rule = analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
     one = figures.attention_heatmap(
         m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-from ..capture import model_blocks
 from ..errors import GptvizError
 from ..names import parse, point
 
@@ -70,9 +69,9 @@ def site_width(model, site: str) -> int:
     if layer is not None and not 0 <= layer < cfg.n_layer:
         raise SAEError(f"the SAE reads {site}, but the model has {cfg.n_layer} layers (0 … {cfg.n_layer - 1})")
     if s == "mlp.hidden" and layer is not None:
-        return model_blocks(model)[layer].mlp.c_proj.in_features
+        return model.transformer.h[layer].mlp.c_proj.in_features
     if s == "attn.z" and layer is not None:
-        attn = model_blocks(model)[layer].attn
+        attn = model.transformer.h[layer].attn
         return attn.n_head * attn.head_dim
     return cfg.n_embd
 

@@ -21,7 +21,6 @@ import pandas as pd
 import torch
 
 from ..analysis.heads import SCORES
-from ..capture import model_blocks
 from ..checks import whole
 from ..errors import GptvizError
 from ..features.sites import check_fits
@@ -202,7 +201,7 @@ def scan(
     for sae in saes:
         check_fits(sae, model)
     corpus = read_corpus(data, tokenizer, window, cfg.vocab_size)
-    n_neurons = model_blocks(model)[0].mlp.c_proj.in_features
+    n_neurons = model.transformer.h[0].mlp.c_proj.in_features
     if out is not None:  # before the model runs: a corpus too large for the disk costs nothing
         need = estimate_bytes(corpus.tokens, len(corpus.windows), cfg.n_layer, n_neurons, cfg.n_head, k)
         check_space(Path(out), need)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..capture import edited, model_blocks
+from ..capture import edited
 from ..names import point
 from .heads import HEADVIS_METRICS, head_metrics, head_samples, window_values
 from .local import BATCH_TOKENS
@@ -112,7 +112,7 @@ def sparse_maps(
         hooks: dict[str, Any] = {}
         for l in range(model.config.n_layer):
             hooks[point("attn.q", l)] = keep_q
-            hooks[point("attn.k", l)] = reduce(l, model_blocks(model)[l].attn.spec)
+            hooks[point("attn.k", l)] = reduce(l, model.transformer.h[l].attn.spec)
         with edited(model, hooks), contextlib.suppress(_Enough):
             model(idx.to(device))
     return out

@@ -25,6 +25,7 @@ from ..errors import CheckpointError, UnknownCharacterError
 from ..limits import MAX_CONFIG, MAX_ENCODE_UNITS, MAX_EXPANSION, MAX_MERGES_PER_TOKEN
 from . import padding, vet
 from .base import display_token
+from .panics import guard
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -146,7 +147,7 @@ class BPETokenizer:
         self.source = source
         self.special_tokens = special_tokens
         if steps is None:
-            with vet.guard(source or "tokenizer"):
+            with guard(source or "tokenizer"):
                 steps = _steps_of(json.loads(tok.to_str()))
         self.byte_level = _is_byte_level(steps)
         self.metaspace = _is_metaspace(steps)
@@ -183,7 +184,7 @@ class BPETokenizer:
             raise CheckpointError(f"{file}: refused: {e}") from None
         steps = _steps_of(spec)
         del spec  # the vocabulary as Python objects goes before the library builds its own
-        with vet.guard(f"{file}: not a readable tokenizer.json", CheckpointError):
+        with guard(f"{file}: not a readable tokenizer.json", CheckpointError):
             tok = HFTokenizer.from_str(text)
         return cls(tok, str(file), special_tokens, steps)
 
@@ -212,7 +213,7 @@ class BPETokenizer:
             raise CheckpointError(
                 f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({_first(e)})"
             ) from None
-        with vet.guard(f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair", CheckpointError):
+        with guard(f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair", CheckpointError):
             tok = HFTokenizer(models.BPE(entries, pairs))
             tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
             tok.decoder = decoders.ByteLevel()
@@ -252,7 +253,7 @@ class BPETokenizer:
     @property
     def vocab_size(self) -> int:
         """V, added tokens included."""
-        with vet.guard(self.source or "tokenizer"):
+        with guard(self.source or "tokenizer"):
             return self.tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
@@ -276,7 +277,7 @@ class BPETokenizer:
         yield suffix
 
     def _encode_one(self, text: str, unknown: str, special: bool) -> list[int]:
-        with vet.guard(f"{self.source or 'tokenizer'}: cannot encode this text"):
+        with guard(f"{self.source or 'tokenizer'}: cannot encode this text"):
             enc = self.tok.encode(text, add_special_tokens=special)
             unk = self.tok.model.unk_token if isinstance(self.tok.model, models.BPE) else None
             unk_id = self.tok.token_to_id(unk) if unk else None
@@ -291,7 +292,7 @@ class BPETokenizer:
     def _special_ids(self) -> tuple[list[int], list[int]]:
         """The ids the post-processor puts before and after a text (a BOS; an EOS for some)."""
         if self._specials is None:
-            with vet.guard(self.source or "tokenizer"):
+            with guard(self.source or "tokenizer"):
                 full = self.tok.encode("a", add_special_tokens=True).ids
                 plain = self.tok.encode("a", add_special_tokens=False).ids
             at = next((i for i in range(len(full)) if full[i : i + len(plain)] == plain), len(full))
@@ -300,11 +301,11 @@ class BPETokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of the ids, special tokens kept."""
-        with vet.guard(f"{self.source or 'tokenizer'}: cannot decode these ids"):
+        with guard(f"{self.source or 'tokenizer'}: cannot decode these ids"):
             return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
 
     def _to_token(self, i: int) -> str | None:
-        with vet.guard(self.source or "tokenizer", quiet=False):  # per token: no file juggling
+        with guard(self.source or "tokenizer", quiet=False):  # per token: no file juggling
             return self.tok.id_to_token(int(i))
 
     def token_bytes(self, i: int) -> bytes | None:
