@@ -39,7 +39,8 @@ from ..errors import CheckpointError
 from ..formats.inmemory import MemoryPath, on_disk
 from ..formats.safe import check_file, read_bytes, size_text, user_path
 from ..formats.weights import read_safetensors, safetensors_header
-from .transcoder import ACTIVATIONS, Transcoder, TranscoderError, TranscoderSet
+from .sets import TranscoderSet
+from .transcoder import ACTIVATIONS, Transcoder, TranscoderError
 
 CONFIG = "config.yaml"
 PARAMS = ("params.safetensors", "params.npz")

@@ -29,7 +29,8 @@ from ..names import point
 from ..progress import ProgressFn, Reporter
 from ..training.sae import AUX_COEFF, DEAD_AFTER, held_and_stream
 from .files import save_transcoders
-from .transcoder import Transcoder, TranscoderError, TranscoderSet
+from .sets import TranscoderSet
+from .transcoder import Transcoder, TranscoderError
 
 
 @dataclass
