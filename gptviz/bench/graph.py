@@ -118,7 +118,7 @@ def main(args) -> None:
     tcs = random_transcoders(big).to(device)
     ids = torch.randint(0, big.config.vocab_size, (T,), generator=torch.Generator().manual_seed(1))
     name = "tiny Llama" if args.tiny else "SmolLM2-135M-shaped Llama"
-    budgets = (16,) if args.tiny else (256, 1024, 4096) if device != "cpu" else (256, 1024)
+    budgets = (16,) if args.tiny else (256, 512, 1024, 4096) if device != "cpu" else (256, 512, 1024)
     for budget in budgets:
         results.append(measure(name, big, tcs, ids, max_feature_nodes=budget))
     if args.json:
