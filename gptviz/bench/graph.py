@@ -112,7 +112,8 @@ def main(args) -> None:
     else:
         tcs, what = random_transcoders(shipped).to(device), "random TopK transcoders (none shipped)"
     ids = torch.randint(0, shipped.config.vocab_size, (T,), generator=torch.Generator().manual_seed(1))
-    results.append(measure(f"shakespeare-char, {what}", shipped, tcs, ids))
+    every = dict(max_feature_nodes=64) if args.tiny else {}  # --tiny: proves the bench runs, in seconds
+    results.append(measure(f"shakespeare-char, {what}", shipped, tcs, ids, **every))
     shape = TINY if args.tiny else SMOLLM2_135M
     big = GPT(GPTConfig(**shape)).eval().to(device)
     tcs = random_transcoders(big).to(device)
