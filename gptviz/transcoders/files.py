@@ -331,7 +331,13 @@ def save_transcoders(tcs: TranscoderSet, out, meta: dict | None = None) -> Path:
     }
     if first.k is not None:
         body["k"] = first.k
-    body["transcoders"] = [f"layer_{l}.safetensors" for l in tcs.layers]
+    names = [f"layer_{l}.safetensors" for l in tcs.layers]
+    # circuit-tracer's list is indexed by layer and covers layers 0 … L-1; a set of some layers says each one's
+    body["transcoders"] = (
+        names
+        if tcs.layers == list(range(len(tcs)))
+        else [{"id": f"layer_{l}", "layer": l, "filepath": n} for l, n in zip(tcs.layers, names, strict=True)]
+    )
     for l in tcs.layers:
         tc = tcs[l]
         tensors = {name: getattr(tc, name) for name in ("W_enc", "W_dec", "b_enc", "b_dec", "W_skip")}
