@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from apptest_helpers import array
 
+import gptviz
 from gptviz import cli
 from gptviz.analysis import worked
 from gptviz.lessons import handout, parse_lesson, shipped_lesson
@@ -28,8 +29,11 @@ def test_the_shipped_lesson_as_one_file(tmp_path):
     assert text.count("Plotly.newPlot(") == len(lesson.slides) and "plotly.js v" in text[:3_000_000]
     for i, s in enumerate(lesson.slides, start=1):
         assert f"<h2>{i}. {html.escape(s.title)}</h2>" in text and f'id="figure-{i}"' in text
-    # the induction slide's numbers: the shipped run's own weight of query 30 on key 10
-    assert "0.9364" in text and "induction score" in text
+    # the induction slide's numbers: the shipped run's own weight of its highlighted query on its key
+    slide = next(s for s in lesson.slides if s.checkpoint == "induction-2l")
+    bundle = gptviz.load(Path(__file__).resolve().parents[1] / "checkpoints" / "induction-2l")
+    w = gptviz.trace(bundle.model, bundle.tokenizer.encode(slide.prompt))["blocks.1.attn.weights"][1]
+    assert f"{w[slide.highlight.at]:.4f}" in text and "induction score" in text
     # the first slide's figure carries the worked example's weights
     data = re.search(r'Plotly.newPlot\(\s*"figure-1",\s*(\[.*?\]),\s*\{', text, re.S)
     z = json.loads(data.group(1))[0]["z"]
