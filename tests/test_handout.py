@@ -67,3 +67,16 @@ def test_the_cli_says_one_line_for_a_bad_lesson(tmp_path, capsys):
     assert cli.main(["handout", "--lesson", str(bad), "--out", str(tmp_path / "x.html")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown key 'speed'" in err
+
+
+def test_a_figure_of_panels_has_its_title_above_them():
+    from gptviz.lessons import content
+
+    slide = next(s for s in shipped_lesson("how-attention-works").slides if s.step == "qkv")
+    fig = content.build(slide).figure
+    assert fig.layout.annotations  # the panels' titles
+    page = handout._for_page(fig)
+    # the title in the top margin (from the container's top), the panels' titles under it in the plot area
+    assert page.layout.title.yref == "container" and page.layout.title.y == 1 and page.layout.margin.t >= 100
+    assert page.layout.title.xanchor == "left" and page.layout.title.x > 0  # its start is not cut off
+    assert fig.layout.title.yref != "container"  # the slide's own figure is left as it is
