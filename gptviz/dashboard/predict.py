@@ -92,11 +92,14 @@ def _prompt(slide: Slide, c: Content, tail: bool = True) -> None:
         st.table(c.prompt_tail)
 
 
+NUDGE_AFTER = "_poll_nudge_after"  # session key: the followers are told once the teacher's reveal is drawn
+
+
 def _reveal(at: At) -> None:
     if at.code:
         live.reveal(at.code, at.key)
-        if at.nudge is not None:
-            at.nudge(at.code)
+        # the projector first: the followers' reruns, nudged now, would compete with the teacher's own
+        st.session_state[NUDGE_AFTER] = True
     else:
         st.session_state.setdefault(REVEALED, set()).add(at.key)
 
@@ -128,6 +131,8 @@ def teacher(slide: Slide, c: Content, at: At, presentation: bool) -> None:
         _tally(at, model_top(table), presentation, live_poll=bool(at.code) and not revealed)
         reveal.depths(slide, r)
         st.caption(TALLY_CAPTION)
+    if st.session_state.pop(NUDGE_AFTER, False) and at.code and at.nudge is not None:
+        at.nudge(at.code)
 
 
 def _tally(at: At, top: pd.DataFrame | None, presentation: bool, live_poll: bool) -> None:
