@@ -246,12 +246,15 @@ def release(files: Sequence[UploadedFile]) -> int:
     ctx = get_script_run_ctx()
     if ctx is None or not Runtime.exists():  # AppTest or a library caller: nothing is held for a session
         return 0
-    manager = Runtime.instance().uploaded_file_mgr
+    # Streamlit's in-memory manager (a custom one may keep files elsewhere, and have no remove_file)
+    remove = getattr(Runtime.instance().uploaded_file_mgr, "remove_file", None)
+    if remove is None:
+        return 0
     dropped = 0
     for f in files:
         file_id = getattr(f, "file_id", None)
         if file_id:
-            manager.remove_file(ctx.session_id, file_id)
+            remove(ctx.session_id, file_id)
             dropped += f.size
     trim_heap()
     return dropped
