@@ -18,10 +18,12 @@ import streamlit as st  # noqa: E402
 
 from gptviz.dashboard import keys, pages  # noqa: E402
 from gptviz.dashboard.classroom import read_step_url  # noqa: E402
+from gptviz.dashboard.follow import follower  # noqa: E402
 from gptviz.dashboard.icon import page_icon  # noqa: E402
+from gptviz.dashboard.lesson_return import back_link, read_slide_url  # noqa: E402
 from gptviz.dashboard.memory import freeze_imports  # noqa: E402
 from gptviz.dashboard.sidebar import PRESENTATION_ROOT_PX, VIEW_CONTROLS, sidebar  # noqa: E402
-from gptviz.dashboard.slides import follower, read_lesson_url  # noqa: E402
+from gptviz.dashboard.slides import read_lesson_url  # noqa: E402
 from gptviz.dashboard.state import set_view  # noqa: E402
 from gptviz.dashboard.widgets import guard  # noqa: E402
 
@@ -41,6 +43,7 @@ PAGE_CONTROLS = {
     "lesson": (),
     "corpus": (),
     "features": ("position",),
+    "graph": (),
     "forward-pass": (),  # its table fills the screen; the head of per-head steps stays in the sidebar
 }
 
@@ -64,7 +67,9 @@ def main() -> None:
     try:
         read_step_url()  # before the sidebar rewrites the URL
         read_lesson_url()
+        read_slide_url()  # a worked-example slide's numbers, before the sidebar rewrites the URL
         sidebar(view_controls=PAGE_CONTROLS.get(page.url_path, VIEW_CONTROLS), reads=pages.reads(page.url_path))
+        back_link(page.url_path)
         page.run()
     finally:  # an idle session holds no Trace: only the caches do, within their limits
         set_view(None)

@@ -11,6 +11,7 @@ Trace (record) -> analysis -> figures -> dashboard. Importing gptviz does not im
 from . import threads as _threads  # noqa: F401, I001 (first: sets OpenMP's wait before torch loads)
 from .analysis import Finding, head_scores, health, logit_attribution, logit_lens, patching_sweep
 from .capture import trace
+from .circuits import Graph, attention_attribution, attribution_graph
 from .config import GPTConfig
 from .errors import (
     ArgumentError,
@@ -25,10 +26,12 @@ from .features import SAE, load_sae
 from .features.activations import feature_activations
 from .features.edits import edit_features
 from .training.sae import train_sae
+from .transcoders import Transcoder, TranscoderSet, load_transcoders, train_transcoders
 from .formats import Bundle, LoadReport, MemoryPath, load, save
 from .generation import Generation, generate
 from .interventions import ablate, intervene, patch
-from .model import GPT, explicit_attention
+from .attention import explicit_attention
+from .model import GPT
 from .names import contract_names, point
 from .progress import Cancelled, Progress
 from .record import Trace
@@ -55,6 +58,13 @@ __all__ = [
     "train_sae",
     "feature_activations",
     "edit_features",
+    "Transcoder",
+    "Graph",
+    "attribution_graph",
+    "attention_attribution",
+    "TranscoderSet",
+    "load_transcoders",
+    "train_transcoders",
     "steer",
     "steering_vector",
     "steering_sweep",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import fnmatch
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,11 +25,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .attention import AttentionSpec, attention_weights
 from .errors import ArgumentError, PromptError
-from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check
-from .model import GPT, AttentionSpec, attention_weights
+from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check, seen_values
+from .model import GPT
 from .names import ATTENTION_MAPS, contract_names, parse, point
-from .probes import Probe, capture_name
+from .probes import LISTENER, Probe, capture_name
 from .progress import ProgressFn, Reporter
 from .record import Trace
 
@@ -44,8 +46,7 @@ def _shapes(values) -> list[tuple[int, ...]]:
 @dataclass
 class _Recorder:
     tensors: dict[str, Tensor] = field(default_factory=dict)
-    shapes: list[dict] = field(default_factory=list)
-    _open: list[int] = field(default_factory=list)  # indices of shape rows whose module is still running
+    probes: dict[Probe, str] = field(default_factory=dict)  # each probe of the model -> its contract name
     edits: dict[str, list[Intervention]] = field(default_factory=dict)  # contract name -> its edits, in order
     applied: set[str] = field(default_factory=set)
     # layers whose scores, mask and weights are kept as computed (an edit there makes them differ from
@@ -53,48 +54,46 @@ class _Recorder:
     kept_maps: set[int] = field(default_factory=set)
     hold: set[str] | None = None  # the names to keep (what was asked for and what rebuilds it); None: all
     last_logits: Tensor | None = None  # [V]: the last position's logits as the forward computed them
+    _kept: dict[str, bool] = field(default_factory=dict)  # _keep's answers, fixed for the pass
+    reads: set[str] = field(default_factory=set)  # points an edit reads later in the pass (Intervention.reads)
 
-    def pre_hook(self, path: str, module: nn.Module):
-        def hook(mod, args):
-            if _active.get() is not self:
-                return
-            self._open.append(len(self.shapes))
-            self.shapes.append(
-                dict(
-                    module=path,
-                    type=type(mod).__name__,
-                    inputs=_shapes(args),
-                    outputs=[],
-                    capture=capture_name(path, mod) or "",
-                )
-            )
+    def listen(self, probe: Probe, output: Tensor) -> Tensor:
+        """What a probe of this pass hands on (probes.LISTENER): its value, recorded, or as edited."""
+        name = self.probes.get(probe)
+        if name is None:  # a probe of another model run inside this pass
+            return output
+        edited = self.record(name, output, probe.batched)
+        return output if edited is None else edited
 
-        return hook
-
-    def post_hook(self, path: str, module: nn.Module):
-        name = capture_name(path, module)
-        batched = not isinstance(module, Probe) or module.batched
+    def post_hook(self, name: str):
+        """The hook of a captured module that is no probe (the final norm, the LM head)."""
 
         def hook(mod, args, output):
-            if _active.get() is not self:
-                return
-            self.shapes[self._open.pop()]["outputs"] = _shapes(output)
-            if name is None:
-                return None
-            edited = None
-            for iv in self.edits.get(name, ()):
-                edited = iv.apply(output if edited is None else edited, batched)
-                self.applied.add(name)
-            value = (output if edited is None else edited).detach()
-            if name == "logits" and name not in self.tensors:  # V floats: what most pages read of the logits
-                self.last_logits = value[0, -1].clone()
-            if self._keep(name):
-                self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
-            return edited  # None leaves the output as it is
+            return self.record(name, output, True) if _active.get() is self else None
 
         return hook
 
+    def record(self, name: str, output: Tensor, batched: bool) -> Tensor | None:
+        """Apply this point's edits and keep the value; the edited value, or None where nothing was edited."""
+        edited = None
+        for iv in self.edits.get(name, ()):
+            edited = iv.apply(output if edited is None else edited, batched)
+            self.applied.add(name)
+        value = output if edited is None else edited
+        if name in self.reads:  # an edit later in the pass reads this value (Intervention.reads)
+            cast(dict, seen_values.get())[name] = value
+        if name == "logits" and name not in self.tensors:  # V floats: what most pages read of the logits
+            self.last_logits = value[0, -1].clone()
+        if self._keep(name):
+            self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
+        return edited
+
     def _keep(self, name: str) -> bool:
+        if name not in self._kept:
+            self._kept[name] = self._decide(name)
+        return self._kept[name]
+
+    def _decide(self, name: str) -> bool:
         if self.hold is not None and name not in self.hold:
             return False
         layer, site = parse(name)
@@ -104,11 +103,14 @@ class _Recorder:
 
 
 @contextlib.contextmanager
-def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -> Iterator[None]:
+def edited(
+    model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]], reads: Sequence[str] = ()
+) -> Iterator[None]:
     """Within this block, in this thread only, the output of each named point is replaced by
     fn(output) (with its batch axis; a fn that returns None keeps it, as a forward hook does). For
     code that runs parts of the model itself, such as the patching sweep; gptviz.trace(...,
-    interventions=) is the public way."""
+    interventions=) is the public way. reads: points whose values the edits read later in the pass
+    (interventions.seen), recorded as each pass goes by."""
     rec = _Recorder()
 
     def hook_for(fn):
@@ -117,21 +119,82 @@ def edited(model: GPT, edits: Mapping[str, Callable[[Tensor], Tensor | None]]) -
 
         return hook
 
+    def keep_for(name):
+        def hook(mod, args, output):
+            if _active.get() is rec:
+                cast(dict, seen_values.get())[name] = output
+
+        return hook
+
     handles = []
-    token = _active.set(rec)
+    token, quiet = _active.set(rec), LISTENER.set(None)  # a trace around this block records none of it
+    seen_token = seen_values.set({} if reads else seen_values.get())
     try:
         for path, module in model.named_modules():
             name = capture_name(path, module)
+            if name is not None and name in reads:
+                handles.append(module.register_forward_hook(keep_for(name)))
             if name is not None and name in edits:
                 handles.append(module.register_forward_hook(hook_for(edits[name])))
-        missing = set(edits) - {capture_name(p, m) for p, m in model.named_modules()}
+        missing = (set(edits) | set(reads)) - {capture_name(p, m) for p, m in model.named_modules()}
         if missing:
             raise InterventionError(f"the model has no {sorted(missing)[0]}")
         yield
     finally:
         for h in handles:
             h.remove()
+        LISTENER.reset(quiet)
+        seen_values.reset(seen_token)
         _active.reset(token)
+
+
+_PROBES: weakref.WeakKeyDictionary[GPT, tuple[int, dict[Probe, str]]] = weakref.WeakKeyDictionary()
+
+
+def probe_names(model: GPT) -> dict[Probe, str]:
+    """Each probe of the model -> its contract name; read off the module tree once per model (walking it
+    costs a GPU forward's worth of Python), again only if its number of modules changed."""
+    n = sum(1 for _ in model.modules())
+    known = _PROBES.get(model)
+    if known is None or known[0] != n:
+        names = {m: name for p, m in model.named_modules() if isinstance(m, Probe) and (name := capture_name(p, m))}
+        known = _PROBES[model] = (n, names)
+    return known[1]
+
+
+def shape_rows(config, dtype: torch.dtype, T: int, explicit: bool = False) -> list[dict]:
+    """The shape trace of a pass over T tokens: every module in call order with the shapes of what it
+    took and gave, and its contract name. Shapes follow from the config and T alone, so they are read
+    off the same pass run on the meta device (no storage, no arithmetic) when a Trace is asked for them,
+    and the capture itself hooks no module for them."""
+    meta = GPT.empty(config).to(dtype)
+    meta.reset_buffers(torch.device("meta"))
+    meta.train()  # an eval pass reads the ids' range, a value the meta device does not have; no shape changes
+    rows: list[dict] = []
+    running: list[int] = []  # rows whose module has not returned yet
+
+    def enter(path: str):
+        def hook(mod, args):
+            running.append(len(rows))
+            capture = capture_name(path, mod) or ""
+            rows.append(dict(module=path, type=type(mod).__name__, inputs=_shapes(args), outputs=[], capture=capture))
+
+        return hook
+
+    def leave(mod, args, output):
+        rows[running.pop()]["outputs"] = _shapes(output)
+
+    for path, module in meta.named_modules():
+        if module is not meta:
+            module.register_forward_pre_hook(enter(path))
+            module.register_forward_hook(leave)
+    token, quiet = _active.set(None), LISTENER.set(None)
+    try:
+        meta(torch.zeros(1, T, dtype=torch.long, device="meta"), explicit=explicit)
+    finally:
+        LISTENER.reset(quiet)
+        _active.reset(token)
+    return rows
 
 
 def as_ids(ids: Sequence[int] | Tensor | np.ndarray, device: torch.device) -> Tensor:
@@ -181,10 +244,10 @@ def attention_maps(rec: _Recorder, model: GPT, T: int, wanted: set[str] | None =
     return maps
 
 
-# What each sub-layer adds, the residual after attention, and the MLP's neurons: rebuilt from the recorded
-# z and resid_pre with the layer's own modules when asked for (a matmul each), instead of 8·T·C floats
-# held per layer.
-REBUILT = ("attn.out", "resid_mid", "mlp.hidden", "mlp.out")
+# What each sub-layer adds, the residual after attention, what the MLP reads and its neurons: rebuilt from
+# the recorded z and resid_pre with the layer's own modules when asked for (a matmul or a norm each),
+# instead of 9·T·C floats held per layer.
+REBUILT = ("attn.out", "resid_mid", "mlp.in", "mlp.hidden", "mlp.out")
 
 
 def _unchanged(module: nn.Module) -> Callable[[], None]:
@@ -214,9 +277,15 @@ def _resid_mid(resid_pre: Tensor, attn_out: Callable[[], Tensor]) -> Tensor:
 
 
 @torch.no_grad()
-def _mlp_hidden(block: nn.Module, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
+def _mlp_in(block: nn.Module, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
     check()
-    return block.mlp.neurons(block.mlp_input(resid_pre[None], resid_mid()[None]))[0]
+    return block.mlp_input(resid_pre[None], resid_mid()[None])[0]
+
+
+@torch.no_grad()
+def _mlp_hidden(block: nn.Module, mlp_in: Callable[[], Tensor], check) -> Tensor:
+    check()
+    return block.mlp.neurons(mlp_in()[None])[0]
 
 
 @torch.no_grad()
@@ -230,7 +299,7 @@ def _held(t: Tensor) -> Tensor:
 
 
 def sublayer_outputs(rec: _Recorder, model: GPT, wanted: set[str] | None = None) -> dict:
-    """Per layer: attn.out, resid_mid, mlp.hidden and mlp.out as recipes that rebuild them from the
+    """Per layer: attn.out, resid_mid, mlp.in, mlp.hidden and mlp.out as recipes that rebuild them from the
     recorded z and resid_pre with the layer's own modules, on the same (1, T, ·) shapes as the forward
     pass, so they are bit-identical to what it computed (eval mode: dropout is the identity). A value
     an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
@@ -241,14 +310,16 @@ def sublayer_outputs(rec: _Recorder, model: GPT, wanted: set[str] | None = None)
             continue
         check = _unchanged(block)
         z, pre = rec.tensors.get(point("attn.z", l)), rec.tensors.get(point("resid_pre", l))
-        out, mid, hidden, mlp_out = (point(site, l) for site in REBUILT)
-        got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, hidden) if n in rec.tensors}
+        out, mid, mlp_in, hidden, mlp_out = (point(site, l) for site in REBUILT)
+        got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, mlp_in, hidden) if n in rec.tensors}
         if out not in got and z is not None:
             got[out] = recipes[out] = partial(_attn_out, block, z, check)
         if mid not in got and pre is not None and out in got:
             got[mid] = recipes[mid] = partial(_resid_mid, pre, got[out])
-        if hidden not in got and pre is not None and mid in got:
-            got[hidden] = recipes[hidden] = partial(_mlp_hidden, block, pre, got[mid], check)
+        if mlp_in not in got and pre is not None and mid in got:
+            got[mlp_in] = recipes[mlp_in] = partial(_mlp_in, block, pre, got[mid], check)
+        if hidden not in got and mlp_in in got:
+            got[hidden] = recipes[hidden] = partial(_mlp_hidden, block, got[mlp_in], check)
         if mlp_out not in rec.tensors and hidden in got:
             recipes[mlp_out] = partial(_mlp_out, block, got[hidden], check)
     return recipes
@@ -281,8 +352,10 @@ def _rebuilt_from(name: str) -> tuple[str, ...]:
         return (name, at("attn.z"))
     if site == "resid_mid":
         return (name, at("resid_pre"), *_rebuilt_from(at("attn.out")))
+    if site == "mlp.in":
+        return (name, *_rebuilt_from(at("resid_mid")))
     if site in ("mlp.hidden", "mlp.out"):
-        return (name, at("mlp.hidden"), *_rebuilt_from(at("resid_mid")))
+        return (name, at("mlp.in"), at("mlp.hidden"), *_rebuilt_from(at("resid_mid")))
     return (name,)
 
 
@@ -292,12 +365,12 @@ def answerable(names: set[str], n_layer: int) -> set[str]:
     mask, which also give the scores). A caller that caches runs asks for this set, so a run answers
     every later question that it holds the values for."""
     held = {h for name in names for h in _rebuilt_from(name)}
-
-    def gives(name: str) -> bool:
+    given: set[str] = set()
+    for name in contract_names(n_layer):  # forward order: what a rebuild needs comes before it
         needs = set(_rebuilt_from(name)) - {name}  # what rebuilds it; nothing: it must be held itself
-        return held.issuperset(needs) if needs else name in held
-
-    return {n for n in contract_names(n_layer) if gives(n)}
+        if (held | given).issuperset(needs) if needs else name in held:
+            given.add(name)
+    return given
 
 
 def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
@@ -372,20 +445,25 @@ def trace(
         rec.edits.setdefault(iv.name, []).append(iv)
         if iv.explicit:
             rec.kept_maps.add(iv.layer)
-    handles = []
-    token = _active.set(rec)
+        if iv.reads is not None:
+            rec.reads.add(iv.reads)
+    rec.probes = probe_names(model)
+    explicit = any(iv.site in EXPLICIT_SITES for iv in edits)
+    handles = [
+        model.transformer.ln_f.register_forward_hook(rec.post_hook("ln_f")),
+        model.lm_head.register_forward_hook(rec.post_hook("logits")),
+    ]
+    token, listening = _active.set(rec), LISTENER.set(rec.listen)
+    seen_token = seen_values.set({})
     try:
-        for path, module in model.named_modules():
-            if module is model:
-                continue
-            handles.append(module.register_forward_pre_hook(rec.pre_hook(path, module)))
-            handles.append(module.register_forward_hook(rec.post_hook(path, module)))
         if progress is not None:  # only then: the plain capture has no hook more
             handles.extend(_block_reports(model, rec, progress))
-        model(idx, explicit=any(iv.site in EXPLICIT_SITES for iv in edits))
+        model(idx, explicit=explicit)
     finally:
         for h in handles:
             h.remove()
+        LISTENER.reset(listening)
+        seen_values.reset(seen_token)
         _active.reset(token)
     missed = [n for n in rec.edits if n not in rec.applied]
     if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie
@@ -398,7 +476,8 @@ def trace(
     }
     id_list = idx[0].tolist()
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
-    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), rec.shapes, lazy, names=wanted)
+    shapes = partial(shape_rows, model.config, model.dtype, idx.size(1), explicit)
+    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), shapes, lazy, names=wanted)
     if rec.last_logits is not None and (wanted is None or "logits" in wanted):
         out.keep_row("logits", rec.last_logits)
     out.interventions = edits

@@ -1,6 +1,6 @@
 """Generation: continue a prompt token by token with a KV cache, and record every step.
 
-The model's one forward path takes the cache as an input (gptviz.model.KVCache): the prompt runs
+The model's one forward path takes the cache as an input (gptviz.decoding.KVCache): the prompt runs
 once, then each step runs only the new token. A step runs on the explicit attention path, so its
 attention weights exist as a tensor; a forward hook on each layer's `attn.weights` probe keeps the
 new token's row. The record of a step therefore costs what the step costs, never a re-run.
@@ -29,16 +29,18 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import cuda_steps
 from .capture import as_ids, edited
+from .decoding import KVCache
 from .devices import free_memory
 from .errors import PromptError
 from .interventions import HEAD_SITES, Intervention, InterventionError, check
-from .model import GPT, KVCache
+from .model import GPT
 from .names import parse
 from .progress import ProgressFn, Reporter
 
 TOP = 10  # alternatives kept per step
-# A [C, V] copy of the head (LMHead.one_row_head) saves 2-3 ms of CPU time a token on GPT-2 small and
+# A [C, V] copy of the head (LMHead.one_row_head, decoding.py) saves 2-3 ms of CPU time a token on GPT-2 small and
 # SmolLM2-135M; making it costs 65-80 ms, some 25 tokens' saving: below this many it does not pay.
 HEAD_COPY_MIN_TOKENS = 32
 _MIX = 0x9E3779B97F4A7C15  # odd 64-bit constant (the golden ratio): spreads (seed, position) over seeds
@@ -181,6 +183,7 @@ class _Edits:
         # every edit acts on each token alone: a step may run the new token only, on the cached keys
         self.cached = all(iv.pointwise for iv in interventions)
         self.explicit = any(iv.explicit for iv in interventions)
+        self.reads = sorted({iv.reads for iv in interventions if iv.reads is not None})
 
     def _local(self, iv: Intervention, T: int) -> Intervention | None:
         if iv.positions is None:
@@ -274,7 +277,7 @@ def generate(
     reporter = Reporter(progress, "tokens", n)
     reporter.start()
     with (
-        edited(model, edits.hooks()),  # edits first: the rows see edited maps
+        edited(model, edits.hooks(), edits.reads),  # edits first: the rows see edited maps
         _attention_rows(model) as rows,
         _decoding_head(model, n),
     ):
@@ -282,6 +285,10 @@ def generate(
         with guard:  # the prompt (its last block) runs once
             logits = model(idx[:, -block:], explicit=edits.explicit, cache=cache)[0, -1]  # (V,)
         rows.clear()
+        captured = None
+        if cuda_steps.usable(model, n, bool(edits.by_name)) and P + n <= block:
+            with guard:
+                captured = cuda_steps.CapturedStep(model, cache, P + n, rows)
         for _ in range(n):
             probs = torch.softmax(logits.float(), dim=-1)  # (V,), before temperature
             if greedy:
@@ -295,12 +302,17 @@ def generate(
             start = max(0, position + 1 - block)  # the first token the context keeps, the new one included
             edits.first = position if start == 0 and edits.cached else start
             with guard:
-                if start == 0 and edits.cached:  # within block_size: only the new token runs, on the cache
+                if captured is not None:  # a GPU replays one captured step (cuda_steps.py)
+                    logits = captured(new)
+                elif start == 0 and edits.cached:  # within block_size: only the new token runs, on the cache
                     logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
                 else:  # cropped (every kept token moves one position back) or an edit of the whole context
                     window = torch.tensor([out.ids[start:] + [new]], device=idx.device)  # (1, block)
                     logits = model(window, explicit=True)[0, -1]
-            attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)
+            if captured is not None:
+                attention = captured.attention(position + 1).numpy()  # (L, H, position + 1)
+            else:
+                attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)
             rows.clear()
             out.steps.append(
                 Step(
@@ -321,7 +333,7 @@ def generate(
 
 
 def _decoding_head(model: GPT, n: int) -> contextlib.AbstractContextManager:
-    """The head laid out for one-row products (LMHead.one_row_head) where that is faster and pays for its
+    """The head laid out for one-row products (LMHead.one_row_head, decoding.py) where that is faster and pays for its
     copy: float32 on the CPU, n tokens or more, and the copy within a quarter of the free memory."""
     w = model.lm_head.weight
     if w.device.type != "cpu" or w.dtype != torch.float32 or n < HEAD_COPY_MIN_TOKENS:

@@ -17,6 +17,7 @@ token axis (the query axis of scores, mask and weights). Neither means the whole
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,19 @@ from .record import Trace
 HEAD_SITES = ("attn.q", "attn.k", "attn.v", "attn.z", "attn.scores", "attn.weights")
 EXPLICIT_SITES = ("attn.scores", "attn.mask", "attn.weights")  # exist as tensors on the explicit path only
 HOWS = ("zero", "mean")
+
+# The values of the points that this thread's forward pass has passed and that an edit reads (its
+# `reads`: a transcoder's edit of mlp.out reads mlp.in), name -> value with its batch axis. Set by
+# gptviz.trace and capture.edited around the pass; None outside one.
+seen_values: contextvars.ContextVar[dict[str, Tensor] | None] = contextvars.ContextVar("gptviz_seen", default=None)
+
+
+def seen(name: str) -> Tensor:
+    """The value at `name` earlier in this thread's forward pass (an edit's `reads`)."""
+    got = seen_values.get()
+    if got is None or name not in got:
+        raise InterventionError(f"{name} was not recorded in this forward pass: run edits that read it in gptviz.trace")
+    return got[name]
 
 
 class InterventionError(GptvizError, ValueError):
@@ -88,6 +102,11 @@ class Intervention:
     @property
     def site(self) -> str:
         return parse(self.name)[1]
+
+    @property
+    def reads(self) -> str | None:
+        """Another point, earlier in the same forward pass, whose value this edit needs (seen())."""
+        return None
 
     @property
     def explicit(self) -> bool:

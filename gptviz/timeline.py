@@ -37,7 +37,7 @@ from .analysis.next_token import per_token_loss
 from .capture import trace
 from .errors import CheckpointError, GptvizError
 from .formats import Bundle, load
-from .formats.hf_gpt2 import is_hf
+from .formats.hf_decoders import is_hf
 from .formats.nanogpt import CKPT_NAME, META_NAME, SUFFIXES, load_nanogpt, recorded_iter_num
 from .formats.native import is_native
 from .formats.safe import read_json, shown_name

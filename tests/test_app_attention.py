@@ -4,6 +4,7 @@ scores before the mask."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from apptest_helpers import (
     PROMPT,
     array,
@@ -45,3 +46,22 @@ def test_scores_view_and_token_lookup(at, env):
     assert {m.label: m.value for m in at.metric}["Rank"] == f"{rank} of {len(tok.itos)}"
     at.text_input(key="lookup_token").input("~").run()
     assert "does not know" in errors(at)
+
+
+def test_why_panel_splits_a_cells_score_as_the_library_does(at, env):
+    ok(run_prompt(at, PROMPT))
+    at.radio(key="layer").set_value(1)
+    at.radio(key="head").set_value(2)
+    ok(at.switch_page("views/attention.py").run())
+    ok(at.number_input(key="why_query").set_value(7).run())
+    ok(at.number_input(key="why_key").set_value(3).run())
+    bars = figure(at, "attn_why")["data"][0]
+    t = reference_trace(env, PROMPT)
+    model = gptviz.load(env / NAME).model
+    parts = gptviz.attention_attribution(model, t, 1, 2, 7, 3)
+    assert sum(array(bars["x"])) == pytest.approx(float(t["blocks.1.attn.scores"][2, 7, 3]), abs=1e-4)
+    top = parts.loc[parts["score"].abs().sort_values(ascending=False).index[0]]
+    assert array(bars["x"])[-1] == pytest.approx(top["score"], rel=1e-6)  # the largest part, drawn on top
+    ok(at.number_input(key="why_key").set_value(7).run())
+    ok(at.number_input(key="why_query").set_value(2).run())
+    assert any("masked" in i.value for i in at.info)  # a key after its query

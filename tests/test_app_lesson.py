@@ -62,16 +62,17 @@ def test_slides_show_their_own_numbers(env):
     z = array(figure(at, "slide_figure")["data"][0]["z"]).astype(float)  # masked cells are NaN
     want = worked.toy_attention(**worked.TOY_ATTENTION_SHARP)["weights"]
     assert np.allclose(np.nan_to_num(z), want, atol=1e-6)
-    # the induction slide: the shipped induction run on its preset prompt, layer 1 head 1
+    # the induction slide: the shipped induction run on its own prompt, layer 1 head 1
     lesson = shipped_lesson(LESSON)
     k = next(i for i, s in enumerate(lesson.slides) if s.checkpoint == "induction-2l")
     at = opened(lesson=LESSON, slide=str(k + 1))
     bundle = gptviz.load(ROOT / "checkpoints" / "induction-2l")
-    ids = bundle.tokenizer.encode(worked.INDUCTION_PROMPT)
+    ids = bundle.tokenizer.encode(lesson.slides[k].prompt)
     w = gptviz.trace(bundle.model, ids)["blocks.1.attn.weights"][1]
-    top = at.table[0].value  # where query 30 looks, strongest key first
-    assert top.iloc[0, 0] == f"{w[30].max():.4f}" and top.index[0].startswith("10 ")
-    assert int(w[30].argmax()) == 10
+    r, c = lesson.slides[k].highlight.at
+    top = at.table[0].value  # where the highlighted query looks, strongest key first
+    assert top.iloc[0, 0] == f"{np.nanmax(w[r]):.4f}" and top.index[0].startswith(f"{c} ")
+    assert int(np.nanargmax(w[r])) == c
 
 
 def test_a_follower_sees_the_teachers_slide_computed_once(env, monkeypatch):

@@ -39,12 +39,24 @@ def open_file(tmp_path, text: str):
         ('page = "mask"\ntitle = "t"\nlayer = 1', "layer 1"),
         ('page = "softmax"\ntitle = "t"\nhighlight = { row = 0 }', "draws no heatmap"),
         ('page = "attention"\ntitle = "t"\ncheckpoint = "not-shipped"', "not shipped"),
+        (f'page = "attention"\ntitle = "t"\ncheckpoint = "{NAME}"\nprompt = "a€b"', "cannot read ('€')"),
     ],
 )
 def test_a_slide_asking_for_what_its_model_lacks_refuses_the_file_with_its_line(teacher, slide, said):
     at = open_file(teacher, HEAD + slide + "\n")
     (msg,) = [e.value for e in at.error]
-    assert plain("mine: line 7, slide 2: ") in msg and plain(said) in msg and "\n" not in msg
+    # the line of the key the message is about (the slide's [[slides]] is line 7), not the table's header
+    key = next(
+        k
+        for k in ("layer", "head", "position", "highlight", "checkpoint", "prompt")
+        if k in said
+        or (k == "highlight" and ("row" in said or "cell" in said or "heatmap" in said))
+        or (k == "checkpoint" and "shipped" in said)
+        or (k == "prompt" and "read" in said)
+    )
+    line = 8 + next(n for n, text in enumerate(slide.split("\n")) if text.startswith(key))
+    assert plain(f"mine: line {line}, slide 2: ") in msg and plain(said) in msg and "\n" not in msg
+    assert "unknown=" not in msg
     assert not any(m.value.startswith("### ") for m in at.markdown), "no slide was drawn"
 
 

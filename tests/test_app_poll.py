@@ -57,7 +57,7 @@ def test_the_class_guesses_and_the_teacher_reveals(room):
         {"e": 200 / 3, "i": 100 / 3}
     )
     ok(teacher.button(key="poll_reveal").click().run())
-    assert teacher.button(key="poll_reveal").disabled
+    assert "poll_reveal" not in [b.key for b in teacher.button]  # a scored round's reveal takes its place
     shown = figure(teacher, "slide_figure")
     assert [d["name"] for d in shown["data"]] == ["class (3 answers)", "model"]
     # the model's bars are its own probabilities after the prompt, as gptviz computes them
@@ -81,6 +81,10 @@ def test_a_bad_guess_says_why_in_one_line(room):
     student.text_input(key=f"poll_guess_{K}").input("   ")
     student.button(key=f"poll_send_{K}").click().run()
     assert [e.value for e in student.error] == [plain("type a guess first (a space is ␣)")]
+    student.text_input(key=f"poll_guess_{K}").input("th")  # two characters: no token of a character model
+    student.button(key=f"poll_send_{K}").click().run()
+    assert [e.value for e in student.error] == [plain("this model writes one character at a time: guess one character")]
+    assert live.poll(teacher.session_state[slides.CODE_KEY], live.poll_key(shipped_lesson(LESSON), K)).answers == 0
 
 
 def test_the_join_box_follows_a_code(room):

@@ -29,6 +29,7 @@ def test_names_of_a_one_layer_model_are_pinned():
         "blocks.0.attn.z",
         "blocks.0.attn.out",
         "blocks.0.resid_mid",
+        "blocks.0.mlp.in",
         "blocks.0.mlp.hidden",
         "blocks.0.mlp.out",
         "blocks.0.resid_post",

@@ -21,7 +21,14 @@ def test_names_keep_what_matches_with_the_same_values(model):
     full = gptviz.trace(model, IDS)
     assert full.names == contract_names(2)  # None: every name, as before
     part = gptviz.trace(model, IDS, names=["blocks.*.attn.weights", "blocks.1.mlp.*", "logits"])
-    asked = ["blocks.0.attn.weights", "blocks.1.attn.weights", "blocks.1.mlp.hidden", "blocks.1.mlp.out", "logits"]
+    asked = [
+        "blocks.0.attn.weights",
+        "blocks.1.attn.weights",
+        "blocks.1.mlp.in",
+        "blocks.1.mlp.hidden",
+        "blocks.1.mlp.out",
+        "logits",
+    ]
     assert part.names == asked
     assert set(part) == set(asked) and "blocks.0.attn.q" not in part
     for name in asked:
@@ -152,5 +159,7 @@ def test_answerable_gives_the_scores_from_the_weights_and_the_logits_from_ln_f()
         "blocks.0.attn.z",
         "blocks.0.attn.out",
         "blocks.0.resid_mid",
+        "blocks.0.mlp.in",
         "blocks.0.mlp.hidden",
+        "blocks.0.mlp.out",  # through mlp.in and mlp.hidden, each rebuilt in turn
     }

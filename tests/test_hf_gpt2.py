@@ -20,7 +20,7 @@ from hf_helpers import hf_random
 from safetensors.torch import save_file
 
 import gptviz
-from gptviz.formats.hf_gpt2 import CONV1D
+from gptviz.formats.hf_decoders import CONV1D
 from gptviz.tokenizers.bpe import BPETokenizer
 
 transformers = pytest.importorskip("transformers")

@@ -41,6 +41,8 @@ LAYERS = (
     "lessons",
     "scanning",
     "training",  # gptviz train and train_sae: they read corpora as the scan does
+    "transcoders",  # transcoders: one MLP each as sparse directions, their files, fidelity, edits
+    "circuits",  # attribution graphs over transcoders, attention attribution
     "__init__",  # the package's front door: `import gptviz` re-exports the library, never the dashboard
     "dashboard",
     "bench",

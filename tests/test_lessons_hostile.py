@@ -74,6 +74,8 @@ def test_each_content_is_parsed_once(monkeypatch):
 
 
 def test_a_slides_error_names_its_line():
-    refused(GOOD.replace('page = "tiny-head"', 'page = "tiny-head"\nfontsize = 4'), "line 7, slide 2", "fontsize")
+    # the line of the wrong key (the slide's [[slides]] is line 7; its page line 8)
+    refused(GOOD.replace('page = "tiny-head"', 'page = "tiny-head"\nfontsize = 4'), "line 9, slide 2", "fontsize")
     lesson = parse_lesson(GOOD, "mine")
     assert lesson.lines == (3, 7) and lesson.where(1) == "line 7, slide 2"
+    assert dict(lesson.key_lines[1])["page"] == 8

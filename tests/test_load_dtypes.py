@@ -22,7 +22,7 @@ from untrusted_helpers import NANO_ARGS, hf
 import gptviz
 from gptviz import devices
 from gptviz.formats.bundle import in_out_copy
-from gptviz.formats.hf_gpt2 import CONV1D
+from gptviz.formats.hf_decoders import CONV1D
 from gptviz.model import is_block_linear
 
 HALF = [torch.bfloat16, torch.float16]

@@ -33,6 +33,7 @@ def test_every_variant_runs_and_traces_with_contract_shapes(variant):
         expected[f"blocks.{l}.attn.mask"] = (T, T)
         expected[f"blocks.{l}.attn.z"] = (H, T, D)
         expected[f"blocks.{l}.attn.out"] = (T, C)
+        expected[f"blocks.{l}.mlp.in"] = (T, C)
         expected[f"blocks.{l}.mlp.hidden"] = (T, 4 * C)
         expected[f"blocks.{l}.mlp.out"] = (T, C)
     assert {n: tr[n].shape for n in tr.names} == expected
@@ -190,3 +191,27 @@ def test_unhooked_masks_are_shared_and_a_hooked_one_is_the_layers_own():
         step = model(x[:, 4:], explicit=True, cache=cache)  # T == 1: reads nothing once edited
         h.remove()
     assert step.isnan().all()
+
+
+def test_every_rope_scaling_the_config_accepts_has_its_rotary_variant():
+    """The rotary registry (positions.ROPE_SCALINGS) and the config's allowed rope_scaling values are one list."""
+    from gptviz.config import CHOICES
+    from gptviz.positions import ROPE_SCALINGS
+
+    assert set(ROPE_SCALINGS) == set(CHOICES["rope_scaling"])
+
+
+def test_attention_runs_the_function_its_table_names(monkeypatch):
+    """CausalSelfAttention runs whichever ATTENTION_FUNCTIONS entry attention.implementation names:
+    explicit where asked, fused otherwise."""
+    from gptviz import attention
+
+    model = gptviz.GPT(gptviz.GPTConfig(n_layer=1, n_head=2, n_embd=8, vocab_size=7, block_size=8)).eval()
+    ran: list[str] = []
+    for name, fn in list(attention.ATTENTION_FUNCTIONS.items()):
+        monkeypatch.setitem(attention.ATTENTION_FUNCTIONS, name, lambda *a, _n=name, _f=fn: ran.append(_n) or _f(*a))
+    x = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        fused, explicit = model(x), model(x, explicit=True)
+    assert ran == ["fused", "explicit"]
+    torch.testing.assert_close(fused, explicit)

@@ -25,6 +25,7 @@ BOOKMARKED = {
     "attribution": "Logit attribution",
     "health": "Health",
     "features": "Features",
+    "graph": "Graph",
     "corpus": "Corpus",
     "interventions": "Interventions",
     "patching": "Patching",

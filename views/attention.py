@@ -3,7 +3,8 @@
 import streamlit as st
 
 from gptviz import analysis
-from gptviz.dashboard import caches, layout, widgets
+from gptviz.dashboard import attention_why, caches, layout, widgets
+from gptviz.figures.circuits import score_parts_bars
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
@@ -27,10 +28,12 @@ skip = c2.checkbox(
 
 # every figure built once per process for every session (caches.py): a class opens this page together
 one, every = caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation)
-widgets.figure_chart(one, key="attn_heatmap")
+T = t.n_tokens
+pick = attention_why.pick_cell_on_click("attn_heatmap", list(v.labels))
+widgets.figure_chart(one, key="attn_heatmap", on_select=pick, selection_mode="points")
 st.caption(
     "Rows are queries (the token that reads), columns are keys (the "
-    "token read). Choose layer, head and position in the sidebar."
+    "token read). Choose layer, head and position in the sidebar; click a cell to see why it scores as it does."
 )
 widgets.download(
     f"{kind} (.npz)",
@@ -52,3 +55,18 @@ on_click = widgets.select_head_on_click("attn_grid")
 grid = caches.marked_grid(v.key, v.layer, v.head, v.presentation)  # the head on view outlined
 widgets.figure_chart(grid, key="attn_grid", on_select=on_click, selection_mode="points")
 st.caption("Click a tile to open that head above.")
+
+st.subheader(f"Why L{v.layer} H{v.head} attends where it does")
+query, key = attention_why.cell_inputs(T, v.position)
+if key > query:
+    st.info("A key after its query is masked: pick a key at or before the query.")
+else:
+    parts = attention_why.parts(v.key, v.layer, v.head, query, key)
+    widgets.figure_chart(score_parts_bars(parts, on=v.presentation), key="attn_why")
+    st.caption(
+        f"The score of {widgets.plain(v.texts[query])} reading {widgets.plain(v.texts[key])} "
+        f"({parts.attrs['score']:.4g}, before the softmax) is the bilinear q·k: split over every pair of what one "
+        "source writes into q and another into k, with the norms frozen at this run, each pair's term shared "
+        "half and half between its two sources. Sources: the embedding, every earlier head, each layer's "
+        "attention biases, each MLP; 'bias' is what the norms' and projections' biases put into q or k."
+    )

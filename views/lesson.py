@@ -23,7 +23,9 @@ if lesson is None:
         slides.class_bar(lesson_open=False)
     st.caption(
         "A lesson is a short list of slides, each a page of gptviz with its parameters, a title and a note "
-        "for the class. Back / Next, PageDown / PageUp, the arrow keys and Space move between slides."
+        "for the class. Back / Next, PageDown / PageUp, the arrow keys and Space move between slides; b or . "
+        "blacks out the screen (and every follower's), and the same key, Escape or Next brings the slide back "
+        "(Next then stays on it)."
     )
     for name in lessons.shipped_lessons():
         shipped = lessons.shipped_lesson(name)
@@ -55,5 +57,7 @@ if lesson is None:
         st.error(f"Lesson not opened: {widgets.plain(e)}")
     st.stop()
 
+if error:  # e.g. an ended class's teacher link, opened on its lesson: the lesson opens, and says so
+    st.warning(widgets.plain(error))
 slides.teacher(lesson, presentation)
 slides.tools(lesson, presentation)

@@ -61,7 +61,7 @@ def before_rotation(model, trace: Trace, layer: int, which: str) -> np.ndarray |
     """q or k of a layer as they were before the rotary positions turned them ([H or H_kv, T, D]),
     or None in a model without rotary positions. The rotation is orthogonal: turning the captured
     values back by the same angles (the layer's own cos and sin) gives them to float rounding."""
-    from ..model import rotate
+    from ..positions import rotate
 
     attn = model.transformer.h[layer].attn
     if not attn.rotary:

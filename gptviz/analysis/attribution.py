@@ -19,8 +19,9 @@ from torch import Tensor, nn
 
 from ..checks import whole
 from ..errors import PromptError
-from ..model import GPT, RMSNorm
+from ..model import GPT
 from ..names import point
+from ..precision import RMSNorm
 from ..progress import ProgressFn, Reporter
 from ..record import Trace
 from .values import float64

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..model import GPT, expand_kv
+from ..attention import expand_kv
+from ..model import GPT
 from ..names import point
 from ..record import Trace
 from .attention import score_rule

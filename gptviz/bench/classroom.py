@@ -19,7 +19,8 @@ real Chromium pages, all on 127.0.0.1, each step bounded in time.
 --class-lesson runs instead a lesson on a class-mode server (GPTVIZ_CLASS=1): the teacher's Next (to
 every follower), the teacher's tab reloaded (its ?teach= link in a real Chromium page) and its next
 Next onto the predict slide, every student sending a guess at once (until the teacher's screen counts
-it), the server's RSS and the load average before and after.
+it), the teacher's reveal (until the scored round is on the teacher's screen and each student's), the
+server's RSS and the load average before and after.
 
 --app-dir runs another copy of the dashboard (e.g. `git archive main | tar -x -C DIR` for the
 figures before a change); its own checkpoints/ are used. Prints a table and writes JSON
@@ -330,12 +331,35 @@ async def class_lesson(url: str, pid: int, n: int, n_browsers: int, poll: int | 
         }
         print(f"poll: {len(shown)} of {n} guesses on the teacher's screen", flush=True)
         await screen.screenshot(path=str(ARTIFACTS / "class_bench_poll.png"))
+        out["reveal"] = await reveal(screen, followers)
+        print(f"reveal: {out['reveal']}", flush=True)
+        await screen.screenshot(path=str(ARTIFACTS / "class_bench_reveal.png"))
         await browser.close()
     for f in followers:
         await f.close()
     out["server_mb"] = rss_mb(pid)
     out["load_after"] = os.getloadavg()
     return out
+
+
+async def reveal(screen, followers: list[Student]) -> dict:
+    """The teacher presses r on the predict slide: seconds until the scored round (the room's guesses
+    with the model's probabilities, the score, the lens depths) is on the teacher's screen, and until
+    each simulated follower's page shows it."""
+    t0 = time.monotonic()
+    watch = [asyncio.create_task(f.follow_until(lambda x: x.startswith("Room "), 60)) for f in followers]
+    await screen.keyboard.press("r")
+    await screen.locator(".st-key-round_panel").first.wait_for(timeout=STEP_S * 1000)
+    on_screen = time.monotonic() - t0
+    await asyncio.wait(watch, timeout=65)
+    seen = [t.result() - t0 for t in watch if t.done() and not t.cancelled() and not t.exception()]
+    for t in watch:
+        t.cancel()
+    return {
+        "teacher_screen_s": round(on_screen, 3),
+        "followers": summary(seen) if seen else None,
+        "missed": len(followers) - len(seen),
+    }
 
 
 async def generate_at_once(url: str, n: int) -> dict:

@@ -27,7 +27,7 @@ import torch
 from ..capture import trace
 from ..config import GPTConfig
 from ..devices import resolve_device
-from ..formats.hf_gpt2 import CONV1D
+from ..formats.hf_decoders import CONV1D
 from ..model import GPT
 from ..names import point
 from ..record import Trace

@@ -26,8 +26,9 @@ import statistics
 import torch
 
 from ..config import GPTConfig
+from ..decoding import in_out_layout, is_block_linear
 from ..generation import generate
-from ..model import GPT, in_out_layout, is_block_linear
+from ..model import GPT
 from ..threads import use_threads
 from .families import SMOLLM2_135M, timed, to_hf_llama
 from .families import TINY as TINY_LLAMA
@@ -48,7 +49,7 @@ def measure(
     torch.manual_seed(0)
     dev = torch.device(device)
     model = GPT(GPTConfig(**config)).to(dev).eval()
-    # block weights laid out as a load lays them out (model.in_out_layout): an imported GPT-2 as its file stores
+    # block weights laid out as a load lays them out (decoding.in_out_layout): an imported GPT-2 as its file stores
     # them (families.conv1d); a Llama as a float32 load of a bf16 file, what the Hub ships, writes them on the CPU
     if shape.startswith("gpt2") or dev.type == "cpu":
         for name, p in model.named_parameters():

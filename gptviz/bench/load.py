@@ -219,7 +219,7 @@ REFERENCE = textwrap.dedent(
     import gc, json, sys
     import torch
     import gptviz
-    from gptviz.model import expand_kv
+    from gptviz.attention import expand_kv
     from transformers import AutoModelForCausalLM
     folder, T = sys.argv[1], int(sys.argv[2])
     ids = torch.randint(0, 128256, (1, T), generator=torch.Generator().manual_seed(T))

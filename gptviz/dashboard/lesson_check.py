@@ -7,7 +7,7 @@ the line of the slide that asks."""
 from __future__ import annotations
 
 from ..analysis import worked
-from ..errors import GptvizError
+from ..errors import GptvizError, UnknownCharacterError
 from ..lessons import Lesson, LessonError, Slide, content
 from ..tokenizers import encode_prompt
 from . import caches, sources
@@ -88,6 +88,11 @@ def _model(where: str, slide: Slide) -> tuple[int, int, int, str]:
         ids = encode_prompt(bundle.tokenizer, slide_prompt(slide, name), cfg.block_size, keep_last=True)
     except LessonError:
         raise
+    except UnknownCharacterError as e:  # its own advice (unknown='drop') is for code: a lesson has no such key
+        shown = ", ".join(repr(c) for c in e.chars[:8])
+        raise LessonError(
+            f"{where}: the prompt has characters {name!r} cannot read ({shown}): change the prompt"
+        ) from None
     except GptvizError as e:
         raise LessonError(f"{where}: {str(e).splitlines()[0][:240]}") from None
     _reads(where, slide, ModelKey(name, "cpu", sources.version(name)))
@@ -125,4 +130,7 @@ def check_slide(where: str, slide: Slide) -> None:
 def check_lesson(lesson: Lesson) -> None:
     """Every slide checked (check_slide); the first problem as LessonError naming its line."""
     for i, slide in enumerate(lesson.slides):
-        check_slide(f"{lesson.name}: {lesson.where(i)}", slide)
+        try:
+            check_slide(lesson.where(i), slide)
+        except LessonError as e:  # named by the line of the key it is about
+            raise LessonError(f"{lesson.name}: {lesson.at_key(i, str(e))}") from None

@@ -184,6 +184,12 @@ def may_guess(client: str, code: str) -> bool:
         return True
 
 
+def taught(code: str) -> bool:
+    """Whether a teacher holds this code now (a student's mistyped code is held by nobody)."""
+    with _lock:
+        return code in _owners
+
+
 def normal(code: str) -> str:
     """A code as typed (any case, spaces) in its canonical form; '' if it cannot be one."""
     c = "".join(code.split()).upper()[: CODE_LENGTH + 1]

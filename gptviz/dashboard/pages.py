@@ -60,6 +60,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("attribution", "Logit attribution", "views/attribution.py", WHY, ":material/call_split:"),
     PageSpec("health", "Health", "views/health.py", WHY, ":material/health_and_safety:"),
     PageSpec("features", "Features", "views/features.py", WHY, ":material/scatter_plot:"),
+    PageSpec("graph", "Graph", "views/graph.py", WHY, ":material/hub:"),
     PageSpec("corpus", "Corpus", "views/corpus.py", ACROSS, ":material/library_books:"),
     PageSpec("interventions", "Interventions", "views/interventions.py", WHAT_IF, ":material/content_cut:"),
     PageSpec("patching", "Patching", "views/patching.py", WHAT_IF, ":material/swap_horiz:"),

@@ -23,7 +23,7 @@ from .. import figures
 from ..lessons import Lesson, Slide
 from ..lessons.content import FIGURE_HEIGHT, Content
 from ..lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
-from . import keys, live
+from . import keys, live, reveal
 from .classmode import client_address
 from .lesson_check import slide_checkpoint, slide_prompt
 from .voters import browser_id, votes_per_address
@@ -36,7 +36,14 @@ REVEALED_ROWS = 5  # the model's top tokens listed beside the tally (the chart s
 PROMPT_TAIL = 240  # characters of the prompt a slide shows: its end is what the class continues
 
 # The prompt is what the class reads to guess: as large as a slide's numbers.
-PROMPT_CSS = "<style>.st-key-poll_prompt code { font-size: 1.5rem; line-height: 1.35; }</style>"
+# Under a scored reveal it is smaller: the room's numbers need the place.
+PROMPT_CSS = (
+    "<style>.st-key-poll_prompt code { font-size: 1.5rem; line-height: 1.35; }"
+    " .st-key-poll_prompt_small code { font-size: 1.1rem; line-height: 1.25; }"
+    " .st-key-poll_prompt_small pre { padding: 0.4rem 0.8rem; }"
+    " .st-key-round_score p { font-size: 1.3rem; margin-bottom: 0; }"
+    " .st-key-round_depths p { font-size: 1rem; line-height: 1.25; margin-bottom: 0.15rem; }</style>"
+)
 
 # The key r presses Reveal on the teacher's page (as the clicker keys press Back / Next).
 REVEAL_JS = """<script>
@@ -76,14 +83,15 @@ def model_top(table: pd.DataFrame | None) -> pd.DataFrame | None:
     return pd.DataFrame({"token": table["token"], "probability": [float(p) for p in table["probability"]]})
 
 
-def _prompt(slide: Slide, c: Content) -> None:
-    """The prompt's end as text, and its last tokens as the model reads them (position: token)."""
+def _prompt(slide: Slide, c: Content, tail: bool = True) -> None:
+    """The prompt's end as text, and its last tokens as the model reads them (position: token; not
+    under a scored round's reveal, whose numbers need the room)."""
     text = slide_prompt(slide, slide_checkpoint(slide))
     st.markdown("**What comes next?** The prompt ends:")
     st.html(PROMPT_CSS)
-    with st.container(key="poll_prompt"):
+    with st.container(key="poll_prompt" if tail else "poll_prompt_small"):
         st.code(("…" if len(text) > PROMPT_TAIL else "") + text[-PROMPT_TAIL:], language=None, wrap_lines=True)
-    if c.prompt_tail is not None:
+    if tail and c.prompt_tail is not None:
         st.table(c.prompt_tail)
 
 
@@ -105,17 +113,23 @@ def teacher(slide: Slide, c: Content, at: At, presentation: bool) -> None:
     table = c.table
     snap = live.poll(at.code, at.key) if at.code else Snapshot((), 0, False, 0)
     revealed = snap.revealed or _revealed_here(at)
+    scored = revealed and slide.round == "probability"
     left, right = st.columns([1, 1.3])
     with left:
-        _prompt(slide, c)
+        _prompt(slide, c, tail=not scored)
         if not at.code:
             st.caption("Start teaching and the class answers from their own pages; Reveal shows the model's answer.")
-        st.button("Reveal the model's answer (r)", key="poll_reveal", on_click=_reveal, args=(at,), disabled=revealed)
-        st.html(REVEAL_JS, unsafe_allow_javascript=True)
-        if revealed and table is not None:
+        if not scored:  # a scored round's reveal needs the room the button took
+            st.button(
+                "Reveal the model's answer (r)", key="poll_reveal", on_click=_reveal, args=(at,), disabled=revealed
+            )
+            st.html(REVEAL_JS, unsafe_allow_javascript=True)
+        r = reveal.panel(slide, reveal.slide_key(slide), snap.counts) if scored else None
+        if revealed and not scored and table is not None:
             st.table(table.head(REVEALED_ROWS).set_index("token"))
     with right:
         _tally(at, model_top(table), presentation, live_poll=bool(at.code) and not revealed)
+        reveal.depths(slide, r)
         st.caption(TALLY_CAPTION)
 
 
@@ -148,9 +162,10 @@ def follower(slide: Slide, c: Content, at: At, presentation: bool) -> None:
     voter = browser_id() or st.session_state.setdefault(keys.POLL_VOTER, secrets.token_urlsafe(12))
     snap = live.poll(at.code, at.key) if at.code else Snapshot((), 0, False, 0)
     mine = live.my_guess(at.code, at.key, voter) if at.code else None
+    scored = snap.revealed and slide.round == "probability"
     left, right = st.columns([1, 1.3])
     with left:
-        _prompt(slide, c)
+        _prompt(slide, c, tail=not scored)
         if not snap.revealed and at.code:
             _guess_form(slide, at, voter)
             mine = live.my_guess(at.code, at.key, voter)
@@ -159,6 +174,8 @@ def follower(slide: Slide, c: Content, at: At, presentation: bool) -> None:
                 st.markdown(
                     f"Your guess: **{plain(mine)}**" + ("" if snap.revealed else " (send another to change it)")
                 )
+        if scored:  # a student's page has no tools row: the left column has the room
+            reveal.depths(slide, reveal.panel(slide, reveal.slide_key(slide), snap.counts), link=False)
     with right:
         if snap.revealed:
             draw_tally(snap, model_top(c.table), True, presentation, key="follow_figure")
@@ -179,8 +196,12 @@ def _guess_form(slide: Slide, at: At, voter: str) -> None:
         )
         sent = st.form_submit_button("Send my guess", key=f"poll_send_{at.index}", type="primary")
     if sent and at.code:
+        text = typed if typed.strip() or picked is None else picked
+        wrong = reveal.guess_error(slide, reveal.slide_key(slide), text)
+        if wrong is not None:  # a character model's "ab" names no token: it could never score
+            st.error(plain(wrong))
+            return
         try:
-            guess = typed if typed.strip() or picked is None else picked
-            live.vote(at.code, at.key, voter, guess, client_address(), votes_per_address())
+            live.vote(at.code, at.key, voter, text, client_address(), votes_per_address())
         except GuessError as e:
             st.error(plain(str(e)))

@@ -4,8 +4,9 @@ slides.py; the selectors name the keys of the elements slides.py draws (slide_*,
 lesson_tools, class_bar)."""
 
 # The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
-# Next and Back buttons, Home and End its first and last; `b` and `.` (a clicker's "blank" key) black
-# the screen out and bring it back, as in a slide program (Escape brings it back too). Installed once
+# Next and Back buttons, Home and End its first and last; `b` and `.` (a clicker's "blank" key) press
+# the hidden Black screen button: the projector and every follower go black, and the same key (or
+# Escape, or Next, which only brings the slide back) ends it (blackout.py). Installed once
 # per browser tab on the page's own document (st.html runs it outside any iframe); it ignores keys
 # typed into a field and keys with a modifier. The slide list is a field until a slide is picked:
 # then the clicker's keys move the slides again, not the list.
@@ -15,14 +16,6 @@ CLICKER_JS = """<script>
   window.__gptvizClicker = true;
   const BUTTONS = {PageDown: "next", ArrowRight: "next", " ": "next", PageUp: "back", ArrowLeft: "back",
                    Home: "first", End: "last"};
-  const blank = () => {
-    let b = document.getElementById("gptviz-blank");
-    if (b) { b.remove(); return; }
-    b = document.createElement("div");
-    b.id = "gptviz-blank";
-    b.style.cssText = "position:fixed;inset:0;background:#000;z-index:2147483647;cursor:none";
-    document.body.appendChild(b);
-  };
   document.addEventListener("keydown", (e) => {
     if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
     const t = e.target;
@@ -33,7 +26,8 @@ CLICKER_JS = """<script>
     if (!document.querySelector(".st-key-slide_next")) return;  // not on a slide
     if (e.key === "b" || e.key === "." || (e.key === "Escape" && document.getElementById("gptviz-blank"))) {
       e.preventDefault();
-      blank();
+      const dark = document.querySelector(".st-key-slide_blackout button");
+      if (dark) dark.click();
       return;
     }
     const b = BUTTONS[e.key] && document.querySelector(".st-key-slide_" + BUTTONS[e.key] + " button");
@@ -103,6 +97,10 @@ PRESENT_CSS = """<style>
 [data-testid=stTable] thead th { font-size: 1rem; line-height: 1.2; }
 [data-testid=stCaptionContainer] { margin-bottom: 0; }
 [data-testid=stCaptionContainer] p { line-height: 1.25; margin-bottom: 0; }
+/* a slide's caption carries its formula: read from the back of the room (22 px or more, in the text's
+   own colour: Streamlit fades a caption to 60 % opacity, 3.9 : 1 on white) */
+:is(.st-key-slide_body, .st-key-follow_body) [data-testid=stCaptionContainer] {
+  font-size: max(22px, 1.05rem); opacity: 1; }
 .st-key-lesson_tools { gap: 0.45rem; }
 .st-key-lesson_tools p, .st-key-lesson_tools [data-baseweb=select] { font-size: 0.8rem; }
 .st-key-lesson_tools button, .st-key-lesson_tools [data-baseweb=select] > div { min-height: 1.8rem; padding: 0 0.6rem; }

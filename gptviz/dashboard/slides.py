@@ -16,22 +16,19 @@ from typing import Literal
 
 import plotly.graph_objects as go
 import streamlit as st
-from streamlit.proto.ClientState_pb2 import ClientState
-from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from .. import figures
 from ..errors import GptvizError
-from ..lessons import PAGES, Lesson, LessonError, Slide, content, handout, shipped_lesson
+from ..lessons import Lesson, LessonError, Slide, content, handout, shipped_lesson
 from ..tokenizers import encode_prompt
-from . import caches, join, keys, live, predict, sources
+from . import blackout, caches, join, keys, lesson_return, live, predict, reveal, sources
 from . import features as fc
 from .caches import ModelKey, RunKey, cached
 from .classmode import client_address
-from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae, slide_sae_name
-from .pages import page_file
+from .follow import nudge
+from .lesson_check import check_lesson, slide_checkpoint, slide_prompt, slide_sae
 from .slide_style import CLICKER_JS, PRESENT_CSS, SLIDE_CSS
-from .state import link_params
 from .voters import browser_id, is_reserved
 from .widgets import CHART_CONFIG, plain
 
@@ -202,8 +199,21 @@ def close_lesson() -> None:
 
 
 def _move(n: int, delta: int) -> None:
-    """Back / Next."""
+    """Back / Next; on a black screen they bring the slide back first (the class does not move on
+    unseen)."""
+    code = st.session_state.get(CODE_KEY)
+    if blackout.is_dark(code):
+        _toggle_dark()
+        return
     _go(n, st.session_state.get(SLIDE_KEY, 0) + delta)
+
+
+def _toggle_dark() -> None:
+    """The black screen (`b`, `.`, Escape): on or off, for the class's followers too."""
+    code = st.session_state.get(CODE_KEY)
+    blackout.set_dark(code, not blackout.is_dark(code))
+    if code:
+        nudge(code)
 
 
 def _go(n: int, i: int) -> None:
@@ -241,36 +251,6 @@ def _picked(n: int, i: int) -> None:
     _go(n, st.session_state[list_key(i)])
 
 
-def _rerun_full(session, code: str) -> None:
-    """On the server's event loop: rerun a session's whole script with its last client state (its
-    URL: request_rerun(None) would run it without ?follow=), not the fragment it last ran."""
-    state = ClientState()
-    state.CopyFrom(session._client_state)
-    state.fragment_id, state.is_auto_rerun = "", False
-    if f"follow={code}" not in state.query_string:  # a state saved before its first run ended
-        state.query_string = f"follow={code}"
-    session.request_rerun(state)
-
-
-def nudge(code: str, ids: list[str] | None = None) -> None:
-    """Ask every follower's session (or those ids) to rerun now (it then draws the new slide). This
-    reaches into Streamlit's runtime (Runtime._session_mgr, the event loop), which has no public call
-    for it: if that ever fails, the followers' own poll (FOLLOW_POLL_S) still brings the change, later."""
-    if not Runtime.exists():  # AppTest: no server, no other sessions
-        return
-    try:
-        rt = Runtime.instance()
-        loop = rt._get_async_objs().eventloop
-        for sid in live.followers(code) if ids is None else ids:
-            info = rt._session_mgr.get_active_session_info(sid)
-            if info is None:  # the student closed the tab
-                live.unfollow(code, sid)
-                continue
-            loop.call_soon_threadsafe(_rerun_full, info.session, code)
-    except Exception:  # Streamlit's internals changed: polling is the fallback
-        log.warning("could not nudge the followers of %s; they will poll", code, exc_info=True)
-
-
 def start_teaching() -> None:
     """The "Start teaching" button: a code (and teacher key) for this teacher, kept in the URL."""
     made = live.start(client_address(), browser_id())  # a teacher already teaching gets that class back
@@ -287,6 +267,7 @@ def end_class() -> None:
     st.session_state.pop(TEACH_KEY, None)
     st.query_params.pop("teach", None)
     if code:
+        blackout.forget(code)
         nudge(code, live.end(code))
 
 
@@ -344,6 +325,7 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
             live.publish(code, lesson, i)
             nudge(code)
     write_lesson_url(lesson, i)
+    slide_content(lesson.slides[i], model_key(lesson.slides[i]))  # before the counter moves: see draw
     st.html(CLICKER_JS, unsafe_allow_javascript=True)
     # One row, not columns of fixed shares (their share of 1024 px wrapped the counter onto two
     # lines): each part is as wide as what it shows; SLIDE_CSS keeps the counter on one line.
@@ -357,6 +339,9 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     with st.container(key="slide_ends"):  # pressed by Home and End (CLICKER_JS), never seen
         st.button("First slide", key="slide_first", on_click=_go, args=(n, 0))
         st.button("Last slide", key="slide_last", on_click=_go, args=(n, n - 1))
+        st.button("Black screen", key=blackout.BUTTON, on_click=_toggle_dark)
+    if blackout.is_dark(code):
+        blackout.blank()
     draw(lesson.slides[i], presentation, at=predict.At(code, lesson, i, nudge))
 
 
@@ -382,7 +367,7 @@ def tools(lesson: Lesson, presentation: bool) -> None:
                 args=(n, i),
                 label_visibility="collapsed",
             )
-        full_page_link(lesson.slides[i])
+        lesson_return.full_page_link(lesson.slides[i], lesson, i)
         handout_button(lesson)
         st.button("Close the lesson", key="lesson_close", on_click=close_lesson)
         if presentation:
@@ -390,14 +375,16 @@ def tools(lesson: Lesson, presentation: bool) -> None:
 
 
 def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | None = None) -> None:
-    """One slide, read-only: title, note, then its input (left) beside its result (right)."""
+    """One slide, read-only: title, note, then its input (left) beside its result (right). What it shows
+    is computed before anything is drawn: a page that still shows the last slide is replaced by the whole
+    new one, never by a new title over the old figure while the new one is prepared."""
+    shown = slide_content(slide, model_key(slide))
     st.html(SLIDE_CSS + (PRESENT_CSS if presentation else ""))
     with st.container(key=f"{key}_head"):
         st.markdown(f"### {plain(slide.title)}")
     if slide.note:
         with st.container(key=f"{key}_note"):
             st.markdown(plain(slide.note))
-    shown = slide_content(slide, model_key(slide))
     if isinstance(shown, str):
         st.error(f"This slide cannot be shown: {plain(shown)}")
         return
@@ -428,9 +415,11 @@ def draw(slide: Slide, presentation: bool, key: str = "slide", at: predict.At | 
 
 
 def handout_html(lesson: Lesson) -> bytes:
-    """The lesson as one HTML file (lessons.handout), from the same cached slides the class sees."""
+    """The lesson as one HTML file (lessons.handout), from the same cached slides the class sees, with
+    the room's guesses on each predict slide of the class being taught."""
     shown = [slide_content(s, model_key(s)) for s in lesson.slides]
-    return handout.render(lesson, [x if isinstance(x, str) else x.content for x in shown]).encode()
+    rounds = reveal.room_rounds(lesson, st.session_state.get(CODE_KEY), model_key)
+    return handout.render(lesson, [x if isinstance(x, str) else x.content for x in shown], rounds).encode()
 
 
 def handout_button(lesson: Lesson) -> None:
@@ -444,67 +433,3 @@ def handout_button(lesson: Lesson) -> None:
         on_click="ignore",
         help="Every slide with its numbers and interactive figures in one file that opens without a server",
     )
-
-
-def full_page_link(slide: Slide) -> None:
-    """A link to the page this slide comes from, with its choices (same tab)."""
-    params = {}
-    if content.real_model(slide):
-        name = slide_checkpoint(slide)
-        params = dict(checkpoint=name, layer=slide.layer, head=slide.head)
-        params["prompt"] = slide_prompt(slide, name)
-        sae = slide.sae or slide_sae_name(slide, name)  # the SAE the slide reads, not the session's (its
-        if sae:  # feature is another direction there)
-            params["sae"] = sae
-        if slide.steer is not None:  # the page opens with the slide's steering (Next token, Generate)
-            params["steer"] = slide.steer.text
-    st.page_link(page_file(PAGES[slide.page]), label="Open this in its full page", query_params=link_params(**params))
-
-
-FOLLOW_POLL_S = 10.0  # the safety net behind the nudge: each poll is a rerun (30 at 4-5 s jammed 2 cores)
-
-
-def follower(code: str, presentation: bool) -> None:
-    """A student's page for ?follow=CODE: the teacher's current slide, read-only. The teacher's move
-    nudges this session to rerun; a tiny fragment also asks the registry every FOLLOW_POLL_S whether
-    the slide changed (a full rerun only when it did). No sidebar is built: a follower runs no prompt."""
-    code = live.normal(code)
-    ctx = get_script_run_ctx()
-    if code and ctx is not None:
-        live.follow(code, ctx.session_id)
-    now = live.lookup(code) if code else None
-    shown_version = now.version if now else None
-    why = live.ended(code) if code and now is None else None
-
-    @st.fragment(run_every=FOLLOW_POLL_S)
-    def watch() -> None:
-        cur = live.lookup(code) if code else None
-        if (cur.version if cur else None) != st.session_state.get(keys.FOLLOW_VERSION):
-            st.rerun()
-
-    if now is None or now.lesson is None:
-        shown = plain(code) if code else "that code"
-        if why == live.ENDED:
-            st.info(f"The teacher has ended the class {shown}. Thank you for following!")
-            return
-        if why == live.LEFT:
-            st.warning(f"The teacher of {shown} has left: their page has been closed for a while. Ask for a new code.")
-            return
-        if now is not None:
-            st.info(f"The teacher closed the lesson. The next one they open under {shown} comes up here.")
-        elif code and not live.may_guess(client_address(), code):
-            st.error("Too many class codes tried from this computer: wait a minute, then check the code.")
-            return
-        else:
-            st.info(f"No lesson is live under {shown} yet. This page shows it as soon as the teacher opens one.")
-        st.session_state[keys.FOLLOW_VERSION] = shown_version
-        watch()
-        return
-    n = len(now.lesson.slides)
-    with st.container(key="follow_bar"):
-        st.markdown(f"Following **{code}** · **{plain(now.lesson.title)}** · slide {now.slide + 1} of {n}")
-    draw(now.lesson.slides[now.slide], presentation, key="follow", at=predict.At(code, now.lesson, now.slide))
-    # Only now, with the slide drawn: a run cut short (a poll arriving during it) must not leave the
-    # version saying this page is up to date, or the next poll would see no change.
-    st.session_state[keys.FOLLOW_VERSION] = shown_version
-    watch()

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..capture import edited
-from ..names import parse
+from ..names import forward_order, parse
 from .sae import SAE
 from .sites import SAEError
 
@@ -38,22 +38,32 @@ class _Stop(Exception):
 
 def site_rows(model, site: str, windows: Sequence[Sequence[int] | np.ndarray]) -> Tensor:
     """[N, d_in] float32: the site's value at every real token of these windows (token-id lists), from
-    one padded forward pass that stops at the site. The SAE trainer's activations, on either engine."""
+    one padded forward pass that stops at the site. The SAE trainer's activations, on either engine.
+    site may name several points, comma-separated (a transcoder trainer's mlp.in and mlp.out of
+    every layer): their rows side by side, in the order named, the pass stopping after the last."""
+    sites = site.split(",")
     lengths = [len(ids) for ids in windows]
     T = max(lengths)
     idx = torch.zeros(len(windows), T, dtype=torch.long)
     for b, ids in enumerate(windows):
         idx[b, : len(ids)] = torch.as_tensor(ids)
-    got = {}
+    got: dict[str, Tensor] = {}
+    last = max(sites, key=forward_order)
 
-    def stop(out: Tensor) -> Tensor:
-        got["v"] = as_rows(out, site, batched=True)  # [B, T, d_in]
-        raise _Stop
+    def keeper(name: str):
+        def keep(out: Tensor) -> Tensor:
+            got[name] = as_rows(out, name, batched=True)  # [B, T, d_in]
+            if name == last:
+                raise _Stop
+            return out
 
-    with torch.no_grad(), edited(model, {site: stop}), contextlib.suppress(_Stop):
+        return keep
+
+    with torch.no_grad(), edited(model, {name: keeper(name) for name in sites}), contextlib.suppress(_Stop):
         model(idx.to(model.device))
+    rows = torch.cat([got[name] for name in sites], dim=-1) if len(sites) > 1 else got[site]
     real = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # [B, T]
-    return got["v"][real.to(got["v"].device)].float()
+    return rows[real.to(rows.device)].float()
 
 
 @torch.no_grad()

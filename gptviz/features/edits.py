@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -13,8 +13,30 @@ from torch import Tensor
 
 from ..checks import real
 from ..interventions import Intervention, InterventionError, _ints
+from ..names import point
 from .activations import as_rows, from_rows
 from .sae import SAE
+
+if TYPE_CHECKING:
+    from ..transcoders import Transcoder
+
+
+def settle_features(edit: Intervention, count: int, owner: str) -> None:
+    """Check and normalise a feature edit's `features` (whole numbers below count) and `how` ("zero"
+    or a finite number), in place on the frozen dataclass."""
+    feats = _ints(edit.features, "features")  # type: ignore[attr-defined]
+    if feats is None:
+        raise InterventionError("features= names the features to edit, e.g. features=[12]")
+    bad = [f for f in feats if not 0 <= f < count]
+    if bad:
+        raise InterventionError(f"{owner} has {count} features (0 … {count - 1}); not {bad[0]}")
+    object.__setattr__(edit, "features", feats)
+    how = edit.how  # type: ignore[attr-defined]
+    if how != "zero":
+        try:
+            object.__setattr__(edit, "how", real(how, "how"))
+        except ValueError:
+            raise InterventionError(f"how must be 'zero' or a number, got {how!r}") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,18 +51,7 @@ class FeatureEdit(Intervention):
         super().__post_init__()
         if not isinstance(self.sae, SAE):
             raise InterventionError(f"edit_features needs an SAE (gptviz.load_sae), got {type(self.sae).__name__}")
-        feats = _ints(self.features, "features")
-        if feats is None:
-            raise InterventionError("features= names the features to edit, e.g. features=[12]")
-        bad = [f for f in feats if not 0 <= f < self.sae.d_sae]
-        if bad:
-            raise InterventionError(f"the SAE has {self.sae.d_sae} features (0 … {self.sae.d_sae - 1}); not {bad[0]}")
-        object.__setattr__(self, "features", feats)
-        if self.how != "zero":
-            try:
-                object.__setattr__(self, "how", real(self.how, "how"))
-            except ValueError:
-                raise InterventionError(f"how must be 'zero' or a number, got {self.how!r}") from None
+        settle_features(self, self.sae.d_sae, "the SAE")
 
     @property
     def pointwise(self) -> bool:
@@ -69,13 +80,25 @@ class FeatureEdit(Intervention):
 
 
 def edit_features(
-    sae: SAE, features: Sequence[int], how: str | float = "zero", positions: Sequence[int] | None = None
-) -> FeatureEdit:
+    sae: SAE | Transcoder, features: Sequence[int], how: str | float = "zero", positions: Sequence[int] | None = None
+) -> Intervention:
     """An intervention at sae.site: the named features set to zero (how="zero") or clamped to a
     number, the SAE's error term kept, so x becomes x + decode(f') - decode(f). positions: the
-    tokens it edits (all by default)."""
+    tokens it edits (all by default). Given a transcoder (tcs[l]) it edits blocks.{l}.mlp.out the
+    same way, out + decode(f') − decode(f), f the features of that pass's mlp.in."""
     if isinstance(features, (int, np.integer)):
         features = [int(features)]
+    from ..transcoders import Transcoder, TranscoderEdit  # they build on this module
+
+    if isinstance(sae, Transcoder):
+        return TranscoderEdit(
+            point("mlp.out", sae.layer),
+            None,
+            cast("tuple[int, ...] | None", positions),
+            sae,
+            cast("tuple[int, ...]", features),
+            how,
+        )
     # the fields hold __post_init__'s normalised tuples; it converts (and checks) these sequences with _ints
     return FeatureEdit(
         sae.site if isinstance(sae, SAE) else "embed",

@@ -24,6 +24,7 @@ _BLOCK_HOOKS = {
     "hook_resid_post": "resid_post",
     "hook_attn_out": "attn.out",
     "hook_mlp_out": "mlp.out",
+    "mlp.hook_in": "mlp.in",
     "mlp.hook_post": "mlp.hidden",
     "attn.hook_z": "attn.z",
 }
@@ -31,7 +32,7 @@ _MODEL_HOOKS = {"ln_final.hook_normalized": "ln_f"}
 _SITE_HOOKS = {v: k for k, v in _BLOCK_HOOKS.items()}
 _TL_BLOCK = re.compile(r"blocks\.(\d+)\.(.+)")
 # sites an SAE may read: a vector per token ([T, width]); attn.z is read with its heads concatenated
-SAE_SITES = ("resid_pre", "resid_mid", "resid_post", "attn.out", "mlp.out", "mlp.hidden", "attn.z")
+SAE_SITES = ("resid_pre", "resid_mid", "resid_post", "attn.out", "mlp.in", "mlp.out", "mlp.hidden", "attn.z")
 
 
 def contract_site(name: str) -> str:

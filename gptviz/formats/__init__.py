@@ -15,8 +15,7 @@ from ..devices import check_dtype, resolve_device
 from ..errors import CheckpointError, GptvizError
 from ..progress import ProgressFn
 from .bundle import Bundle, LoadReport
-from .hf_decoders import KNOWN, load_hf_decoder, refuse_model_type
-from .hf_gpt2 import is_hf
+from .hf_decoders import KNOWN, is_hf, load_hf_decoder, refuse_model_type
 from .inmemory import MemoryPath
 from .nanogpt import is_nanogpt, load_nanogpt
 from .native import is_native, load_native, save

@@ -15,9 +15,10 @@ from typing import cast
 import torch
 
 from ..config import GPTConfig
+from ..decoding import is_block_linear
 from ..devices import HALF_DTYPES, choose_dtype, dtype_name
 from ..errors import CheckpointError, summarise
-from ..model import GPT, is_block_linear
+from ..model import GPT
 from ..progress import ProgressFn, Reporter
 from ..tokenizers import Tokenizer
 from .weights import READ
@@ -149,7 +150,7 @@ def _own(value: torch.Tensor, dtype: torch.dtype, device: torch.device) -> bool:
 
 
 def in_out_copy(value: torch.Tensor, dtype: torch.dtype, rows: int = 256) -> torch.Tensor:
-    """value [out, in] converted to dtype on the CPU, its values laid out [in, out] (model.in_out_layout,
+    """value [out, in] converted to dtype on the CPU, its values laid out [in, out] (decoding.in_out_layout,
     which a step of decoding reads faster in float32: SmolLM2-135M 41.7 -> 35.8 ms a token). `rows` rows of
     value at a time: torch transposes such a block fast in its own dtype (a tiled kernel), then the
     conversion writes `rows` values in a run into each row of the result. A float32 load of Llama-3.2-1B

@@ -18,7 +18,8 @@ from pathlib import Path
 from ..config import DERIVED, OFF_AT_ZERO, GPTConfig
 from ..errors import CheckpointError, ConfigError, summarise
 from ..limits import MAX_CONFIG
-from .families import FAMILIES, Family, FamilyRefusal
+from .families import FAMILIES
+from .family_record import Family, FamilyRefusal, shown, whole_number
 
 KNOWN = tuple(FAMILIES)  # gpt2 first: the order messages name them in
 DECODERS = tuple(k for k in KNOWN if k != "gpt2")
@@ -102,21 +103,16 @@ INERT = frozenset(
 )
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def refuse_model_type(kind: object, source: Path) -> CheckpointError:
     """One sentence for a model type gptviz does not load, naming it and the ones it does."""
     if not kind:
         return CheckpointError(f"{source}: no model_type; not a Hugging Face model config")
     if kind in MOE:
         return CheckpointError(
-            f"{source}: model_type {_shown(kind)} is a mixture-of-experts model, which gptviz does not implement; "
+            f"{source}: model_type {shown(kind)} is a mixture-of-experts model, which gptviz does not implement; "
             f"it loads the dense decoders {', '.join(KNOWN)}"
         )
-    return CheckpointError(f"{source}: model_type {_shown(kind)} is not one gptviz loads; it loads {', '.join(KNOWN)}")
+    return CheckpointError(f"{source}: model_type {shown(kind)} is not one gptviz loads; it loads {', '.join(KNOWN)}")
 
 
 def _number(value: object, key: str, *, above: float | None = 0.0, at_most: float | None = None) -> float:
@@ -131,13 +127,7 @@ def _number(value: object, key: str, *, above: float | None = 0.0, at_most: floa
         return value
     bounds = f"above {above:g}" if above is not None else "finite"
     bounds += f" and at most {at_most:g}" if at_most is not None else ""
-    raise FamilyRefusal(f"{key}={_shown(value)} must be a number {bounds}")
-
-
-def _whole(value: object, key: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise FamilyRefusal(f"{key}={_shown(value)} must be a whole number, {low} or more")
-    return value
+    raise FamilyRefusal(f"{key}={shown(value)} must be a number {bounds}")
 
 
 # --- rotary: rope_parameters (transformers 5) or rope_theta / rope_scaling (4.x) ---------------------
@@ -147,9 +137,9 @@ def _rope_dicts(hf: dict, given: set[str], family: Family) -> tuple[dict, dict |
     refused unless they say the same."""
     params, scaling = hf.get("rope_parameters"), hf.get("rope_scaling")
     if params is not None and not isinstance(params, dict):
-        raise FamilyRefusal(f"rope_parameters={_shown(params)} must be an object (rope_type, rope_theta, ...)")
+        raise FamilyRefusal(f"rope_parameters={shown(params)} must be an object (rope_type, rope_theta, ...)")
     if scaling is not None and not isinstance(scaling, dict):
-        raise FamilyRefusal(f"rope_scaling={_shown(scaling)} must be an object or null")
+        raise FamilyRefusal(f"rope_scaling={shown(scaling)} must be an object or null")
     read = _fold(scaling or params or {}, hf, given, family)
     if scaling and params is not None and _fold(params, hf, given, family) != read:
         raise FamilyRefusal("rope_parameters and rope_scaling are both given and disagree; keep one of them")
@@ -160,7 +150,7 @@ def _fold(source: dict, hf: dict, given: set[str], family: Family) -> tuple[dict
     nested = "full_attention" in source or "sliding_attention" in source
     for name in ("full_attention", "sliding_attention"):
         if nested and source.get(name) is not None and not isinstance(source.get(name), dict):
-            raise FamilyRefusal(f"rope_parameters.{name}={_shown(source[name])} must be an object")
+            raise FamilyRefusal(f"rope_parameters.{name}={shown(source[name])} must be an object")
     glob = dict(source.get("full_attention") or {}) if nested else dict(source)
     local = dict(source.get("sliding_attention") or {}) if nested else None
     if local is None and family.local_rope:
@@ -170,7 +160,7 @@ def _fold(source: dict, hf: dict, given: set[str], family: Family) -> tuple[dict
     for key in ("rope_theta", "partial_rotary_factor"):
         if key in given and key in glob and glob[key] != hf[key]:
             raise FamilyRefusal(
-                f"{key}={_shown(hf[key])} at the top level disagrees with {_shown(glob[key])} in the rope "
+                f"{key}={shown(hf[key])} at the top level disagrees with {shown(glob[key])} in the rope "
                 "parameters; keep one of them"
             )
         if key in hf:
@@ -195,7 +185,7 @@ def read_rope(hf: dict, given: set[str], family: Family) -> dict:
     rope_type = glob["rope_type"] or "default"
     if not isinstance(rope_type, str) or rope_type not in ROPE_TYPES:
         raise FamilyRefusal(
-            f"rope scaling {_shown(rope_type)} is not implemented in gptviz (it knows {', '.join(ROPE_TYPES)})"
+            f"rope scaling {shown(rope_type)} is not implemented in gptviz (it knows {', '.join(ROPE_TYPES)})"
         )
     fraction = glob.get("partial_rotary_factor", 1.0)
     out = dict(
@@ -210,7 +200,7 @@ def read_rope(hf: dict, given: set[str], family: Family) -> dict:
             rope_low_freq=_number(glob.get("low_freq_factor", 1.0), "low_freq_factor", **FACTOR),
             rope_high_freq=_number(glob.get("high_freq_factor", 4.0), "high_freq_factor", **FACTOR),
             # as Hugging Face: the context the model was trained on, else its configured context
-            rope_original_max=_whole(
+            rope_original_max=whole_number(
                 glob.get(
                     "original_max_position_embeddings",
                     hf.get("original_max_position_embeddings", hf.get("max_position_embeddings", 0)),
@@ -221,12 +211,12 @@ def read_rope(hf: dict, given: set[str], family: Family) -> dict:
         low, high = float(out["rope_low_freq"]), float(out["rope_high_freq"])  # type: ignore[arg-type]  # numbers
         if high <= low:  # the smoothing divides by their difference
             raise FamilyRefusal(
-                f"high_freq_factor={_shown(out['rope_high_freq'])} must be above low_freq_factor="
-                f"{_shown(out['rope_low_freq'])}: llama3 scaling divides by their difference"
+                f"high_freq_factor={shown(out['rope_high_freq'])} must be above low_freq_factor="
+                f"{shown(out['rope_low_freq'])}: llama3 scaling divides by their difference"
             )
     if local is not None:
         if (local.get("rope_type") or "default") != "default":
-            raise FamilyRefusal(f"rope scaling {_shown(local.get('rope_type'))} on the local layers is not implemented")
+            raise FamilyRefusal(f"rope scaling {shown(local.get('rope_type'))} on the local layers is not implemented")
         if local.get("partial_rotary_factor", fraction) != fraction:
             raise FamilyRefusal("the local layers rotate another share of each head than the global ones")
         out["rope_local_theta"] = _number(local.get("rope_theta"), "the local layers' rope_theta", **THETA)
@@ -247,7 +237,7 @@ def layer_types(hf: dict, family: Family, n_layer: int) -> str:
     """One letter per layer, g global or l local, from layer_types or the family's own rule."""
     types = hf.get("layer_types")
     if types is not None and not isinstance(types, list):
-        raise FamilyRefusal(f"layer_types={_shown(types)} must be a list with one attention type per layer")
+        raise FamilyRefusal(f"layer_types={shown(types)} must be a list with one attention type per layer")
     if not types and family.layers is not None:
         types = family.layers(hf, n_layer)
     if isinstance(types, str):
@@ -258,7 +248,7 @@ def layer_types(hf: dict, family: Family, n_layer: int) -> str:
         raise FamilyRefusal(f"layer types name {len(types)} layers but the model has {n_layer}")
     bad = [t for t in types if not isinstance(t, str) or t not in LETTERS]
     if bad:
-        raise FamilyRefusal(f"attention layer type {_shown(bad[0])} is not implemented in gptviz")
+        raise FamilyRefusal(f"attention layer type {shown(bad[0])} is not implemented in gptviz")
     return "".join(LETTERS[t] for t in types)
 
 
@@ -273,7 +263,7 @@ def _fields(hf: dict, given: set[str], family: Family) -> dict:
     act = family.activation_aliases.get(act, act) if isinstance(act, str) else act
     if not isinstance(act, str) or act not in ACTIVATIONS:
         raise FamilyRefusal(
-            f"activation {_shown(act)} is not implemented in gptviz ({', '.join(ACTIVATIONS)}); "
+            f"activation {shown(act)} is not implemented in gptviz ({', '.join(ACTIVATIONS)}); "
             f"this {act_key} is not supported"
         )
     out: dict = {"activation": ACTIVATIONS[act]}
@@ -288,9 +278,9 @@ def _fields(hf: dict, given: set[str], family: Family) -> dict:
         out[ours] = value
     H, C = out.get("n_head"), out.get("n_embd")
     if "n_kv_head" in out and isinstance(out["n_kv_head"], int) and not isinstance(out["n_kv_head"], bool):
-        _whole(out["n_kv_head"], str(family.names["n_kv_head"]))  # 0 is no head at all, not "one per query head"
+        whole_number(out["n_kv_head"], str(family.names["n_kv_head"]))  # 0 is no head at all, not "one per query head"
     if "head_size" in out:
-        head = _whole(out["head_size"], str(family.names["head_size"]))  # 32.5 is no head size, and is not truncated
+        head = whole_number(out["head_size"], str(family.names["head_size"]))  # 32.5: no head size, not truncated
         if isinstance(C, int) and isinstance(H, int) and H and head * H == C:
             out["head_size"] = 0  # C / H: derived
     out |= dict(family.fixed)

@@ -28,7 +28,8 @@ from ..limits import MAX_LISTING_JSON_BYTES, MAX_TOKENIZER_BYTES
 from ..progress import ProgressFn
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
-from .families import FAMILIES, Tensor
+from .families import FAMILIES
+from .family_record import Tensor, shown
 from .hf_config import (  # noqa: F401 (importable from here, as before the records)
     ACTIVATIONS,
     DECODERS,
@@ -38,7 +39,6 @@ from .hf_config import (  # noqa: F401 (importable from here, as before the reco
     config_from_hf_decoder,
     refuse_model_type,
 )
-from .hf_gpt2 import hf_tokenizer
 from .hf_llama_export import save_hf_llama  # noqa: F401 (the other direction, also importable from here)
 from .safe import check_file, read_json
 from .stop import eos_token_ids
@@ -52,12 +52,45 @@ BUFFERS = re.compile(
     r".*\.(attn\.bias|attn\.masked_bias|attention\.bias|attention\.masked_bias|inv_freq|rotary_emb\..*)$"
 )
 SAFETENSORS, PT_BIN = "model.safetensors", "pytorch_model.bin"
+# GPT-2's Conv1D weights (stored [in, out], the transpose of nn.Linear's): families.py conv1d turns them
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+def is_hf(path: Path) -> bool:
+    """A directory with a Hugging Face config.json (any model type; the loader says if it is not GPT-2)."""
+    cfg = path / "config.json"
+    if not (path.is_dir() and cfg.is_file()):
+        return False
+    try:
+        return "gptviz_format" not in read_json(cfg)
+    except CheckpointError:
+        return True  # unreadable or too large: let the loader name the problem
+
+
+def hf_tokenizer(
+    path: Path, vocab_size: int | None = None, context: int | None = None
+) -> tuple[BPETokenizer | None, str]:
+    """The tokenizer in an HF directory, and a note when there is none. Files are sized before read
+    and checked against a model of vocab_size ids before the library builds them."""
+    if (path / "tokenizer.json").exists():
+        check_file(path / "tokenizer.json", MAX_TOKENIZER_BYTES, "tokenizer file")
+        return BPETokenizer.from_file(path / "tokenizer.json", vocab_size=vocab_size, context=context), ""
+    vocab, merges = path / "vocab.json", path / "merges.txt"
+    if vocab.exists() and merges.exists():
+        check_file(vocab, MAX_TOKENIZER_BYTES, "tokenizer file")
+        check_file(merges, MAX_TOKENIZER_BYTES, "tokenizer file")
+        return BPETokenizer.from_vocab_merges(vocab, merges, vocab_size), ""
+    if vocab.is_file() or merges.is_file():
+        have, lack = (vocab, merges) if vocab.is_file() else (merges, vocab)
+        return (
+            None,
+            f"no tokenizer: {have.name} is there but {lack.name} is missing, so text input is off; give token ids",
+        )
+    return None, (
+        "no tokenizer: the directory has neither tokenizer.json nor vocab.json + merges.txt, "
+        "so text input is off; give token ids"
+    )
 
 
 # --- weight names: Hugging Face -> ours ---------------------------------------------------------
@@ -146,7 +179,7 @@ def weight_files(path: Path) -> list[Path]:
         files = []
         for name in names:
             if Path(name).name != name or name in (".", "..") or "\\" in name:
-                raise CheckpointError(f"{index}: shard {_shown(name)} is not a file name in this folder")
+                raise CheckpointError(f"{index}: shard {shown(name)} is not a file name in this folder")
             file = path / name
             if not file.is_file():
                 raise CheckpointError(f"{file}: file not found; {index.name} names it as a shard")

@@ -23,7 +23,7 @@ from ..progress import ProgressFn
 from ..tokenizers import CharTokenizer, Tokenizer, gpt2
 from ..tokenizers.vet import VocabularyTooLarge
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_from_state, finish
-from .hf_gpt2 import hf_tokenizer
+from .hf_decoders import hf_tokenizer
 from .safe import safe_unpickle, shapes_of, state_dict, torch_load, torch_load_mapped
 from .weights import Weights
 

@@ -20,7 +20,9 @@ its first) on the slide's prompt: `feature = 12` (default: the strongest at `pos
 
 A "tiny-head" slide may give `step` (one stage of the head's chain, in order: STEPS) and the
 teacher's own `X`, `Wq`, `Wk`, `Wv` (numbers.py). A "predict" slide asks the class for the next
-token of its prompt; `choices` lists guesses to pick from (a student may also type one).
+token of its prompt; `choices` lists guesses to pick from (a student may also type one); `round =
+"probability"` scores the room's guesses by the model's own probabilities at the reveal (class_round.py),
+`round = "tally"` (the default) shows the class's shares beside the model's distribution only.
 
 A lesson file is untrusted input (a teacher's upload or a path): it is size-bounded and bounded in
 what tomllib would pay for before tomllib reads it (bounded_toml.py), parsed once per content, every
@@ -66,6 +68,7 @@ PRESETS = ("textbook", "sharp")  # the worked tiny head's inputs: the teaching t
 # output. A tiny-head slide without a step shows X beside the weights (the whole head at a glance).
 STEPS = ("input", "qkv", "scores", "weights", "output")
 MAX_CHOICES = 8  # a predict slide's guesses to pick from
+ROUNDS = ("tally", "probability")  # a predict slide's reveal: the shares alone, or scored by the model
 LESSON_KEYS = {"title", "description", "slides"}
 SLIDE_KEYS = {
     "page",
@@ -85,6 +88,7 @@ SLIDE_KEYS = {
     "Wk",
     "Wv",
     "choices",
+    "round",
     "sae",
     "feature",
     "steer",
@@ -126,6 +130,7 @@ class Slide:
     step: str | None = None  # a tiny-head slide's stage of the chain (STEPS); None: X and the weights
     numbers: Numbers | None = None  # a tiny-head slide's own X, Wq, Wk, Wv (None: its preset's)
     choices: tuple[str, ...] = ()  # a predict slide's guesses to pick from
+    round: str = "tally"  # a predict slide's reveal (ROUNDS)
     sae: str | None = None  # an SAE shipped beside the checkpoint, by name; None: its first
     feature: int | None = None  # a features slide's feature; None: the strongest at the position
     steer: SteeringSpec | None = None  # the slide's run steered
@@ -139,10 +144,48 @@ class Lesson:
     description: str = ""
     origin: str = field(default="shipped", compare=False)  # "shipped", "upload" or "file"
     lines: tuple[int, ...] = field(default=(), compare=False)  # each slide's [[slides]] line in the file
+    key_lines: tuple[tuple[tuple[str, int], ...], ...] = field(default=(), compare=False)  # each slide's keys' lines
 
     def where(self, i: int) -> str:
         """How a message names slide i (0-based): with its line in the file when known."""
         return f"line {self.lines[i]}, slide {i + 1}" if i < len(self.lines) else f"slide {i + 1}"
+
+    def at_key(self, i: int, message: str) -> str:
+        """A message about slide i pointed at the line of the key it names (see at_key)."""
+        if i >= len(self.key_lines):
+            return message
+        return at_key(message, self.where(i), dict(self.key_lines[i]), i)
+
+
+_KEY_LINE = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z0-9_-]*)[ \t]*=", re.MULTILINE)
+
+
+def slide_key_lines(text: str, lines: tuple[int, ...]) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Each slide's keys with the line each is set on (its first), from the file's text."""
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]  # offset of each line (from 1: starts[n - 1])
+    out = []
+    for k, first in enumerate(lines):
+        last = lines[k + 1] - 1 if k + 1 < len(lines) else len(starts)
+        found: dict[str, int] = {}
+        for n in range(first + 1, last + 1):
+            end = starts[n] if n < len(starts) else len(text)
+            m = _KEY_LINE.match(text, starts[n - 1], end)
+            if m:
+                found.setdefault(m.group(1), n)
+        out.append(tuple(found.items()))
+    return tuple(out)
+
+
+def at_key(message: str, where: str, keys: dict[str, int], i: int) -> str:
+    """A message that starts with `where` (the slide's [[slides]] line) pointed at the line of the first
+    of the slide's keys it names: the wrong key, not the table's header."""
+    if not message.startswith(where + ": "):
+        return message
+    rest = message[len(where) + 2 :]
+    named = [(m.start(), k) for k in keys if (m := re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-]| slide)", rest))]
+    if not named:
+        return message
+    return f"line {keys[min(named)[1]]}, slide {i + 1}: {rest}"
 
 
 def _text(where: str, key: str, value) -> str:
@@ -231,16 +274,22 @@ def _tiny_head(where: str, page: str, raw: dict) -> dict:
 
 
 def _predict(where: str, page: str, raw: dict) -> dict:
-    """A predict slide's choices: at most MAX_CHOICES guesses, each one a student could type."""
+    """A predict slide's choices (at most MAX_CHOICES guesses, each one a student could type) and round."""
+    asks = [k for k in ("choices", "round") if k in raw]
+    if asks and page != "predict":
+        raise LessonError(f"{where}: {asks[0]!r} belongs on a predict slide, not a {page} one")
+    kw: dict = {}
+    if "round" in raw:
+        kw["round"] = _text(where, "round", raw["round"])
+        if kw["round"] not in ROUNDS:
+            raise LessonError(f"{where}: round {kw['round'][:40]!r} is not one of {', '.join(ROUNDS)}")
     if "choices" not in raw:
-        return {}
-    if page != "predict":
-        raise LessonError(f"{where}: 'choices' belongs on a predict slide, not a {page} one")
+        return kw
     value = raw["choices"]
     if not isinstance(value, list) or not 1 <= len(value) <= MAX_CHOICES:
         raise LessonError(f'{where}: \'choices\' must be a list of 1 to {MAX_CHOICES} guesses, e.g. ["e", "a"]')
     try:
-        return {"choices": tuple(dict.fromkeys(normal_guess(_text(where, "choices", c)) for c in value))}
+        return {**kw, "choices": tuple(dict.fromkeys(normal_guess(_text(where, "choices", c)) for c in value))}
     except GuessError as e:
         raise LessonError(f"{where}: 'choices': {e}") from None
 
@@ -316,13 +365,23 @@ def _parse(raw: bytes, name: str, origin: str) -> Lesson:
     if len(slides) > MAX_SLIDES:
         raise LessonError(f"{name}: {len(slides)} slides; a lesson may have at most {MAX_SLIDES}")
     lines = lines if len(lines) == len(slides) else ()  # slides = [...] inline: no header lines
+    keys = slide_key_lines(raw.decode("utf-8"), lines) if lines else ()
+    parsed = []
+    for i, sl in enumerate(slides):
+        try:
+            parsed.append(_slide(i, sl, lines))
+        except LessonError as e:
+            if i < len(keys):
+                raise LessonError(at_key(str(e), f"line {lines[i]}, slide {i + 1}", dict(keys[i]), i)) from None
+            raise
     return Lesson(
         name=name,
         title=_text("lesson", "title", doc.get("title", name)),
         description=_text("lesson", "description", doc.get("description", "")),
-        slides=tuple(_slide(i, s, lines) for i, s in enumerate(slides)),
+        slides=tuple(parsed),
         origin=origin,
         lines=lines,
+        key_lines=keys,
     )
 
 

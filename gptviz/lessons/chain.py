@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from ..analysis import worked
 from ..figures.style import style
 from . import Slide
-from .content import FIGURE_HEIGHT, Content, mark, mass_label, num, small_heatmap
+from .drawing import FIGURE_HEIGHT, Content, mark, mass_label, num, small_heatmap
 
 MATRIX_SCALE = "RdBu"  # diverging around 0: a negative weight reads as the opposite colour
 

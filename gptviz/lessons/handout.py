@@ -9,7 +9,7 @@ HTML-escaped; figures go through Plotly's own JSON (token labels are escaped by 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +17,8 @@ from plotly.offline import get_plotlyjs
 
 from ..errors import OutputError
 from . import Lesson, Slide, content
-from .content import Content
+from .class_round import Round, round_lines, round_table
+from .drawing import Content
 
 CSS = """
 body { font-family: Inter, 'Source Sans Pro', Arial, sans-serif; margin: 2rem auto; max-width: 1100px;
@@ -43,8 +44,9 @@ td, th { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: right; }
 FIGURE_WIDTH = 600  # px: beside its table on a printed landscape page; alone on a portrait one
 
 
-def render(lesson: Lesson, contents: Sequence[Content | str]) -> str:
-    """The handout of a lesson whose slides have these contents (a str: why a slide could not be shown)."""
+def render(lesson: Lesson, contents: Sequence[Content | str], rounds: Mapping[int, Round] | None = None) -> str:
+    """The handout of a lesson whose slides have these contents (a str: why a slide could not be shown);
+    rounds: the room's guesses on predict slides (by slide index, from 0), scored by the model."""
     e = html.escape
     parts = [
         "<!DOCTYPE html>",
@@ -74,9 +76,21 @@ def render(lesson: Lesson, contents: Sequence[Content | str]) -> str:
             full_html=False, include_plotlyjs=False, div_id=f"figure-{i}", default_width=FIGURE_WIDTH
         )
         parts.append(f'<div class="figure">{figure}</div>')
-        parts.append(f'<p class="caption">{e(c.caption)}</p></div></div></section>')
+        parts.append(f'<p class="caption">{e(c.caption)}</p></div></div>')
+        r = (rounds or {}).get(i - 1)
+        if r is not None:
+            parts.append(_round(r))
+        parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _round(r: Round) -> str:
+    """The room's guesses of a predict slide, as the reveal showed them."""
+    e = html.escape
+    table = round_table(r).to_html(escape=True, border=0, index=False) if r.guesses else "<p>No guesses.</p>"
+    lines = "".join(f"<li>{e(line)}</li>" for line in round_lines(r))
+    return f'<div class="round"><h3>The room\'s guesses</h3>{table}<ul>{lines}</ul></div>'
 
 
 def contents(lesson: Lesson, runs: Callable[[Slide], Content | str]) -> list[Content | str]:

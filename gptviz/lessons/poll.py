@@ -140,6 +140,6 @@ def tally_figure(table: pd.DataFrame, answers: int, revealed: bool, height: int 
     title = f"The class's guesses: {answers} answer{'' if answers == 1 else 's'}" + (" · the model" if revealed else "")
     style(fig, title, height=height)
     fig.update_layout(barmode="group", legend=dict(orientation="h", y=-0.2))
-    fig.update_yaxes(title_text="% (of answers; model: probability)", range=[0, 100])
+    fig.update_yaxes(title_text="%", range=[0, 100])  # of the answers; the model's: its probability (the caption)
     fig.update_xaxes(type="category")
     return fig

@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..analysis.heads import SCORES
+from ..attention import AttentionSpec, attention_weights
 from ..capture import edited
-from ..model import AttentionSpec, attention_weights
 from ..names import point
 
 # What each window adds per head besides SCORES, as Neuronpedia's HeadVis pipeline computes it

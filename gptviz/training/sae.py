@@ -205,7 +205,9 @@ def evaluate(model, sae: SAE, windows: Sequence[Window]) -> dict:
         for b, w in enumerate(group):
             idx[b, : len(w.ids)] = torch.as_tensor(w.ids)
         idx = idx.to(model.device)
-        splice = {sae.site: lambda out: from_rows(sae.reconstruct(as_rows(out, sae.site, True)), out, sae.site)}
+        splice = {
+            sae.site: lambda out: from_rows(sae.reconstruct(as_rows(out, sae.site, True)).to(out.dtype), out, sae.site)
+        }
         for key, hooks in (("loss", {}), ("spliced_loss", splice)):
             with edited(model, hooks):
                 logits = model(idx)  # [B, T, V]
@@ -219,6 +221,26 @@ def evaluate(model, sae: SAE, windows: Sequence[Window]) -> dict:
         loss=losses["loss"] / predicted,
         spliced_loss=losses["spliced_loss"] / predicted,
     )
+
+
+def held_and_stream(
+    model, tokenizer, data, site: str, d_in: int, seed: int, steps, engine: str, on_workers, ray_args, what: str
+):
+    """(the held-out windows, the number of steps, the training minibatches) of a trainer: the corpus
+    cut into windows, a tenth of them (at least one) held out, the rest streamed at `site` (d_in wide)
+    on this machine or on Ray workers (on_workers: a checkpoint path or the model; ray_args: where)."""
+    corpus = read_corpus(data, tokenizer, model.config.block_size, model.config.vocab_size)
+    windows = corpus.windows
+    if len(windows) < 2:
+        raise SAEError(f"the corpus is too small to train {what}: it makes fewer than two windows")
+    order = np.random.default_rng(seed).permutation(len(windows))
+    n_eval = max(1, len(windows) // 10)
+    held = [windows[i] for i in sorted(order[:n_eval])]
+    train = [windows[i] for i in order[n_eval:]]
+    total = whole(steps, "steps", low=1) if steps is not None else _steps_for(sum(len(w.ids) for w in train))
+    if engine == "ray":
+        return held, total, ray_stream(on_workers, site, d_in, train, seed, total, **ray_args)
+    return held, total, stream(model, site, train, seed)
 
 
 def _steps_for(tokens: int) -> int:
@@ -270,21 +292,11 @@ def train_sae(
     width, k = whole(width, "width", low=1, high=256), whole(k, "k", low=1)
     if k > width * d_in:
         raise SAEError(f"k={k} is more than the SAE's {width * d_in} features")
-    corpus = read_corpus(data, tokenizer, model.config.block_size, model.config.vocab_size)
-    windows = corpus.windows
-    if len(windows) < 2:
-        raise SAEError("the corpus is too small to train an SAE: it makes fewer than two windows")
-    order = np.random.default_rng(seed).permutation(len(windows))
-    n_eval = max(1, len(windows) // 10)
-    held = [windows[i] for i in sorted(order[:n_eval])]
-    train = [windows[i] for i in order[n_eval:]]
-    total = whole(steps, "steps", low=1) if steps is not None else _steps_for(sum(len(w.ids) for w in train))
-    if engine == "ray":
-        on_workers = checkpoint if isinstance(source, (str, Path)) else model
-        ray_args = {"ray_address": ray_address, "ray_timeout": ray_timeout, "device": device, "threads": threads}
-        batches = ray_stream(on_workers, site, d_in, train, seed, total, **ray_args)
-    else:
-        batches = stream(model, site, train, seed)
+    ray_args = {"ray_address": ray_address, "ray_timeout": ray_timeout, "device": device, "threads": threads}
+    on_workers = checkpoint if isinstance(source, (str, Path)) else model
+    held, total, batches = held_and_stream(
+        model, tokenizer, data, site, d_in, seed, steps, engine, on_workers, ray_args, "an SAE"
+    )
     before = torch.get_num_threads()
     try:
         if threads:

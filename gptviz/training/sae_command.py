@@ -3,7 +3,9 @@ and write it in SAELens's format."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 
 from .. import cli_args
 
@@ -16,9 +18,14 @@ def add_arguments(p) -> None:
     t.add_argument("--data", required=True, type=path, help=".txt file, folder of .txt files, .jsonl or .parquet")
     t.add_argument("--site", required=True, help="the point it reads, e.g. blocks.2.resid_post")
     t.add_argument("--out", required=True, type=path, help="folder for cfg.json + sae_weights.safetensors")
+    add_training_arguments(t, "SAE")
+
+
+def add_training_arguments(t, what: str) -> None:
+    """The options every trainer of features shares (train_sae's and train_transcoders')."""
     t.add_argument("--width", type=cli_args.whole(1, 256), default=8, help="features per input dimension (default 8)")
     t.add_argument("--k", type=cli_args.whole(1), default=32, help="features firing per token (default 32)")
-    t.add_argument("--steps", type=cli_args.whole(1), help="SAE steps of 1,024 tokens (default: from the corpus)")
+    t.add_argument("--steps", type=cli_args.whole(1), help=f"{what} steps of 1,024 tokens (default: from the corpus)")
     t.add_argument("--lr", type=cli_args.number(0, above=True), default=1e-3, help="Adam's learning rate")
     t.add_argument("--seed", type=cli_args.whole(0), default=0)
     t.add_argument(
@@ -39,12 +46,18 @@ def add_arguments(p) -> None:
     )
 
 
-def run(args) -> None:
+def training_options(args) -> dict:
+    """add_training_arguments' values as the trainers' keyword arguments."""
+    keys = ("width", "k", "steps", "engine", "lr", "seed", "device", "threads", "ray_address", "ray_timeout")
+    return {key: getattr(args, key) for key in keys}
+
+
+@contextlib.contextmanager
+def progress_bar(desc: str) -> Iterator[Callable]:
+    """A tqdm bar of steps on stderr, and the progress function that moves it."""
     from tqdm import tqdm
 
-    from .sae import train_sae
-
-    bar = tqdm(total=0, unit="step", desc="sae", file=sys.stderr, disable=None)
+    bar = tqdm(total=0, unit="step", desc=desc, file=sys.stderr, disable=None)
 
     def progress(p) -> None:
         bar.total = p.total
@@ -52,25 +65,18 @@ def run(args) -> None:
         bar.refresh()
 
     try:
-        sae = train_sae(
-            args.checkpoint,
-            args.data,
-            args.site,
-            width=args.width,
-            k=args.k,
-            steps=args.steps,
-            engine=args.engine,
-            out=args.out,
-            progress=progress,
-            lr=args.lr,
-            seed=args.seed,
-            device=args.device,
-            threads=args.threads,
-            ray_address=args.ray_address,
-            ray_timeout=args.ray_timeout,
-        )
+        yield progress
     finally:
         bar.close()
+
+
+def run(args) -> None:
+    from .sae import train_sae
+
+    with progress_bar("sae") as progress:
+        sae = train_sae(
+            args.checkpoint, args.data, args.site, out=args.out, progress=progress, **training_options(args)
+        )
     r = sae.report
     print(
         f"trained {sae} in {r.seconds:.1f} s ({r.engine}): {r.steps:,} steps, {r.tokens:,} tokens "

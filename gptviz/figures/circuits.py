@@ -1,0 +1,172 @@
+"""An attribution graph drawn layer × position: embeddings at the bottom, each layer's features and
+errors above, the target logits on top; nodes sized by influence, edges by |weight| (blue adds, red
+subtracts). Pure: a graph's nodes and edges tables in, a Plotly figure out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .style import plotly_text, presentation, style
+
+KIND_COLOURS = {"embedding": "#6b7280", "feature": "#2563eb", "error": "#9ca3af", "logit": "#16a34a"}
+MAX_EDGES = 400  # the strongest edges drawn: more would hide the nodes at 1440 × 900
+EDGE_WIDTHS = (0.6, 1.4, 2.6, 4.0)  # four width classes by |weight| quantile: one trace each, not one per edge
+
+
+def columns(nodes: pd.DataFrame, T: int) -> np.ndarray:
+    """The x of each position's column centre: a position whose busiest layer holds n nodes gets a
+    column 1 + 0.35 (n - 1) wide, so crowded positions (the last, usually) spread their nodes out."""
+    busiest = nodes.groupby(["layer", "pos"]).size().groupby(level="pos").max()
+    width = np.ones(T)
+    width[busiest.index.to_numpy(int)] = 1 + 0.35 * (busiest.to_numpy() - 1)
+    return np.cumsum(width) - width / 2
+
+
+def node_xy(nodes: pd.DataFrame, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x: its position's column, the nodes of one (layer, position) cell spread side by side across
+    it; y: the layer (embeddings -1, logits n_layer), so every node has its own place."""
+    x = centres[nodes["pos"].to_numpy(int)].astype(float)
+    y = nodes["layer"].to_numpy(float)
+    for _, idx in nodes.groupby(["layer", "pos"]).indices.items():
+        n = len(idx)
+        if n > 1:
+            half = 0.35 * (n - 1) / 2
+            x[idx] += np.linspace(-half, half, n)
+    return x, y
+
+
+def _hover(nodes: pd.DataFrame, token_text: list[str], logit_text: dict[int, str]) -> list[str]:
+    out = []
+    for r in nodes.itertuples(index=False):
+        if r.kind == "feature":
+            what = (
+                f"feature {r.feature} (layer {r.layer})<br>activation {r.activation:.3g}, pre-activation {r.input:.3g}"
+            )
+        elif r.kind == "error":
+            what = f"MLP error, layer {r.layer}"
+        elif r.kind == "embedding":
+            what = "embedding"
+        else:
+            what = (
+                f"logit {plotly_text(str(logit_text.get(int(r.feature), r.feature)))}<br>minus the mean: {r.input:.3g}"
+            )
+        token = token_text[int(r.pos)] if 0 <= int(r.pos) < len(token_text) else ""
+        out.append(f"{what}<br>position {r.pos} ({plotly_text(token)})<br>influence {r.influence:.3g}")
+    return out
+
+
+def graph_figure(
+    nodes: pd.DataFrame,
+    edges: pd.DataFrame,
+    token_text: list[str],
+    logit_text: dict[int, str],
+    n_layer: int,
+    selected: str | None = None,
+    on: bool = False,
+) -> go.Figure:
+    """The graph as one figure. Each node marker carries its node id as customdata (a click names it)."""
+    T = len(token_text)
+    centres = columns(nodes, T)
+    x, y = node_xy(nodes, centres)
+    where = {nid: (a, b) for nid, a, b in zip(nodes["node_id"], x, y)}
+    fig = go.Figure()
+    drawn = edges[edges["source"].isin(where) & edges["target"].isin(where)]
+    drawn = drawn.reindex(drawn["weight"].abs().sort_values(ascending=False).index)[:MAX_EDGES]
+    if len(drawn):
+        size = drawn["weight"].abs().to_numpy()
+        cuts = np.quantile(size, [0.5, 0.8, 0.95])
+        klass = np.searchsorted(cuts, size)
+        for sign, colour in ((1, "rgba(37,99,235,0.35)"), (-1, "rgba(220,38,38,0.35)")):
+            for k, width in enumerate(EDGE_WIDTHS):
+                part = drawn[(np.sign(drawn["weight"].to_numpy()) == sign) & (klass == k)]
+                if not len(part):
+                    continue
+                xs, ys = [], []
+                for s, t in zip(part["source"], part["target"]):
+                    (x0, y0), (x1, y1) = where[s], where[t]
+                    xs += [x0, x1, None]
+                    ys += [y0, y1, None]
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=ys,
+                        mode="lines",
+                        line=dict(width=width, color=colour),
+                        hoverinfo="skip",
+                        showlegend=False,
+                    )  # fmt: skip
+                )
+    infl = nodes["influence"].to_numpy(float)
+    top = np.nanmax(infl) if len(infl) and np.isfinite(infl).any() and np.nanmax(infl) > 0 else 1.0
+    sizes = 7 + 22 * np.sqrt(np.clip(np.nan_to_num(infl) / top, 0, 1))
+    hover = _hover(nodes, token_text, logit_text)
+    for kind, colour in KIND_COLOURS.items():
+        m = (nodes["kind"] == kind).to_numpy()
+        if not m.any():
+            continue
+        line = [3 if nid == selected else 0.5 for nid in nodes["node_id"][m]]
+        fig.add_trace(
+            go.Scatter(
+                x=x[m],
+                y=y[m],
+                mode="markers",
+                name=kind,
+                marker=dict(size=sizes[m], color=colour, line=dict(width=line, color="#111827")),
+                customdata=nodes["node_id"][m].tolist(),
+                hovertext=[h for h, keep in zip(hover, m) if keep],
+                hoverinfo="text",
+            )
+        )
+    ticks = [-1, *range(n_layer), n_layer]
+    labels = ["embed", *[f"L{l}" for l in range(n_layer)], "logits"]
+    step = max(1, T // 32)
+    style(
+        fig,
+        "Attribution graph",
+        height=620,
+        subtitle="each edge a direct effect in the local replacement model; node size: influence on the targets",
+        xaxis=dict(
+            tickmode="array",
+            tickvals=centres[::step].tolist(),
+            ticktext=[plotly_text(token_text[i]) for i in range(0, T, step)],
+            title="position",
+            range=[float(min(x.min(initial=0), centres[0])) - 0.7, float(max(x.max(initial=0), centres[-1])) + 0.7]
+            if T
+            else None,
+        ),
+        yaxis=dict(tickmode="array", tickvals=ticks, ticktext=labels, title="layer", range=[-1.6, n_layer + 0.6]),
+        legend=dict(orientation="h", y=-0.12, x=0),
+        clickmode="event+select",
+        dragmode="pan",
+    )
+    return presentation(fig, on)
+
+
+def score_parts_bars(parts: pd.DataFrame, n: int = 16, on: bool = False) -> go.Figure:
+    """The largest parts of an attention score (attention_attribution's rows), one bar each, labelled
+    'source (query side)' or '(key side)'; the rest summed into one bar, so the bars add up to the score."""
+    order = parts["score"].abs().sort_values(ascending=False).index
+    top, rest = parts.loc[order[:n]], parts.loc[order[n:]]
+    labels = [f"{s} ({side} side)" for s, side in zip(top["source"], top["side"])]
+    values = top["score"].tolist()
+    if len(rest):
+        labels.append(f"the other {len(rest)} parts")
+        values.append(float(rest["score"].sum()))
+    fig = go.Figure(
+        go.Bar(
+            x=values[::-1],
+            y=[plotly_text(t) for t in labels[::-1]],
+            orientation="h",
+            marker_color=["#2563eb" if v >= 0 else "#dc2626" for v in values[::-1]],
+        )
+    )
+    total = parts["score"].sum()
+    style(
+        fig,
+        "What each source writes into the score",
+        height=120 + 22 * len(labels),
+        subtitle=f"they add up to {total:.4g}",
+    )
+    return presentation(fig, on)

@@ -1,0 +1,237 @@
+"""Training TopK transcoders on the user's own model, one per layer, all layers at once.
+
+As train_sae (training/sae.py, whose streaming this reuses): the corpus is read as token ids, a few
+windows at a time run through the model up to the last layer's mlp.out, every chosen layer's mlp.in
+and mlp.out rows go side by side into the shuffle buffer, and each minibatch trains every layer's
+transcoder on its own pair. The last tenth of the windows is held out for the report.
+
+    f     = relu of the k largest of (x_in @ W_enc.T + b_enc)
+    loss  = Σ_l ‖out_l − (f @ W_dec + b_dec)‖² / Var(out_l)  (+ AuxK on dead features, as train_sae)
+
+Decoder rows are kept at unit norm after each step, as the TopK recipe does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..checks import whole
+from ..errors import GptvizError
+from ..names import point
+from ..progress import ProgressFn, Reporter
+from ..training.sae import AUX_COEFF, DEAD_AFTER, held_and_stream
+from .files import save_transcoders
+from .transcoder import Transcoder, TranscoderError, TranscoderSet
+
+
+@dataclass
+class TranscoderReport:
+    """What train_transcoders measured for one layer on the held-out windows (and how it ran)."""
+
+    layer: int
+    fvu: float  # Σ‖out − out_hat‖² / Σ‖out − mean out‖² on the true mlp.in (the NMSE fidelity reports)
+    l0: float  # features firing per token
+    dead: float  # share of features firing on no held-out token
+    steps: int
+    tokens: int
+    seconds: float  # the whole run's (all layers train together)
+    tokens_per_s: float
+    engine: str = "local"
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def sites_of(layers: Sequence[int]) -> str:
+    """The comma-separated points the trainer streams: each layer's mlp.in, then its mlp.out."""
+    return ",".join(point(site, l) for l in layers for site in ("mlp.in", "mlp.out"))
+
+
+def _init(tcs: list[Transcoder], first: Tensor, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for i, tc in enumerate(tcs):
+            x_in, out = first[:, i, 0], first[:, i, 1]
+            dec = torch.randn(tc.d_tc, tc.d_model, generator=g).to(x_in.device)  # the same draw on any device
+            tc.W_dec.copy_(dec / dec.norm(dim=-1, keepdim=True))
+            enc = torch.randn(tc.d_tc, tc.d_model, generator=g).to(x_in.device)
+            scale = x_in.norm(dim=-1).mean().clamp_min(1e-6)  # pre-activations of order one at the start
+            tc.W_enc.copy_(enc / enc.norm(dim=-1, keepdim=True) / scale)
+            tc.b_enc.zero_()
+            tc.b_dec.copy_(out.mean(0))
+
+
+def _layer_loss(tc: Transcoder, x_in: Tensor, out: Tensor, var: Tensor, dead: Tensor, k_aux: int):
+    """(normalised loss, features that fired) of one layer on one minibatch; sparse decode."""
+    pre = tc.pre(x_in)  # [N, d_tc]
+    top = torch.topk(pre, tc.k or 1, dim=-1)
+    vals = top.values.relu()  # [N, k]
+    out_hat = F.embedding_bag(top.indices, tc.W_dec, per_sample_weights=vals, mode="sum") + tc.b_dec
+    err = out - out_hat
+    loss = err.pow(2).sum(-1).mean() / var
+    if k_aux and dead.any():  # AuxK: dead features learn to model what the live ones miss
+        aux = torch.topk(pre.masked_fill(~dead, float("-inf")), min(k_aux, int(dead.sum())), dim=-1)
+        e_hat = F.embedding_bag(aux.indices, tc.W_dec, per_sample_weights=aux.values.relu(), mode="sum")
+        loss = loss + AUX_COEFF * torch.nan_to_num((err.detach() - e_hat).pow(2).sum(-1).mean() / var)
+    return loss, top.indices[vals > 0]
+
+
+def _train(tcs: list[Transcoder], batches: Iterator[Tensor], total: int, lr: float, seed: int, progress, device):
+    """Tokens seen, after `total` Adam steps of every layer's transcoder on the minibatches."""
+    torch.manual_seed(seed)
+    L, C = len(tcs), tcs[0].d_model
+    first = next(batches).view(-1, L, 2, C)
+    _init(tcs, first, seed)
+    var = first[:, :, 1].var(0).sum(-1).clamp_min(1e-8).to(device)  # [L]: Σ over dims of mlp.out's variance
+    params = [p for tc in tcs for p in tc.parameters() if p is not None]
+    opt = torch.optim.Adam(params, lr=lr)
+    decay_from = int(total * 0.8)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 1.0 if s < decay_from else max(0.0, (total - s) / max(1, total - decay_from))
+    )
+    last = torch.zeros(L, tcs[0].d_tc, dtype=torch.long, device=device)
+    k_aux, seen, x = max(1, C // 2), 0, first
+    reporter = Reporter(progress, "steps", total)
+    reporter.start()
+    for step in range(total):
+        if step:
+            x = next(batches).view(-1, L, 2, C)
+        x = x.to(device)
+        loss = torch.zeros((), device=device)
+        fired = []
+        for i, tc in enumerate(tcs):
+            part, f = _layer_loss(tc, x[:, i, 0], x[:, i, 1], var[i], (seen - last[i]) > DEAD_AFTER, k_aux)
+            loss = loss + part
+            fired.append(f)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        seen += len(x)
+        with torch.no_grad():
+            for i, tc in enumerate(tcs):
+                tc.W_dec.div_(tc.W_dec.norm(dim=-1, keepdim=True).clamp_min(1e-8))
+                last[i, fired[i].unique()] = seen
+        reporter.tick()
+    return seen
+
+
+@torch.no_grad()
+def held_out(tcs: TranscoderSet, model, windows) -> dict[int, dict]:
+    """Per layer: FVU (on the true mlp.in), L0 and dead share over these windows."""
+    from ..features.activations import site_rows
+    from ..training.sae import WINDOWS_PER_PASS
+
+    layers = tcs.layers
+    C = tcs.d_model
+    sums = {l: dict(err=0.0, sq=0.0, total=torch.zeros(C, dtype=torch.float64), n=0, l0=0) for l in layers}
+    fired = {l: torch.zeros(tcs[l].d_tc, dtype=torch.bool) for l in layers}
+    for start in range(0, len(windows), WINDOWS_PER_PASS):
+        group = [w.ids for w in windows[start : start + WINDOWS_PER_PASS]]
+        rows = site_rows(model, sites_of(layers), group).view(-1, len(layers), 2, C)
+        for i, l in enumerate(layers):
+            x_in, out = rows[:, i, 0], rows[:, i, 1]
+            out_hat, f = tcs[l](x_in)
+            s = sums[l]
+            s["err"] += float((out - out_hat).double().pow(2).sum())
+            s["sq"] += float(out.double().pow(2).sum())
+            s["total"] += out.double().sum(0).cpu()
+            s["n"] += len(out)
+            s["l0"] += int((f > 0).sum())
+            fired[l] |= (f > 0).any(0).cpu()
+    out = {}
+    for l, s in sums.items():
+        n = max(s["n"], 1)
+        var = s["sq"] - float(s["total"].pow(2).sum()) / n  # Σ‖out − mean‖²
+        out[l] = dict(fvu=s["err"] / max(var, 1e-12), l0=s["l0"] / n, dead=1.0 - float(fired[l].float().mean()))
+    return out
+
+
+def train_transcoders(
+    model,
+    data,
+    layers: Sequence[int] | None = None,
+    width: int = 8,
+    k: int = 32,
+    steps: int | None = None,
+    out=None,
+    progress: ProgressFn | None = None,
+    *,
+    engine: str = "local",
+    tokenizer=None,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str | None = None,
+    threads: int | None = None,
+    ray_address: str | None = None,
+    ray_timeout: float | None = None,
+) -> TranscoderSet:
+    """Train one TopK transcoder per layer (d_tc = width × d_model, k features per token) reading
+    blocks.{l}.mlp.in and writing blocks.{l}.mlp.out of `model` over the corpus `data` (what
+    gptviz.scan reads). model: a GPT, a Bundle or a checkpoint path. layers: which (default: all).
+    steps: Adam steps of 1,024 tokens (default: about 16 passes over a small corpus, at most 3,000).
+    out: also write circuit-tracer's transcoder_set layout there. progress: a gptviz.Progress of
+    "steps" after each step. engine: "local" or "ray" (the activations computed on Ray workers, as
+    train_sae's). Each transcoder carries `report` (a TranscoderReport) measured on held-out windows."""
+    from ..scanning import _model_and_tokenizer
+
+    if engine not in ("local", "ray"):
+        raise GptvizError(f"unknown engine {engine!r}; choose local or ray")
+    threads = None if threads is None else whole(threads, "threads", low=1)
+    source = model
+    started = time.perf_counter()
+    model, tokenizer, checkpoint = _model_and_tokenizer(source, tokenizer, device)
+    model.eval()
+    n_layer, C = model.config.n_layer, model.config.n_embd
+    chosen = list(range(n_layer)) if layers is None else sorted({whole(l, "layer", low=0) for l in layers})
+    if not chosen or chosen[-1] >= n_layer:
+        raise TranscoderError(f"layers must lie in 0 … {n_layer - 1}, got {list(layers or [])}")
+    width, k = whole(width, "width", low=1, high=256), whole(k, "k", low=1)
+    if k > width * C:
+        raise TranscoderError(f"k={k} is more than the transcoder's {width * C} features")
+    ray_args = {"ray_address": ray_address, "ray_timeout": ray_timeout, "device": device, "threads": threads}
+    on_workers = checkpoint if isinstance(source, (str, Path)) else model
+    sites, d_in = sites_of(chosen), 2 * len(chosen) * C
+    held, total, batches = held_and_stream(
+        model, tokenizer, data, sites, d_in, seed, steps, engine, on_workers, ray_args, "transcoders"
+    )
+    tcs = [Transcoder(C, width * C, l, "topk", k=k).to(model.device) for l in chosen]
+    before = torch.get_num_threads()
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        with contextlib.closing(batches):  # Ray is let go (or stopped) once the steps are done
+            seen = _train(tcs, batches, total, lr, seed, progress, model.device)
+    finally:
+        torch.set_num_threads(before)
+    seconds = time.perf_counter() - started
+    tset = TranscoderSet([tc.requires_grad_(False) for tc in tcs])
+    for l, measured in held_out(tset, model, held).items():
+        tset[l].report = TranscoderReport(
+            l, **measured, steps=total, tokens=seen, seconds=round(seconds, 2),
+            tokens_per_s=round(seen / seconds, 1), engine=engine,
+        )  # fmt: skip
+    tset.meta = {
+        "model_name": str(checkpoint) if checkpoint else "in-memory model",
+        "gptviz_training": {
+            "data": str(data) if not isinstance(data, list) else "a list",
+            "width": width,
+            "lr": lr,
+            "seed": seed,
+            "layers": {l: tset[l].report.to_dict() for l in chosen},
+        },
+    }
+    held_ids = [w.ids for w in held]
+    tset.meta["gptviz_training"]["held_out_fidelity"] = tset.fidelity(model, held_ids, max_tokens=1 << 30)
+    if out is not None:
+        save_transcoders(tset, out)
+        tset.path = str(out)
+    return tset
