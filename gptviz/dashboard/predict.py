@@ -4,8 +4,9 @@ beside it (the Reveal button, or the key r), which closes the poll and shows the
 
 The tally lives with the class code (live.vote / live.poll / live.reveal); the teacher's screen reads
 it from a small fragment every TALLY_POLL_S, so answers show up without anyone pressing anything and
-without rerunning the slide. Guesses are anonymous: a voter is a random token of its follower session
-(keys.POLL_VOTER), which no page shows.
+without rerunning the slide. Guesses are anonymous: a voter is its browser (voters.browser_id, a hash
+of Streamlit's cookie) or else a random token of its follower session (keys.POLL_VOTER), which no page
+shows; one address gives at most voters.votes_per_address() answers to a poll.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from ..lessons import Lesson, Slide
 from ..lessons.content import FIGURE_HEIGHT, Content
 from ..lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
 from . import keys, live, reveal
+from .classmode import client_address
 from .lesson_check import slide_checkpoint, slide_prompt
+from .voters import browser_id, votes_per_address
 from .widgets import CHART_CONFIG, plain
 
 TALLY_CAPTION = "Blue: the share of the class's answers for each guess; orange, after Reveal: the model's probability."
@@ -160,7 +163,8 @@ def draw_tally(
 def follower(slide: Slide, c: Content, at: At, presentation: bool) -> None:
     """A student's side: the prompt and their guess (picked or typed); once the teacher reveals,
     the class's tally beside the model's answer."""
-    voter = st.session_state.setdefault(keys.POLL_VOTER, secrets.token_urlsafe(12))
+    # one voter per browser (its tabs alike); a session of its own where the browser has no cookie
+    voter = browser_id() or st.session_state.setdefault(keys.POLL_VOTER, secrets.token_urlsafe(12))
     snap = live.poll(at.code, at.key) if at.code else Snapshot((), 0, False, 0)
     mine = live.my_guess(at.code, at.key, voter) if at.code else None
     scored = snap.revealed and slide.round == "probability"
@@ -203,6 +207,6 @@ def _guess_form(slide: Slide, at: At, voter: str) -> None:
             st.error(plain(wrong))
             return
         try:
-            live.vote(at.code, at.key, voter, text)
+            live.vote(at.code, at.key, voter, text, client_address(), votes_per_address())
         except GuessError as e:
             st.error(plain(str(e)))
