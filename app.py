@@ -48,9 +48,13 @@ PAGE_CONTROLS = {
 }
 
 
+FOLLOW_CSS = "<style>[data-testid=stSidebar], [data-testid=stSidebarCollapsedControl] { display: none; }</style>"
+
+
 def follow(code: str) -> None:
     """A student following a teacher (?follow=CODE): the teacher's slide only, no sidebar, no run."""
     st.navigation(PAGES, position="hidden")
+    st.html(FOLLOW_CSS)  # a student who joined from the first page's box had its (now empty) sidebar left
     present = st.query_params.get("present") == "1"
     if present:
         st.html(f"<style>html {{ font-size: {PRESENTATION_ROOT_PX}px; }}</style>")

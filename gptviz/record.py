@@ -7,8 +7,9 @@ the README's "From Python"; gptviz.names spells every name).
     blocks.{l}.resid_pre       [T, C]    blocks.{l}.attn.mask     [T, T] bool
     blocks.{l}.attn.q / k / v  [H, T, D] blocks.{l}.attn.weights  [H, T, T]
     blocks.{l}.attn.z          [H, T, D] blocks.{l}.attn.out      [T, C]
-    blocks.{l}.resid_mid       [T, C]    blocks.{l}.mlp.hidden    [T, 4C]
-    blocks.{l}.mlp.out         [T, C]    blocks.{l}.resid_post    [T, C]
+    blocks.{l}.resid_mid       [T, C]    blocks.{l}.mlp.in        [T, C]     (what the MLP reads)
+    blocks.{l}.mlp.hidden      [T, 4C]   blocks.{l}.mlp.out       [T, C]
+    blocks.{l}.resid_post      [T, C]
     ln_f                       [T, C]    logits                   [T, V]
 
 Besides the tensors it holds the token strings and ids, the shape trace (every module in call

@@ -17,6 +17,7 @@ from apptest_helpers import app_session, ok, serve
 import gptviz
 from gptviz.dashboard.classroom import live, slides
 from gptviz.dashboard.sources import classmode
+from gptviz.figures import site_label
 from gptviz.lessons import parse_lesson, shipped_lesson
 from gptviz.lessons.class_round import class_round, depth_line
 
@@ -40,7 +41,7 @@ def test_the_reveal_scores_the_room_by_the_models_probabilities(room):
     ok(teacher.button(key="start_teaching").click().run())
     code = teacher.session_state[slides.CODE_KEY]
     students = [ok(app_session(timeout=90, follow=code)) for _ in range(3)]
-    for s, g in zip(students, ("e", "e", "o")):
+    for s, g in zip(students, ("o", "o", "e")):  # the room's favourite is not the model's answer (e)
         s.text_input(key=f"poll_guess_{K}").input(g)
         ok(s.button(key=f"poll_send_{K}").click().run())
     ok(teacher.run())
@@ -53,21 +54,28 @@ def test_the_reveal_scores_the_room_by_the_models_probabilities(room):
     p = torch.softmax(z, -1).numpy()
     e, o = (bundle.tokenizer.encode(c)[0] for c in "eo")
     table = teacher.table[-1].value
-    assert list(table.index) == ["e", "o"] and list(table["votes"]) == [2, 1]
-    assert list(table["model %"]) == [f"{100 * p[e]:.2f}", f"{100 * p[o]:.2f}"]
-    assert list(table["log p"]) == [f"{np.log(p[e]):.2f}".replace("-", "−"), f"{np.log(p[o]):.2f}".replace("-", "−")]
+    assert int(np.argmax(p)) == e
+    assert list(table.index) == ["o", "e"] and list(table["votes"]) == [2, 1]
+    assert list(table["model %"]) == [f"{100 * p[o]:.2f}", f"{100 * p[e]:.2f}"]
+    assert list(table["log p"]) == [f"{np.log(p[o]):.2f}".replace("-", "−"), f"{np.log(p[e]):.2f}".replace("-", "−")]
     text = " ".join(m.value for m in teacher.markdown)
-    assert f"Room **{100 * (2 * p[e] + p[o]) / 3:.2f} %** · model **{100 * p.max():.2f} %**" in text.replace("\\", "")
-    want = class_round(bundle.model, gptviz.trace(bundle.model, ids), bundle.tokenizer, [("e", 2), ("o", 1)])
+    assert f"Room **{100 * (2 * p[o] + p[e]) / 3:.2f} %** · model **{100 * p.max():.2f} %**" in text.replace("\\", "")
+    want = class_round(bundle.model, gptviz.trace(bundle.model, ids), bundle.tokenizer, [("o", 2), ("e", 1)])
+    assert [d.who for d in want.depths] == ["the room's favourite", "the model's answer"]
     for d in want.depths:  # the lens's sites, as the library finds them
         assert depth_line(d) in text.replace("\\", "")
     link = [x for x in teacher.get("page_link") if "logit lens" in x.proto.label][0]
-    assert link.proto.page == "logit-lens"
-    assert parse_qs(link.proto.query_string) == {
-        "checkpoint": ["shakespeare-char"],
-        "prompt": [slide.prompt],
-        "position": [str(len(ids) - 1)],
-    }
+    assert link.proto.page == "logit-lens" and link.proto.label == "Follow 'o' in the logit lens ↗"
+    q = {k: v[0] for k, v in parse_qs(link.proto.query_string).items()}
+    assert q == {"checkpoint": "shakespeare-char", "prompt": slide.prompt, "position": str(len(ids) - 1), "target": "o"}
+    # one click: the Logit lens page at that prompt and position, following the favourite, its numbers the same
+    teacher.query_params.clear()
+    teacher.query_params.update(q)
+    lens = ok(teacher.switch_page("views/logit_lens.py").run())
+    metrics = {m.label: m.value for m in lens.metric}
+    assert metrics["Token"] == "o" and lens.session_state["position"] == len(ids) - 1
+    fav = want.depths[0]
+    assert metrics["First site where it is the top token"] == (site_label(fav.top1) if fav.top1 else "never")
     # a student sees the same numbers
     student = ok(students[2].run())
     assert list(student.table[-1].value["model %"]) == list(table["model %"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from apptest_helpers import array
 
+import gptviz
 from gptviz import cli
 from gptviz.analysis import worked
 from gptviz.lessons import handout, parse_lesson, shipped_lesson
@@ -28,8 +29,11 @@ def test_the_shipped_lesson_as_one_file(tmp_path):
     assert text.count("Plotly.newPlot(") == len(lesson.slides) and "plotly.js v" in text[:3_000_000]
     for i, s in enumerate(lesson.slides, start=1):
         assert f"<h2>{i}. {html.escape(s.title)}</h2>" in text and f'id="figure-{i}"' in text
-    # the induction slide's numbers: the shipped run's own weight of query 30 on key 10
-    assert "0.9364" in text and "induction score" in text
+    # the induction slide's numbers: the shipped run's own weight of its highlighted query on its key
+    slide = next(s for s in lesson.slides if s.checkpoint == "induction-2l")
+    bundle = gptviz.load(Path(__file__).resolve().parents[1] / "checkpoints" / "induction-2l")
+    w = gptviz.trace(bundle.model, bundle.tokenizer.encode(slide.prompt))["blocks.1.attn.weights"][1]
+    assert f"{w[slide.highlight.at]:.4f}" in text and "induction score" in text
     # the first slide's figure carries the worked example's weights
     data = re.search(r'Plotly.newPlot\(\s*"figure-1",\s*(\[.*?\]),\s*\{', text, re.S)
     z = json.loads(data.group(1))[0]["z"]
@@ -63,3 +67,16 @@ def test_the_cli_says_one_line_for_a_bad_lesson(tmp_path, capsys):
     assert cli.main(["handout", "--lesson", str(bad), "--out", str(tmp_path / "x.html")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown key 'speed'" in err
+
+
+def test_a_figure_of_panels_has_its_title_above_them():
+    from gptviz.lessons import content
+
+    slide = next(s for s in shipped_lesson("how-attention-works").slides if s.step == "qkv")
+    fig = content.build(slide).figure
+    assert fig.layout.annotations  # the panels' titles
+    page = handout._for_page(fig)
+    # the title in the top margin (from the container's top), the panels' titles under it in the plot area
+    assert page.layout.title.yref == "container" and page.layout.title.y == 1 and page.layout.margin.t >= 100
+    assert page.layout.title.xanchor == "left" and page.layout.title.x > 0  # its start is not cut off
+    assert fig.layout.title.yref != "container"  # the slide's own figure is left as it is

@@ -225,3 +225,27 @@ def test_check_arrays_is_the_one_check_a_transcoder_loader_calls(tmp_path):
     with pytest.raises(TranscoderError, match="not a readable .npz"):
         (tmp_path / "junk.npz").write_bytes(b"PK\x03\x04" + b"\0" * 60)
         vetting.read_headers(tmp_path / "junk.npz", TranscoderError)
+
+
+def test_a_transcoder_file_goes_through_the_same_checks(tmp_path):
+    """load_transcoders reads a layer through vetting too: a zero bomb at exactly the shapes it claims
+    (no extra member to give it away) is refused before unpacking; big-endian floats load converted."""
+    from gptviz.transcoders import TranscoderError
+
+    d_model, d_tc = 16, 1 << 20  # claims 2 x 64 MB
+    claimed = {"w_enc": (d_model, d_tc), "w_dec": (d_tc, d_model), "b_enc": (d_tc,), "b_dec": (d_model,)}
+    bomb = zero_npz(tmp_path / "bomb" / "params.npz", {n: (s, "<f4") for n, s in claimed.items()})
+    error, peak = peak_mb(lambda: gptviz.load_transcoders(bomb, layer=0))
+    assert isinstance(error, TranscoderError) and "would unpack to" in str(error), error
+    assert peak < 8, peak
+    g = np.random.default_rng(0)
+    real = {
+        "w_enc": g.normal(size=(16, 8)),
+        "w_dec": g.normal(size=(8, 16)),
+        "b_enc": g.normal(size=8),
+        "b_dec": g.normal(size=16),
+    }
+    (tmp_path / "ok").mkdir()
+    np.savez(tmp_path / "ok" / "params.npz", **{n: a.astype(">f4") for n, a in real.items()})
+    tc = gptviz.load_transcoders(tmp_path / "ok" / "params.npz", layer=0)[0]
+    assert torch.equal(tc.W_dec, torch.from_numpy(real["w_dec"].astype("<f4")))

@@ -56,3 +56,30 @@ def test_the_class_total_counts_unpacked_uploads():
         uploads.SessionUploads().save([_File("params.npz", zero_npz(64 * 2**20))], 80, "X", total)
     first.close()
     uploads.SessionUploads().save([_File("params.npz", zero_npz(64 * 2**20))], 80, "X", total)
+
+
+def test_a_refused_upload_is_dropped_from_streamlits_memory_at_once(monkeypatch):
+    """The issue's third 150 MB upload, refused by the class limit, stayed held by Streamlit's upload
+    manager until its session ended. A refusal now drops it there; another session's files stay."""
+    import streamlit.runtime as runtime
+    import streamlit.runtime.scriptrunner as scriptrunner
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.uploaded_file_manager import UploadedFile, UploadedFileRec
+
+    manager = MemoryUploadedFileManager("/_stcore/upload_file")
+    bomb = UploadedFileRec("f1", "params.npz", "application/octet-stream", zero_npz(64 * 2**20))
+    manager.add_file("student", bomb)
+    manager.add_file("other", UploadedFileRec("f2", "ckpt.pt", "application/octet-stream", b"x" * 1000))
+
+    class Rt:
+        uploaded_file_mgr = manager
+
+    monkeypatch.setattr(runtime.Runtime, "exists", staticmethod(lambda: True))
+    monkeypatch.setattr(runtime.Runtime, "instance", staticmethod(lambda: Rt))
+    monkeypatch.setattr(scriptrunner, "get_script_run_ctx", lambda: type("Ctx", (), {"session_id": "student"}))
+    files = [UploadedFile(bomb, None)]
+    with pytest.raises(CheckpointError, match="once unpacked"):
+        uploads.SessionUploads().save(files, 16, "X")
+    assert uploads.release(files) == files[0].size
+    assert manager.get_files("student", ["f1"]) == [] and len(manager.get_files("other", ["f2"])) == 1
+    assert uploads.release([]) == 0

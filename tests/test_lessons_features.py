@@ -44,7 +44,7 @@ def test_a_features_slide_and_a_steered_slide_read():
     ],
 )
 def test_a_bad_features_or_steer_key_is_one_line_naming_its_slide(slide, said):
-    with pytest.raises(lessons.LessonError, match="line 5, slide 2: ") as e:
+    with pytest.raises(lessons.LessonError, match="line 8, slide 2: ") as e:  # the wrong key's line
         lessons.parse_lesson(HEAD + slide + "\n", "F")
     assert said in str(e.value) and "\n" not in str(e.value)
 

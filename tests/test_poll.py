@@ -161,7 +161,7 @@ def test_a_predict_slide_in_a_lesson_file():
     ]:
         with pytest.raises(LessonError, match=named) as e:
             parse_lesson(PREDICT + extra + "\n", "p")
-        assert "line 2, slide 1" in str(e.value)
+        assert f"line {PREDICT.count(chr(10)) + 1}, slide 1" in str(e.value)  # the line of the wrong key
     with pytest.raises(LessonError, match="'choices' belongs on a predict slide"):
         parse_lesson('[[slides]]\npage = "mask"\ntitle = "t"\nchoices = ["a"]\n')
 

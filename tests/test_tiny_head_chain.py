@@ -140,13 +140,16 @@ def bad(extra: str, replace: tuple[str, str] = ("", "")) -> str:
     with pytest.raises(LessonError) as e:
         parse_lesson(text + extra, "own")
     message = str(e.value)
-    assert "\n" not in message and "line 6, slide 2" in message, message
+    # the line of the key the message is about (X, Wq, … on lines 10-13, what is added on 14), else the
+    # slide's [[slides]] (line 6: a key that is missing)
+    assert "\n" not in message and re.match(r"line (6|9|10|11|12|13|14), slide 2: ", message), message
     return message
 
 
 def test_a_teachers_numbers_are_checked_at_load_with_the_line():
     assert "'Wv' is missing" in bad("", ("Wv = [[1, 0, 0], [0, 1, 0], [2, 0, -1]]", ""))
-    assert "Wq has 2 rows; it needs one per column of X (3)" in bad(
+    assert "line 6, slide 2: a tiny head's own numbers need" in bad("", ("Wv = [[1, 0, 0], [0, 1, 0], [2, 0, -1]]", ""))
+    assert "line 11, slide 2: Wq has 2 rows; it needs one per column of X (3)" in bad(
         "", ("Wq = [[1, 0], [0, 2], [1, -1]]", "Wq = [[1, 0], [0, 2]]")
     )
     assert "Wq has 2 columns and Wk 1" in bad("", ("Wk = [[0, 1], [1, 0], [-1, 1]]", "Wk = [[0], [1], [-1]]"))
@@ -161,7 +164,7 @@ def test_a_teachers_numbers_are_checked_at_load_with_the_line():
     assert "a list of rows" in bad("", ("X  = [[1, 0, 2], [0, 1, -1], [1, 1, 0], [0.5, 0, 1]]", "X = [1, 2]"))
     assert "either 'preset' or your own" in bad('preset = "sharp"\n')
     assert "step 'sideways' is not one of input, qkv" in bad("", ('step = "weights"', 'step = "sideways"'))
-    with pytest.raises(LessonError, match="line 1, slide 1: 'X' belongs on a tiny-head slide"):
+    with pytest.raises(LessonError, match="line 4, slide 1: 'X' belongs on a tiny-head slide"):
         parse_lesson('[[slides]]\npage = "mask"\ntitle = "t"\nX = [[1]]\n')
 
 
@@ -169,7 +172,7 @@ def test_what_a_slide_frames_exists_in_the_teachers_numbers():
     ok = parse_lesson(OWN.replace("{step}", "weights") + "highlight = { cell = [3, 2] }\n", "own")
     check_lesson(ok)  # 4 tokens: row 3 exists
     too_far = parse_lesson(OWN.replace("{step}", "weights") + "highlight = { row = 4 }\n", "own")
-    with pytest.raises(LessonError, match="line 6, slide 2: highlight row 4 does not exist: your own X has 4 tokens"):
+    with pytest.raises(LessonError, match="line 14, slide 2: highlight row 4 does not exist: your own X has 4 tokens"):
         check_lesson(too_far)
     no_heatmap = parse_lesson(OWN.replace("{step}", "qkv") + "highlight = { row = 1 }\n", "own")
     with pytest.raises(LessonError, match="at step 'qkv' draws no heatmap"):

@@ -239,3 +239,113 @@ def test_a_decompression_bomb_is_refused_before_it_is_unpacked(tmp_path):
     assert (tmp_path / "params.npz").stat().st_size < 2_000_000
     with pytest.raises(TranscoderError, match="unpacks to"):
         gptviz.load_transcoders(tmp_path / "params.npz", layer=0)
+
+
+# --- training and fidelity ----------------------------------------------------------------------------
+DOCS = [list(np.random.default_rng(i).integers(0, 11, size=120)) for i in range(12)]
+
+
+def test_multi_site_rows_are_the_traced_values_side_by_side():
+    from gptviz.features.activations import site_rows
+    from gptviz.transcoders.training import sites_of
+
+    model = tiny_model()
+    windows = [DOCS[0][:9], DOCS[1][:16]]
+    rows = site_rows(model, sites_of([0, 1]), windows)  # [N, 4 × C]: mlp.in, mlp.out of layer 0, then of 1
+    assert rows.shape == (25, 4 * 16)
+    traces = [gptviz.trace(model, w) for w in windows]
+    for i, name in enumerate(["blocks.0.mlp.in", "blocks.0.mlp.out", "blocks.1.mlp.in", "blocks.1.mlp.out"]):
+        want = np.concatenate([t[name] for t in traces])
+        np.testing.assert_allclose(rows[:, 16 * i : 16 * (i + 1)].numpy(), want, atol=1e-6)
+
+
+def test_training_learns_and_its_report_is_what_fidelity_measures(tmp_path):
+    model = tiny_model()
+    seen = []
+    few = gptviz.train_transcoders(model, DOCS, width=4, k=8, steps=2, seed=1, lr=5e-3)
+    tcs = gptviz.train_transcoders(
+        model, DOCS, width=4, k=8, steps=150, out=tmp_path, progress=lambda p: seen.append(p.done), seed=1, lr=5e-3
+    )
+    assert tcs.layers == [0, 1] and tcs[1].d_tc == 64 and tcs[1].k == 8
+    assert seen[-1] == 150
+    for l in (0, 1):
+        r = tcs[l].report
+        assert r.fvu < 0.5 * few[l].report.fvu and r.fvu < 0.5, (l, r.fvu, few[l].report.fvu)
+        assert r.l0 <= 8 and 0 <= r.dead <= 1 and r.tokens == 150 * 1024 and r.cpu_seconds > 0
+    f = tcs.meta["gptviz_training"]["held_out_fidelity"]
+    assert f["top1_agreement"] > few.meta["gptviz_training"]["held_out_fidelity"]["top1_agreement"]
+    # written, read back, measured again on the same held-out windows: the same numbers
+    back = gptviz.load_transcoders(tmp_path)
+    from gptviz.scanning.corpus import read_corpus
+
+    corpus = read_corpus(DOCS, None, 16, 11)
+    order = np.random.default_rng(1).permutation(len(corpus.windows))
+    held = [corpus.windows[i].ids for i in sorted(order[: len(corpus.windows) // 10])]
+    again = back.fidelity(model, held)
+    assert again["top1_agreement"] == pytest.approx(f["top1_agreement"])
+    assert again["kl"] == pytest.approx(f["kl"], rel=1e-4)
+    for l in (0, 1):
+        assert again["nmse"][l] == pytest.approx(tcs[l].report.fvu, rel=1e-4)
+    assert back.meta["gptviz_training"]["held_out_fidelity"]["kl"] == pytest.approx(f["kl"])
+    with pytest.raises(TranscoderError, match="layers must lie"):
+        gptviz.train_transcoders(model, DOCS, layers=[2], steps=1)
+
+
+def test_fidelity_by_hand():
+    """The replacement model by hand: every MLP's output replaced by its transcoder on that run's own mlp.in."""
+    model = tiny_model()
+    tcs = random_set(model, k=6)
+    docs = [DOCS[0][:16], DOCS[1][:12]]
+    f = tcs.fidelity(model, docs)
+    agree = kl = n = 0
+    for ids in docs:
+        real = gptviz.trace(model, ids)
+        # the run: mlp.out of each layer := tc(mlp.in of this run), layer by layer
+        held = {}
+
+        def keep(l):
+            def fn(x):
+                held[l] = x.clone()
+                return x
+
+            return fn
+
+        edits = []
+        for l in (0, 1):
+            edits.append(gptviz.intervene(f"blocks.{l}.mlp.in", keep(l)))
+            edits.append(gptviz.intervene(f"blocks.{l}.mlp.out", lambda out, l=l: tcs[l](held[l])[0]))
+        rep = gptviz.trace(model, ids, interventions=edits)
+        p = torch.log_softmax(real.tensor("logits"), -1)
+        q = torch.log_softmax(rep.tensor("logits"), -1)
+        kl += float((p.exp() * (p - q)).sum())
+        agree += int((p.argmax(-1) == q.argmax(-1)).sum())
+        n += len(ids)
+    assert f["tokens"] == n
+    assert f["top1_agreement"] == pytest.approx(agree / n)
+    assert f["kl"] == pytest.approx(kl / n, rel=1e-4)
+    assert f["warning"] is None or "agrees with yours" in f["warning"]
+
+
+def test_cli_trains_and_says_what_a_set_holds(tmp_path):
+    import subprocess
+    import sys
+
+    model = tiny_model()
+    ckpt = gptviz.save(model, tmp_path / "ckpt", tokenizer=gptviz.CharTokenizer([chr(97 + i) for i in range(11)]))
+    data = tmp_path / "corpus.txt"
+    data.write_text("".join(chr(97 + int(i)) for d in DOCS for i in d))
+    out = tmp_path / "tcs"
+    cmd = [sys.executable, "-m", "gptviz", "transcoders", "train", "--checkpoint", str(ckpt), "--data", str(data)]
+    cmd += ["--width", "2", "--k", "4", "--steps", "20", "--layers", "1", "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "layer 1: held-out FVU" in done.stdout and "top-1 agreement" in done.stdout
+    assert gptviz.load_transcoders(out).layers == [1]
+    info = [sys.executable, "-m", "gptviz", "transcoders", "info", str(out)]
+    shown = subprocess.run([*info, "--checkpoint", str(ckpt), "--data", str(data)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "1 transcoders for layers 1" in shown.stdout and f"they fit {ckpt}" in shown.stdout
+    assert shown.stdout.count("top-1 agreement") == 2  # as trained, and on --data
+    (out / "config.yaml").write_text("model_kind: !!python/object/apply:os.system ['echo hi']\n")
+    bad = subprocess.run(info, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "run code" in bad.stderr

@@ -30,11 +30,10 @@ skip = c2.checkbox(
 # every figure built once per process for every session (caches.py): a class opens this page together
 one, every = caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation, v.labels)
 T = t.n_tokens
-pick = attention_why.pick_cell_on_click("attn_heatmap", list(v.labels))
-widgets.figure_chart(one, key="attn_heatmap", on_select=pick, selection_mode="points")
+widgets.figure_chart(one, key="attn_heatmap")
 st.caption(
     "Rows are queries (the token that reads), columns are keys (the "
-    "token read). Choose layer, head and position in the sidebar; click a cell to see why it scores as it does."
+    "token read). Choose layer, head and position in the sidebar; below, why one cell scores as it does."
 )
 widgets.download(
     f"{kind} (.npz)",

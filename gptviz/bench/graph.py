@@ -113,13 +113,14 @@ def main(args) -> None:
     else:
         tcs, what = random_transcoders(shipped).to(device), "random TopK transcoders (none shipped)"
     ids = torch.randint(0, shipped.config.vocab_size, (T,), generator=torch.Generator().manual_seed(1))
-    results.append(measure(f"shakespeare-char, {what}", shipped, tcs, ids))
+    every = dict(max_feature_nodes=64) if args.tiny else {}  # --tiny: proves the bench runs, in seconds
+    results.append(measure(f"shakespeare-char, {what}", shipped, tcs, ids, **every))
     shape = TINY if args.tiny else SMOLLM2_135M
     big = GPT(GPTConfig(**shape)).eval().to(device)
     tcs = random_transcoders(big).to(device)
     ids = torch.randint(0, big.config.vocab_size, (T,), generator=torch.Generator().manual_seed(1))
     name = "tiny Llama" if args.tiny else "SmolLM2-135M-shaped Llama"
-    budgets = (16,) if args.tiny else (256, 1024, 4096) if device != "cpu" else (256, 1024)
+    budgets = (16,) if args.tiny else (256, 512, 1024, 4096) if device != "cpu" else (256, 512, 1024)
     for budget in budgets:
         results.append(measure(name, big, tcs, ids, max_feature_nodes=budget))
     if args.json:

@@ -15,30 +15,31 @@ symmetric split of a product), so the rows add up to the score; df.attrs["terms"
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..errors import PromptError
 from ..model import GPT
 from ..names import point
 from ..record import Trace
-from .frozen import freeze_norm, rotated
+from .frozen import blocks, freeze_norm, frozen, rotated
 
 
 def _sources(model: GPT, trace: Trace, layer: int, pos: int, transcoders=None) -> tuple[list[str], Tensor]:
     """Names and vectors [S, C] of what resid_pre[layer] at `pos` is the sum of."""
     names, parts = ["embed"], [trace.tensor("embed")[pos : pos + 1].float()]
     for j in range(layer):
-        block = model.transformer.h[j]
-        attn = block.attn
+        attn = blocks(model)[j].attn
         H, D = attn.n_head, attn.head_dim
         z = trace.tensor(point("attn.z", j))[:, pos].float()  # [H, D]
         W_o = attn.c_proj.weight.detach().float().view(-1, H, D)  # [C, H, D]
         heads = torch.einsum("chd,hd->hc", W_o, z)  # [H, C]: each head's slice of c_proj
         b_o = attn.c_proj.bias.detach().float() if attn.c_proj.bias is not None else torch.zeros_like(heads[0])
         if attn.ln_post is not None:  # frozen post-norm: linear in each head, its β and b_o a constant
-            post = freeze_norm(attn.ln_post, (heads.sum(0) + b_o)[None])
+            post = frozen(attn.ln_post, (heads.sum(0) + b_o)[None])
             heads, const = post.linear(heads), post(b_o[None])[0]
         else:
             const = b_o
@@ -65,7 +66,7 @@ def _sources(model: GPT, trace: Trace, layer: int, pos: int, transcoders=None) -
 
 def _side(model: GPT, trace: Trace, layer: int, pos: int, which: str, head: int, vectors: Tensor):
     """Each source's part of q (or k) at `pos` for `head` [S, D], and the constant part [D]."""
-    block = model.transformer.h[layer]
+    block = blocks(model)[layer]
     attn = block.attn
     H, Hkv, D = attn.n_head, attn.n_kv_head, attn.head_dim
     pre = trace.tensor(point("resid_pre", layer))[pos : pos + 1].float()
@@ -81,16 +82,16 @@ def _side(model: GPT, trace: Trace, layer: int, pos: int, which: str, head: int,
         keep = real.abs() <= attn.clip
         parts, const = parts * keep, torch.where(keep, const, real.clamp(-attn.clip, attn.clip))
         real = real.clamp(-attn.clip, attn.clip)
-    norm = getattr(attn, f"{which}_norm", None)
+    norm = cast(nn.Module, getattr(attn, f"{which}_norm", None))  # read only where qk_norm says there is one
     if attn.qk_norm == "all":
-        frozen = freeze_norm(norm, real[None])
-        parts, const = frozen.linear(parts), frozen(const[None])[0]
+        fixed = frozen(norm, real[None])
+        parts, const = fixed.linear(parts), fixed(const[None])[0]
     n = H if which == "q" else Hkv
     h = head if which == "q" else head // (H // Hkv)
     parts, const, real = parts.view(-1, n, D)[:, h], const.view(n, D)[h], real.view(n, D)[h]
     if attn.qk_norm == "head":
-        frozen = freeze_norm(norm, real[None])
-        parts, const = frozen.linear(parts), frozen(const[None])[0]
+        fixed = frozen(norm, real[None])
+        parts, const = fixed.linear(parts), fixed(const[None])[0]
     T = trace.n_tokens
     turn = parts.new_zeros(parts.size(0) + 1, T, D)
     turn[:, pos] = torch.cat([parts, const[None]])
@@ -118,7 +119,7 @@ def attention_attribution(
     k_parts, k0 = _side(model, trace, layer, key, "k", head, k_vec)
     q_all = torch.cat([q_parts, q0[None]])  # [S_q + 1, D], the constant last
     k_all = torch.cat([k_parts, k0[None]])
-    spec = model.transformer.h[layer].attn.spec
+    spec = blocks(model)[layer].attn.spec
     raw = spec.scale * float(q_all.sum(0) @ k_all.sum(0))
     factor = spec.softcap * torch.tanh(torch.tensor(raw / spec.softcap)).item() / raw if spec.softcap and raw else 1.0
     terms = spec.scale * factor * (q_all @ k_all.T)  # [S_q + 1, S_k + 1]

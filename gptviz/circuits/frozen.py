@@ -12,11 +12,12 @@ gradient back through the linear part, which is how every edge of the graph is c
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 
-from ..model import GPT, Block, RMSNorm, rotate
+from ..model import GPT, Block, CausalSelfAttention, RMSNorm, rotate
 
 
 @dataclass
@@ -48,6 +49,18 @@ class FrozenNorm:
         return replace(self, inv_sigma=self.inv_sigma[:P]) if self.inv_sigma.size(0) > 1 else self
 
 
+def blocks(model: GPT) -> list[Block]:
+    """The model's blocks, typed."""
+    return [cast(Block, b) for b in cast(nn.ModuleList, model.transformer.h)]
+
+
+def frozen(norm: nn.Module, x: Tensor) -> FrozenNorm:
+    """freeze_norm of a norm that is never an identity (the final norm, a q/k norm)."""
+    out = freeze_norm(norm, x)
+    assert out is not None, "an identity has no scale to freeze"
+    return out
+
+
 def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
     """The norm frozen at its real input x [T, C] (float32); None for an identity (OLMo 2's missing pre-norm)."""
     if isinstance(norm, nn.Identity):
@@ -55,8 +68,8 @@ def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
     x = x.float()
     C = x.size(-1)
     eps = getattr(norm, "eps", None)
-    eps = torch.finfo(torch.float32).eps if eps is None else eps
-    weight = getattr(norm, "weight", None)
+    eps = float(eps) if isinstance(eps, (int, float)) else torch.finfo(torch.float32).eps
+    weight = cast(Tensor | None, getattr(norm, "weight", None))
     gamma = torch.ones(C, device=x.device) if weight is None else weight.detach().float()
     if isinstance(norm, (nn.RMSNorm, RMSNorm)):
         sigma = (x.pow(2).mean(-1, keepdim=True) + eps).sqrt()
@@ -64,7 +77,7 @@ def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
             gamma = 1.0 + gamma
         return FrozenNorm(1.0 / sigma, gamma, None, centre=False)
     sigma = (x.var(-1, correction=0, keepdim=True) + eps).sqrt()
-    bias = getattr(norm, "bias", None)
+    bias = cast(Tensor | None, getattr(norm, "bias", None))
     return FrozenNorm(1.0 / sigma, gamma, None if bias is None else bias.detach().float(), centre=True)
 
 
@@ -146,7 +159,7 @@ def _bias(linear: nn.Linear, rows: slice | None = None) -> Tensor | float:
 @torch.no_grad()
 def freeze_attention(block: Block, pre: Tensor, weights: Tensor, z: Tensor, vs: slice) -> FrozenAttention:
     """Block's attention frozen at the real resid_pre [T, C], weights [H, T, T] and head outputs z [H, T, D]."""
-    attn = block.attn
+    attn: CausalSelfAttention = block.attn
     ln_1 = freeze_norm(block.ln_1, pre)
     x_hat = pre.float() if ln_1 is None else ln_1(pre.float())
     W_v = attn.c_attn.weight.detach().float()[vs]
@@ -167,7 +180,7 @@ def freeze_attention(block: Block, pre: Tensor, weights: Tensor, z: Tensor, vs: 
     return frozen
 
 
-def rotated(attn: nn.Module, x: Tensor, T: int) -> Tensor:
+def rotated(attn: CausalSelfAttention, x: Tensor, T: int) -> Tensor:
     """Rotary positions applied to per-head vectors x [..., H, T, D] (a linear map per position)."""
     if not attn.rotary:
         return x

@@ -20,18 +20,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..capture import as_ids, trace
 from ..errors import PromptError
 from ..model import GPT
 from ..names import point
 from ..progress import ProgressFn, Reporter
-from .frozen import freeze_norm
+from .frozen import frozen
 from .prune import node_influence, prune
 from .replacement import Replacement
 
@@ -157,7 +158,7 @@ def attribution_graph(
 
     # the logits: what the final norm reads at the last position, minus what the mean logit reads
     last = t.tensor(point("resid_post", L - 1))[-1:].float()
-    ln_f = freeze_norm(model.transformer.ln_f, last)
+    ln_f = frozen(cast(nn.Module, model.transformer.ln_f), last)
     W_U = model.lm_head.weight.detach().float()
     z = W_U @ ln_f(last)[0]  # [V]: the logits before any soft-cap
     cap = cfg.final_softcap  # frozen as each logit's own factor cap·tanh(z/cap)/z
@@ -225,7 +226,7 @@ def _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, p
     if prune_:
         always = torch.zeros(N, dtype=torch.bool, device=M.device)
         always[rep.emb :] = True
-        keep, edge_mask = prune(M, row_nodes, weights, rep.n_feat, always, node_threshold, edge_threshold)
+        keep, edge_mask = prune(M, row_nodes, weights, rep.n_feat, always, node_threshold, edge_threshold, influence)
     else:
         keep, edge_mask = torch.ones(N, dtype=torch.bool, device=M.device), M != 0
     r, src = edge_mask.nonzero(as_tuple=True)

@@ -60,10 +60,12 @@ def prune(
     always: Tensor,
     node_threshold: float,
     edge_threshold: float,
+    scores: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """(node mask [N], edge mask [R, N]) of what pruning keeps. `always` [N] bool: nodes kept whatever
-    their influence (embeddings, logits); the first n_features nodes are features."""
-    scores = node_influence(M, rows, weights)
+    their influence (embeddings, logits); the first n_features nodes are features. scores: the nodes'
+    influence (node_influence), when the caller has it already."""
+    scores = node_influence(M, rows, weights) if scores is None else scores
     keep = (scores >= _cutoff(scores, node_threshold)) | always
     pruned = M.clone()
     pruned[~keep[rows]] = 0

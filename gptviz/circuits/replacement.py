@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..model import GPT
+from ..model import GPT, Block
 from ..names import point
 from ..record import Trace
-from .frozen import FrozenAttention, FrozenNorm, freeze_attention, freeze_norm, upto, v_slice
+from .frozen import FrozenAttention, FrozenNorm, blocks, freeze_attention, freeze_norm, upto, v_slice
 
 
 def _w(p: Tensor, device: torch.device) -> Tensor:
@@ -52,7 +52,7 @@ class MLPNodes:
         return torch.searchsorted(self.pos, torch.arange(T + 1, device=self.pos.device)).tolist()
 
 
-def _mlp_nodes(block, tc, t: Trace, l: int) -> MLPNodes:
+def _mlp_nodes(block: Block, tc, t: Trace, l: int) -> MLPNodes:
     reads = t.tensor(point("resid_pre" if block.parallel else "resid_mid", l)).float()
     ln_2 = freeze_norm(block.ln_2, reads)
     out = t.tensor(point("mlp.out", l)).float()
@@ -80,7 +80,7 @@ class Replacement:
     """The replacement model of `model` under `tcs` at the prompt `t` (a Trace)."""
 
     def __init__(self, model: GPT, tcs, t: Trace):
-        self.blocks = list(model.transformer.h)
+        self.blocks = blocks(model)
         self.L, self.T = len(self.blocks), t.n_tokens
         vs = v_slice(model)
         self.attn: list[FrozenAttention] = [
@@ -101,7 +101,8 @@ class Replacement:
     def feature_targets(self, l: int) -> tuple[Tensor, Tensor, Tensor]:
         """Layer l's features as targets: (reading vectors [n, C], positions [n], own constants [n])."""
         m = self.mlps[l]
-        const = m.b_enc + (0 if m.ln_2 is None or m.ln_2.beta is None else m.W_enc @ m.ln_2.beta)
+        assert m.W_enc is not None and m.b_enc is not None, f"layer {l} has no transcoder: its MLP is all error"
+        const = m.b_enc if m.ln_2 is None or m.ln_2.beta is None else m.b_enc + m.W_enc @ m.ln_2.beta
         return m.W_enc, m.pos, const
 
     def rows(self, l: int, dirs: Tensor, pos: Tensor, own: Tensor, norm: FrozenNorm | None, out: Tensor) -> Tensor:
@@ -111,8 +112,9 @@ class Replacement:
         P = int(pos.max()) + 1  # a causal model: nothing after the last target's position matters
         g = dirs.new_zeros(dirs.size(0), P, dirs.size(1))
         g[torch.arange(g.size(0), device=g.device), pos] = dirs
-        if norm is not None:
-            g = upto(norm, P).transpose(g)  # frozen at each row's own position; other positions stay 0
+        reads = upto(norm, P)
+        if reads is not None:
+            g = reads.transpose(g)  # frozen at each row's own position; other positions stay 0
         const = own.double().clone()
         L, T = self.L, self.T
 

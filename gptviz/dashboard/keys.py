@@ -17,6 +17,7 @@ SIDEBAR_FOR_PRESENTATION = "_sidebar_for_presentation"  # the presentation flag 
 UPLOADS = "_uploads"  # this session's SessionUploads owner: its bytes go when the session does
 SAE_UPLOADS = "_sae_uploads"  # this session's SAE upload owner (sources/saes.py), apart from its checkpoint's
 UPLOAD_NAMES = "_upload_names"  # the uploaded files' names, shown when the uploader is empty after a rerun
+UPLOADS_REFUSED = "_uploads_refused"  # uploader -> why its files were refused (their bytes dropped: uploads.refuse)
 UPLOADS_CARRIED = "_uploads_carried"  # the uploaders whose files a st.switch_page carried over (sources/uploads.py)
 
 # Classroom: forward-pass steps, lessons, following a teacher (classroom/step_url.py, classroom/slides.py)

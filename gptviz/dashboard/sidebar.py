@@ -86,6 +86,9 @@ def _pick_checkpoint() -> tuple[str | None, str]:
             args=("ckpt_upload",),
         )
         if not files:
+            if uploads.refusal("ckpt_upload"):
+                st.error(f"Upload not used: {plain(uploads.refusal('ckpt_upload'))}")
+                return None, ""
             kept = uploads.carried_over("ckpt_upload", _session_uploads())
             if kept is not None:
                 st.sidebar.caption(plain(uploads.carried_note(kept)))
@@ -97,6 +100,7 @@ def _pick_checkpoint() -> tuple[str | None, str]:
         try:
             upload = _session_uploads().save(files, limit, UPLOAD_LIMIT_ENV, total)
         except GptvizError as e:
+            uploads.refuse("ckpt_upload", files, str(e))  # its bytes go now, not when the session ends
             st.error(f"Upload not used: {plain(e)}")
             return None, ""
         st.session_state[keys.UPLOAD_NAMES] = ", ".join(upload.names)

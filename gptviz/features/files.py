@@ -143,7 +143,10 @@ def _read(cfg: SAEConfig, file: Path, model, headers=None) -> dict[str, torch.Te
     """The SAE's tensors from file, once the model's site has the SAE's width and every array's shape,
     dtype and unpacked size has been checked from the headers (vetting.py): nothing is unpacked before."""
     if model is not None:
-        check_fits(cfg, model)
+        try:
+            check_fits(cfg, model)
+        except SAEError as e:
+            raise SAEError(f"{file}: {e}") from None
     shapes = _shapes(cfg)
     found = vetting.check_arrays(
         file, {_stored(n, headers): s for n, s in shapes.items()}, _limit(cfg), SAEError, headers

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import plotly_text, presentation, style
+from .presentation import presentation
+from .style import plotly_text, style
 
 KIND_COLOURS = {"embedding": "#6b7280", "feature": "#2563eb", "error": "#9ca3af", "logit": "#16a34a"}
 MAX_EDGES = 400  # the strongest edges drawn: more would hide the nodes at 1440 × 900

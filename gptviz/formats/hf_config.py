@@ -208,7 +208,8 @@ def read_rope(hf: dict, given: set[str], family: Family) -> dict:
                 "original_max_position_embeddings",
             ),
         )
-        if out["rope_high_freq"] <= out["rope_low_freq"]:  # the smoothing divides by their difference
+        low, high = float(out["rope_low_freq"]), float(out["rope_high_freq"])  # type: ignore[arg-type]  # numbers
+        if high <= low:  # the smoothing divides by their difference
             raise FamilyRefusal(
                 f"high_freq_factor={shown(out['rope_high_freq'])} must be above low_freq_factor="
                 f"{shown(out['rope_low_freq'])}: llama3 scaling divides by their difference"

@@ -182,6 +182,10 @@ def at_key(message: str, where: str, keys: dict[str, int], i: int) -> str:
     if not message.startswith(where + ": "):
         return message
     rest = message[len(where) + 2 :]
+    quoted = re.search(r"(unknown key )?'([A-Za-z_][\w-]*)'", rest)
+    if quoted and (quoted.group(1) or quoted.group(2) in SLIDE_KEYS):  # the key the message is about
+        k = quoted.group(2)
+        return f"line {keys[k]}, slide {i + 1}: {rest}" if k in keys else message  # a missing key: the slide's
     named = [(m.start(), k) for k in keys if (m := re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-]| slide)", rest))]
     if not named:
         return message

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from ..errors import OutputError
@@ -72,7 +73,7 @@ def render(lesson: Lesson, contents: Sequence[Content | str], rounds: Mapping[in
             parts.append(c.table.to_html(escape=True, border=0, index=not plain_index))
         parts.append("<ul>" + "".join(f"<li>{e(k)}: <b>{e(v)}</b></li>" for k, v in c.facts) + "</ul>")
         parts.append('</div><div class="right">')
-        figure = c.figure.to_html(
+        figure = _for_page(c.figure).to_html(
             full_html=False, include_plotlyjs=False, div_id=f"figure-{i}", default_width=FIGURE_WIDTH
         )
         parts.append(f'<div class="figure">{figure}</div>')
@@ -83,6 +84,20 @@ def render(lesson: Lesson, contents: Sequence[Content | str], rounds: Mapping[in
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _for_page(fig: go.Figure) -> go.Figure:
+    """A slide's figure at the handout's width: a figure of panels (subplot titles) gets its own title
+    above them, in the figure (at 600 px the title sat on the panels' titles, its start cut off)."""
+    if not fig.layout.annotations:
+        return fig
+    out = go.Figure(fig)
+    top = max(int(out.layout.margin.t or 0), 100)
+    out.update_layout(
+        margin_t=top,
+        title=dict(y=1, yref="container", yanchor="top", pad_t=12, x=0.02, xref="container", xanchor="left"),
+    )
+    return out
 
 
 def _round(r: Round) -> str:

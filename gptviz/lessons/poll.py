@@ -65,15 +65,25 @@ class Tally:
     answers: dict[str, str] = field(default_factory=dict)
     revealed: bool = False
     version: int = 0
+    clients: dict[str, str] = field(default_factory=dict)  # voter id -> the address it answered from
 
-    def vote(self, voter: str, text: str) -> str:
+    def vote(self, voter: str, text: str, client: str = "", per_client: int | None = None) -> str:
         """Take (or replace) this voter's guess; the guess as tallied. GuessError when the poll is
-        closed, the guess is not one, or MAX_ANSWERS others have answered."""
+        closed, the guess is not one, MAX_ANSWERS others have answered, or per_client voters (None:
+        no bound) have answered from this client's address ('' is one address too)."""
         if self.revealed:
             raise GuessError("the teacher has revealed the answer: this poll is closed")
         guess = normal_guess(text)
         if voter not in self.answers and len(self.answers) >= MAX_ANSWERS:
             raise GuessError(f"this poll has its {MAX_ANSWERS} answers")
+        # one address fills at most half of the poll, whatever its teacher allows it
+        full = per_client is not None and sum(c == client for c in self.clients.values()) >= min(
+            per_client, MAX_ANSWERS // 2
+        )
+        if full and voter not in self.answers:
+            one = "one answer" if per_client == 1 else f"{per_client} answers"
+            raise GuessError(f"this computer has given its {one} to this poll (the same page may change it)")
+        self.clients[voter] = client
         if self.answers.get(voter) != guess:
             self.answers[voter] = guess
             self.version += 1

@@ -8,13 +8,14 @@ reading what the MLP reads (blocks.{l}.mlp.in) and writing an estimate of what i
 
 transcoder.py holds the module and its equations (circuit-tracer's layout), files.py reads and
 writes circuit-tracer's transcoder_set layout and Gemma Scope 2's files, training.py trains them,
-fidelity.py measures the replacement model, edits.py edits features inside a run.
+fidelity.py measures the replacement model, sets.py holds one per layer; transcoder.py also edits features
+inside a run (TranscoderEdit).
 """
 
-from .edits import TranscoderEdit
 from .files import load_transcoders, save_transcoders
+from .sets import TranscoderSet
 from .training import TranscoderReport, train_transcoders
-from .transcoder import Transcoder, TranscoderError, TranscoderSet
+from .transcoder import Transcoder, TranscoderEdit, TranscoderError
 
 __all__ = [
     "Transcoder",

@@ -59,7 +59,8 @@ def _train(args) -> None:
         )
     r = tcs[tcs.layers[0]].report
     print(
-        f"trained {tcs} in {r.seconds:.1f} s ({r.engine}): {r.steps:,} steps, {r.tokens:,} tokens "
+        f"trained {tcs} in {r.seconds:.1f} s, {r.cpu_seconds:.1f} s of CPU ({r.engine}): {r.steps:,} steps, "
+        f"{r.tokens:,} tokens "
         f"({r.tokens_per_s:,.0f} tokens/s)"
     )
     for l in tcs.layers:

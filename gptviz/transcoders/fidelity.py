@@ -11,6 +11,8 @@ they would in a graph built without error nodes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -18,7 +20,10 @@ from torch import Tensor
 from ..capture import edited
 from ..interventions import seen
 from ..names import point
-from .transcoder import Transcoder, TranscoderError, TranscoderSet
+from .transcoder import Transcoder, TranscoderError
+
+if TYPE_CHECKING:
+    from .sets import TranscoderSet
 
 WINDOWS_PER_PASS = 16
 POOR_AGREEMENT = 0.8  # below it, a graph of the replacement model explains another model than yours

@@ -6,9 +6,11 @@ and mlp.out rows go side by side into the shuffle buffer, and each minibatch tra
 transcoder on its own pair. The last tenth of the windows is held out for the report.
 
     f     = relu of the k largest of (x_in @ W_enc.T + b_enc)
-    loss  = Σ_l ‖out_l − (f @ W_dec + b_dec)‖² / Var(out_l)  (+ AuxK on dead features, as train_sae)
+    loss  = Σ_l mean ‖out_l − (f @ W_dec + b_dec)‖²   (in training's units; + AuxK on dead features)
 
-Decoder rows are kept at unit norm after each step, as the TopK recipe does.
+Each layer trains in units of order one (mlp.in divided by its RMS, mlp.out centred and divided by its
+RMS: the loss is then the FVU), the scales folded back into the weights at the end; decoder rows are
+kept at unit norm in those units after each step, as the TopK recipe does.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from ..names import point
 from ..progress import ProgressFn, Reporter
 from ..training.sae import AUX_COEFF, DEAD_AFTER, held_and_stream
 from .files import save_transcoders
-from .transcoder import Transcoder, TranscoderError, TranscoderSet
+from .sets import TranscoderSet
+from .transcoder import Transcoder, TranscoderError
 
 
 @dataclass
@@ -43,7 +46,8 @@ class TranscoderReport:
     dead: float  # share of features firing on no held-out token
     steps: int
     tokens: int
-    seconds: float  # the whole run's (all layers train together)
+    seconds: float  # the whole run's wall time (all layers train together)
+    cpu_seconds: float  # this process's CPU time over the same run (what a loaded machine's wall time hides)
     tokens_per_s: float
     engine: str = "local"
 
@@ -56,44 +60,69 @@ def sites_of(layers: Sequence[int]) -> str:
     return ",".join(point(site, l) for l in layers for site in ("mlp.in", "mlp.out"))
 
 
-def _init(tcs: list[Transcoder], first: Tensor, seed: int) -> None:
+@dataclass
+class _Units:
+    """Per layer, the scales training works in: x_in / s_in -> (out − mu) / s_out, each of order one
+    whatever the model's own units (an MLP whose output barely varies around a large mean trains as well
+    as any), folded back into the weights once trained (fold)."""
+
+    s_in: Tensor  # [L]: the RMS of mlp.in's entries
+    mu: Tensor  # [L, C]: mlp.out's mean
+    s_out: Tensor  # [L]: the RMS of mlp.out's entries around that mean
+
+    @classmethod
+    def of(cls, first: Tensor) -> _Units:
+        x_in, out = first[:, :, 0], first[:, :, 1]  # [N, L, C] each
+        mu = out.mean(0)
+        rms = lambda t: t.pow(2).mean((0, 2)).sqrt().clamp_min(1e-8)  # noqa: E731
+        return cls(rms(x_in), mu, rms(out - mu))
+
+    def fold(self, tcs: list[Transcoder]) -> None:
+        """The trained weights in the model's units: the same function of the raw mlp.in."""
+        with torch.no_grad():
+            for i, tc in enumerate(tcs):
+                tc.W_enc.div_(self.s_in[i])
+                tc.W_dec.mul_(self.s_out[i])
+                tc.b_dec.mul_(self.s_out[i]).add_(self.mu[i])
+
+
+def _init(tcs: list[Transcoder], seed: int) -> None:
+    """Unit-norm random rows (pre-activations of order one on inputs of order one), zero biases."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for i, tc in enumerate(tcs):
-            x_in, out = first[:, i, 0], first[:, i, 1]
-            dec = torch.randn(tc.d_tc, tc.d_model, generator=g).to(x_in.device)  # the same draw on any device
-            tc.W_dec.copy_(dec / dec.norm(dim=-1, keepdim=True))
-            enc = torch.randn(tc.d_tc, tc.d_model, generator=g).to(x_in.device)
-            scale = x_in.norm(dim=-1).mean().clamp_min(1e-6)  # pre-activations of order one at the start
-            tc.W_enc.copy_(enc / enc.norm(dim=-1, keepdim=True) / scale)
+        for tc in tcs:
+            for w in (tc.W_dec, tc.W_enc):
+                rows = torch.randn(tc.d_tc, tc.d_model, generator=g)
+                w.copy_(rows / rows.norm(dim=-1, keepdim=True))
             tc.b_enc.zero_()
-            tc.b_dec.copy_(out.mean(0))
+            tc.b_dec.zero_()
 
 
-def _layer_loss(tc: Transcoder, x_in: Tensor, out: Tensor, var: Tensor, dead: Tensor, k_aux: int):
-    """(normalised loss, features that fired) of one layer on one minibatch; sparse decode."""
+def _layer_loss(tc: Transcoder, x_in: Tensor, out: Tensor, dead: Tensor, k_aux: int):
+    """(loss: squared error per model dimension, features that fired) of one layer on one minibatch in
+    training's units (mean 0, variance 1 per entry: the loss is the FVU); sparse decode."""
     pre = tc.pre(x_in)  # [N, d_tc]
     top = torch.topk(pre, tc.k or 1, dim=-1)
     vals = top.values.relu()  # [N, k]
     out_hat = F.embedding_bag(top.indices, tc.W_dec, per_sample_weights=vals, mode="sum") + tc.b_dec
     err = out - out_hat
-    loss = err.pow(2).sum(-1).mean() / var
+    loss = err.pow(2).mean()
     if k_aux and dead.any():  # AuxK: dead features learn to model what the live ones miss
         aux = torch.topk(pre.masked_fill(~dead, float("-inf")), min(k_aux, int(dead.sum())), dim=-1)
         e_hat = F.embedding_bag(aux.indices, tc.W_dec, per_sample_weights=aux.values.relu(), mode="sum")
-        loss = loss + AUX_COEFF * torch.nan_to_num((err.detach() - e_hat).pow(2).sum(-1).mean() / var)
+        loss = loss + AUX_COEFF * torch.nan_to_num((err.detach() - e_hat).pow(2).mean())
     return loss, top.indices[vals > 0]
 
 
 def _train(tcs: list[Transcoder], batches: Iterator[Tensor], total: int, lr: float, seed: int, progress, device):
-    """Tokens seen, after `total` Adam steps of every layer's transcoder on the minibatches."""
+    """Tokens seen, after `total` Adam steps of every layer's transcoder on the minibatches (in the
+    units of _Units, folded back at the end)."""
     torch.manual_seed(seed)
     L, C = len(tcs), tcs[0].d_model
-    first = next(batches).view(-1, L, 2, C)
-    _init(tcs, first, seed)
-    var = first[:, :, 1].var(0).sum(-1).clamp_min(1e-8).to(device)  # [L]: Σ over dims of mlp.out's variance
-    params = [p for tc in tcs for p in tc.parameters() if p is not None]
-    opt = torch.optim.Adam(params, lr=lr)
+    first = next(batches).view(-1, L, 2, C).to(device)
+    units = _Units.of(first)
+    _init(tcs, seed)
+    opt = torch.optim.Adam([p for tc in tcs for p in tc.parameters()], lr=lr)
     decay_from = int(total * 0.8)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: 1.0 if s < decay_from else max(0.0, (total - s) / max(1, total - decay_from))
@@ -104,12 +133,13 @@ def _train(tcs: list[Transcoder], batches: Iterator[Tensor], total: int, lr: flo
     reporter.start()
     for step in range(total):
         if step:
-            x = next(batches).view(-1, L, 2, C)
-        x = x.to(device)
+            x = next(batches).view(-1, L, 2, C).to(device)
+        x_in = x[:, :, 0] / units.s_in[:, None]  # [N, L, C]
+        out = (x[:, :, 1] - units.mu) / units.s_out[:, None]
         loss = torch.zeros((), device=device)
         fired = []
         for i, tc in enumerate(tcs):
-            part, f = _layer_loss(tc, x[:, i, 0], x[:, i, 1], var[i], (seen - last[i]) > DEAD_AFTER, k_aux)
+            part, f = _layer_loss(tc, x_in[:, i], out[:, i], (seen - last[i]) > DEAD_AFTER, k_aux)
             loss = loss + part
             fired.append(f)
         opt.zero_grad(set_to_none=True)
@@ -122,6 +152,7 @@ def _train(tcs: list[Transcoder], batches: Iterator[Tensor], total: int, lr: flo
                 tc.W_dec.div_(tc.W_dec.norm(dim=-1, keepdim=True).clamp_min(1e-8))
                 last[i, fired[i].unique()] = seen
         reporter.tick()
+    units.fold(tcs)
     return seen
 
 
@@ -190,7 +221,7 @@ def train_transcoders(
         raise GptvizError(f"unknown engine {engine!r}; choose local or ray")
     threads = None if threads is None else whole(threads, "threads", low=1)
     source = model
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     model, tokenizer, checkpoint = _model_and_tokenizer(source, tokenizer, device)
     model.eval()
     n_layer, C = model.config.n_layer, model.config.n_embd
@@ -215,11 +246,11 @@ def train_transcoders(
             seen = _train(tcs, batches, total, lr, seed, progress, model.device)
     finally:
         torch.set_num_threads(before)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     tset = TranscoderSet([tc.requires_grad_(False) for tc in tcs])
     for l, measured in held_out(tset, model, held).items():
         tset[l].report = TranscoderReport(
-            l, **measured, steps=total, tokens=seen, seconds=round(seconds, 2),
+            l, **measured, steps=total, tokens=seen, seconds=round(seconds, 2), cpu_seconds=round(cpu, 2),
             tokens_per_s=round(seen / seconds, 1), engine=engine,
         )  # fmt: skip
     tset.meta = {

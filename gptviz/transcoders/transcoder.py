@@ -15,14 +15,17 @@ layer, tcs[l], and says which contract points they read and write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ..errors import GptvizError
+from ..features.edits import settle_features
+from ..interventions import Intervention, InterventionError, seen
 from ..names import point
 
 if TYPE_CHECKING:
@@ -92,6 +95,11 @@ class Transcoder(nn.Module):
             self._copies[device] = copy.to(device).requires_grad_(False)
         return self._copies[device]
 
+    def feature_edit(self, features, how: str | float = "zero", positions=None):
+        """The intervention gptviz.edit_features(tc, ...) makes: blocks.{layer}.mlp.out edited, out +
+        decode(f') − decode(f), f the features of that pass's mlp.in (the transcoder's error kept)."""
+        return TranscoderEdit(point("mlp.out", self.layer), None, positions, self, tuple(features), how)
+
     # --- the equations --------------------------------------------------------------------------
     def _check(self, x: Tensor, width: int, what: str) -> None:
         if x.dim() == 0 or x.size(-1) != width:
@@ -148,81 +156,44 @@ class Transcoder(nn.Module):
         return out + delta.to(out.dtype)
 
 
-class TranscoderSet(Mapping):
-    """One transcoder per layer (all of them, or some): tcs[l], tcs.layers, len(tcs), `for l in tcs`.
-    input_hook / output_hook are TransformerLens's names of the points they read and write
-    (mlp.hook_in, hook_mlp_out), as circuit-tracer's config.yaml says them."""
+@dataclass(frozen=True, eq=False)
+class TranscoderEdit(Intervention):
+    """Set some of a transcoder's features to zero or to a number in its layer's mlp.out; compared by identity."""
 
-    input_hook = "mlp.hook_in"
-    output_hook = "hook_mlp_out"
+    transcoder: Transcoder | None = field(default=None, repr=False)
+    features: tuple[int, ...] = ()
+    how: str | float = "zero"
 
-    def __init__(self, transcoders: Mapping[int, Transcoder] | list[Transcoder], meta: dict | None = None):
-        items = transcoders.values() if isinstance(transcoders, Mapping) else transcoders
-        by_layer: dict[int, Transcoder] = {}
-        for tc in items:
-            if not isinstance(tc, Transcoder):
-                raise TranscoderError(f"a TranscoderSet holds Transcoders, got {type(tc).__name__}")
-            if tc.layer in by_layer:
-                raise TranscoderError(f"two transcoders for layer {tc.layer}")
-            by_layer[tc.layer] = tc
-        if not by_layer:
-            raise TranscoderError("a TranscoderSet needs at least one transcoder")
-        widths = {tc.d_model for tc in by_layer.values()}
-        if len(widths) > 1:
-            raise TranscoderError(f"the transcoders read different widths: {sorted(widths)}")
-        self._tcs = dict(sorted(by_layer.items()))
-        self.meta: dict[str, Any] = dict(meta or {})  # config.yaml's other fields (model_name, training report)
-        self.path: str | None = None
-
-    def __getitem__(self, layer: int) -> Transcoder:
-        try:
-            return self._tcs[int(layer)]
-        except (KeyError, TypeError, ValueError):
-            raise KeyError(f"no transcoder for layer {layer!r}; these are for layers {self.layers}") from None
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._tcs)
-
-    def __len__(self) -> int:
-        return len(self._tcs)
-
-    def __repr__(self) -> str:
-        first = next(iter(self._tcs.values()))
-        return f"TranscoderSet(layers {self.layers}, {first.activation}, d_model={self.d_model}, d_tc={first.d_tc})"
+    def __post_init__(self):
+        super().__post_init__()
+        tc = self.transcoder
+        if not isinstance(tc, Transcoder):
+            raise InterventionError(f"a transcoder edit needs a Transcoder (tcs[l]), got {type(tc).__name__}")
+        settle_features(self, tc.d_tc, "the transcoder")
 
     @property
-    def layers(self) -> list[int]:
-        return list(self._tcs)
+    def reads(self) -> str:
+        return point("mlp.in", self.layer)
 
     @property
-    def d_model(self) -> int:
-        return next(iter(self._tcs.values())).d_model
+    def pointwise(self) -> bool:
+        return True
 
-    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> TranscoderSet:
-        """Move every transcoder (in place, as nn.Module.to) and return the set."""
-        for tc in self._tcs.values():
-            tc.to(device=device, dtype=dtype)
-        return self
+    def replacement(self, value: Tensor, batched: bool) -> Tensor:
+        tc = self.transcoder
+        assert tc is not None  # __post_init__ refuses anything but a Transcoder
+        x = seen(self.reads)  # [B, T, d_model]: what this pass's MLP read
+        if not batched:
+            x = x[0]
+        if x.size(-1) != tc.d_model or value.size(-1) != tc.d_model:
+            width = value.size(-1)
+            raise InterventionError(f"the transcoder reads {tc.d_model} values per token; {self.name} has {width}")
+        index = torch.tensor(self.features, device=x.device)
+        to = 0.0 if self.how == "zero" else float(self.how)
+        with torch.no_grad():
+            return tc.edit(x.float(), value.float(), lambda f: f.index_fill(-1, index, to)).to(value.dtype)
 
-    def check_fits(self, model) -> None:
-        """One TranscoderError line unless every transcoder reads a layer this model has, of its width."""
-        cfg = model.config
-        bad = [l for l in self._tcs if not 0 <= l < cfg.n_layer]
-        if bad:
-            raise TranscoderError(
-                f"the transcoders are for layer {bad[0]}, but the model has {cfg.n_layer} layers "
-                f"(0 … {cfg.n_layer - 1})"
-            )
-        if self.d_model != cfg.n_embd:
-            raise TranscoderError(
-                f"the transcoders read {self.d_model} values per token, but this model's mlp.in is {cfg.n_embd} "
-                "wide: they were trained on another model"
-            )
-
-    def fidelity(self, model, data, *, tokenizer=None, max_tokens: int = 16384) -> dict:
-        """How well the replacement model (every MLP replaced by its transcoder, all at once) stands in
-        for `model` over the corpus `data`: top1_agreement, kl (nats / token, KL(model ‖ replacement)),
-        nmse per layer (on the true mlp.in), dead share. See gptviz.transcoders.fidelity."""
-        from .fidelity import fidelity
-
-        return fidelity(self, model, data, tokenizer=tokenizer, max_tokens=max_tokens)
+    def describe(self) -> str:
+        how = "zero" if self.how == "zero" else f"= {self.how:g}"
+        feats = ", ".join(map(str, self.features))
+        return f"edit transcoder features {feats} of {super().describe()} ({how})"

@@ -53,7 +53,7 @@ def test_the_reveal_fits_in_light_and_dark(browser: Browser, url, shot):
     )
     teacher.locator("body").press("r")
     expect(teacher.locator(".st-key-round_panel")).to_be_visible(timeout=60_000)
-    expect(teacher.get_by_role("link", name="Open the logit lens at this prompt ↗")).to_be_visible()
+    expect(teacher.get_by_role("link", name="Follow 'o' in the logit lens ↗")).to_be_visible()  # the favourite
     problems = []
     dark = browser.new_page(viewport={"width": 1280, "height": 720}, color_scheme="dark")
     dark.goto(teacher.url)  # the teacher's own link (?teach=): the same class, in dark

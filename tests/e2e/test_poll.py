@@ -69,6 +69,9 @@ def test_the_class_answers_and_the_teacher_reveals(browser: Browser, url, shot):
     matrix = read_qr(base64.b64decode(png))
     assert matrix == [[bool(x) for x in row] for row in segno.make(link.inner_text(), error="m", micro=False).matrix]
     assert Image.open(io.BytesIO(base64.b64decode(png))).width >= 370  # large enough to scan off a projector
+    expect(dialog.get_by_text("students cannot open this link")).to_be_visible()  # this server: loopback only
+    box = teacher.locator("[role=dialog]").first.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 720, box  # the warning too fits 1280 × 720
     shot(teacher, "poll_join_screen")
     teacher.keyboard.press("Escape")
     expect(dialog).to_have_count(0)
@@ -83,6 +86,7 @@ def test_the_class_answers_and_the_teacher_reveals(browser: Browser, url, shot):
     for student in (first, second):
         expect(student.get_by_role("button", name="Send my guess")).to_be_visible(timeout=60_000)
         wait_for_app_run(student)
+        expect(student.get_by_test_id("stSidebar")).to_be_hidden()  # the box's page had one: no empty one left
     first.get_by_test_id("stRadio").get_by_text("e", exact=True).click()  # one of the slide's choices
     first.get_by_role("button", name="Send my guess").click()
     second.get_by_role("textbox", name="…or type your guess").fill("i")
@@ -94,11 +98,13 @@ def test_the_class_answers_and_the_teacher_reveals(browser: Browser, url, shot):
     shot(teacher, "poll_tally")
 
     teacher.locator("body").press("r")  # the teacher's key: reveal
-    expect(teacher.get_by_role("button", name="Reveal the model's answer (r)")).to_be_disabled(timeout=30_000)
+    expect(teacher.locator(".st-key-round_panel")).to_be_visible(timeout=30_000)  # a scored round: the button gives way
     legend = teacher.locator(".st-key-slide_figure .legendtext")
     expect(legend).to_have_text(["class (2 answers)", "model"], timeout=30_000)
-    top = model_top()  # the model's top tokens, with numbers, beside the tally
-    expect(teacher.get_by_test_id("stTable").nth(1)).to_contain_text(f"{top['probability'].iloc[0]:.4f}")
+    top = model_top()  # the model's probability of the room's guesses, as gptviz computes it
+    expect(teacher.locator(".st-key-round_panel [data-testid=stTable]")).to_contain_text(
+        f"{100 * top['probability'].iloc[0]:.2f}"
+    )
     for student in (first, second):
         expect(student.locator(".st-key-follow_figure .legendtext")).to_have_text(
             ["class (2 answers)", "model"], timeout=30_000

@@ -93,21 +93,22 @@ def this_link(code: str) -> str:
 def join_screen(code: str) -> None:
     """The link in large type and its QR code, for the projector while students arrive."""
     link = this_link(code)
+    host = urlsplit(link).hostname or ""
+    unreachable = loopback(host) or loopback(bound_address())
     qr, words = st.columns([1, 1.4], vertical_alignment="center")
     qr.image(qr_png(link), caption="Scan to follow the class", width=QR_WIDTH)
-    with words:
+    with words:  # the warning too, beside the code: under it, the screen ran past 720 px
         st.html(
             f'<p style="font-size:2.6rem;font-weight:700;margin:0 0 1rem 0">Class code {html.escape(code)}</p>'
             '<p style="font-size:1.5rem;margin:0">Open this address, or type the code in "Join a class":</p>'
             f'<p class="gptviz-join-link" style="font-size:2rem;line-height:1.2;word-break:break-all;margin:0">'
             f"{html.escape(link)}</p>"
         )
-    host = urlsplit(link).hostname or ""
-    if loopback(host) or loopback(bound_address()):
-        st.warning(
-            "This server listens only on this computer, so students cannot open this link: start it with "
-            "`gptviz dashboard --address 0.0.0.0` (class mode; docs/classroom.md)."
-        )
+        if unreachable:
+            st.warning(
+                "This server listens only on this computer, so students cannot open this link: start it with "
+                "`gptviz dashboard --address 0.0.0.0` (class mode; docs/classroom.md)."
+            )
 
 
 def join_button(code: str) -> None:

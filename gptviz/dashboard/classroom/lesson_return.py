@@ -19,6 +19,7 @@ from .lesson_check import slide_checkpoint, slide_prompt, slide_sae_name
 
 WORKED = ("tiny-head", "mask", "softmax")  # the slides the Worked examples page shows in full
 PRESET_WIDGET, MASK_WIDGET = "w0_preset", "w0_mask"  # the Worked examples page's own widget keys
+LENS_WIDGET = "lens_target"  # the Logit lens page's target token box
 
 
 def slide_params(lesson: Lesson, i: int, slide: Slide) -> dict[str, str]:
@@ -52,13 +53,17 @@ def full_page_link(slide: Slide, lesson: Lesson | None = None, i: int = 0) -> No
 
 
 def read_slide_url() -> None:
-    """?preset= and ?mask= from a worked-example slide's link, into the Worked examples page's widgets."""
+    """?preset= and ?mask= from a worked-example slide's link, into the Worked examples page's widgets;
+    ?target= from a round's link, into the Logit lens page's token box."""
     preset, mask = st.query_params.get("preset"), st.query_params.get("mask")
     if preset in TOY_PRESETS:
         st.session_state[PRESET_WIDGET] = preset
     if mask in ("0", "1"):
         st.session_state[MASK_WIDGET] = mask == "1"
-    for k in ("preset", "mask"):
+    target = st.query_params.get("target")  # a round's link: the token the Logit lens page follows
+    if target is not None:
+        st.session_state[LENS_WIDGET] = target[:64]
+    for k in ("preset", "mask", "target"):
         st.query_params.pop(k, None)
 
 

@@ -6,7 +6,10 @@ same class back (resume). The teacher's page then publishes (lesson, slide) unde
 student's page opened with ?follow=CODE reads it. A code ends when its teacher ends it, or when no
 page of the teacher's has been seen for TEACHER_GONE_S (the followers are told which); closing a
 lesson keeps the code, and the teacher's next lesson comes up under it. Codes per client (its
-address) are bounded, and so are the unknown codes one client may try.
+address; a client with none counts as one address) are bounded, and so are the unknown codes one
+client may try. A teacher (a browser) holds at most one live code: a second "Start teaching" takes the
+same class back. The server's own teacher key (voters.TEACHER_KEY_ENV, which `gptviz dashboard --class`
+prints) makes its one code past every bound, so a registry that others filled never locks the class out.
 
 When the teacher moves, the server asks every follower's session to rerun
 (slides.nudge); each follower also polls from a tiny fragment every few seconds, a safety net for a
@@ -17,7 +20,7 @@ forgets a lesson nobody has moved for a few hours.
 
 A code also holds its class's polls: one lessons.poll.Tally per predict slide, fed by the followers'
 guesses (vote), read by the teacher's screen (poll), closed by the teacher's reveal (reveal), bounded
-per code (MAX_ANSWERS_PER_CODE) and gone with the code.
+per code (MAX_ANSWERS_PER_CODE) and per network address (vote's per_client), and gone with the code.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class _Owner:
     key: str  # the teacher key (secret: in the teacher's URL only)
     client: str
     seen: float  # when a page of the teacher's last ran
+    teacher: str = ""  # the teacher's browser (voters.browser_id): one live code each
+    reserved: bool = False  # made with the server's teacher key: counted in no bound
 
 
 MAX_FOLLOWERS = 500  # sessions nudged per code
@@ -96,19 +101,29 @@ def _sweep(now: float) -> None:
         del _ended[c]
 
 
-def start(client: str = "") -> tuple[str, str] | str:
-    """A new code for a teacher who pressed "Start teaching": (code, teacher key), or the one-line
-    reason there is none (the server teaches MAX_LIVE classes, or this client holds its
-    MAX_CODES_PER_CLIENT)."""
+def start(client: str = "", teacher: str = "", reserved_key: str = "") -> tuple[str, str] | str:
+    """A code for a teacher who pressed "Start teaching": (code, teacher key), or the one-line reason
+    there is none (the server teaches MAX_LIVE classes, or this client, an address or none, holds its
+    MAX_CODES_PER_CLIENT). A teacher (a browser id) already teaching gets its class back, not a second
+    one. reserved_key: the server's own teacher key; its one class is made past both bounds."""
     now = time.monotonic()
     with _lock:
         _sweep(now)
-        if len(_owners) + len([c for c in _live if c not in _owners]) >= MAX_LIVE:
+        for code, o in _owners.items():
+            if (teacher and o.teacher == teacher) or (reserved_key and o.reserved):
+                o.seen = now
+                return code, o.key
+        if reserved_key:
+            code = _fresh_code()
+            _owners[code] = _Owner(reserved_key, client, now, teacher, reserved=True)
+            return code, reserved_key
+        counted = [o for o in _owners.values() if not o.reserved]
+        if len(counted) + len([c for c in _live if c not in _owners]) >= MAX_LIVE:
             return f"{MAX_LIVE} classes are being taught on this server: start when one ends"
-        if client and sum(o.client == client for o in _owners.values()) >= MAX_CODES_PER_CLIENT:
+        if sum(o.client == client for o in counted) >= MAX_CODES_PER_CLIENT:
             return f"this computer teaches {MAX_CODES_PER_CLIENT} classes already: end one first"
         code, key = _fresh_code(), secrets.token_urlsafe(16)
-        _owners[code] = _Owner(key, client, now)
+        _owners[code] = _Owner(key, client, now, teacher)
         return code, key
 
 
@@ -274,9 +289,10 @@ def _tally(code: str, key: PollKey) -> tuple[dict[PollKey, Tally], Tally]:
     return polls, polls[key]
 
 
-def vote(code: str, key: PollKey, voter: str, text: str) -> str:
+def vote(code: str, key: PollKey, voter: str, text: str, client: str = "", per_client: int | None = None) -> str:
     """A follower's guess on the poll of the slide its class shows (a second replaces the first):
-    the guess as tallied, or GuessError with the line the student reads."""
+    the guess as tallied, or GuessError with the line the student reads. client: the voter's address
+    ('' counts as one); per_client: how many voters one address may be in a poll (None: no bound)."""
     with _lock:
         lesson = _live[code].lesson if _current(code) == key else None
         if lesson is None or lesson.slides[key[2]].page != "predict":
@@ -285,7 +301,7 @@ def vote(code: str, key: PollKey, voter: str, text: str) -> str:
         held = sum(len(t.answers) for t in polls.values())
         if voter not in tally.answers and held >= MAX_ANSWERS_PER_CODE:
             raise GuessError(f"this class has given its {MAX_ANSWERS_PER_CODE} answers")
-        return tally.vote(voter, text)
+        return tally.vote(voter, text, client, per_client)
 
 
 def poll(code: str, key: PollKey) -> Snapshot:

@@ -4,8 +4,9 @@ beside it (the Reveal button, or the key r), which closes the poll and shows the
 
 The tally lives with the class code (live.vote / live.poll / live.reveal); the teacher's screen reads
 it from a small fragment every TALLY_POLL_S, so answers show up without anyone pressing anything and
-without rerunning the slide. Guesses are anonymous: a voter is a random token of its follower session
-(keys.POLL_VOTER), which no page shows.
+without rerunning the slide. Guesses are anonymous: a voter is its browser (voters.browser_id, a hash
+of Streamlit's cookie) or else a random token of its follower session (keys.POLL_VOTER), which no page
+shows; one address gives at most voters.votes_per_address() answers to a poll.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ...lessons import Lesson, Slide
 from ...lessons.content import FIGURE_HEIGHT, Content
 from ...lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
 from .. import keys
+from ..sources.classmode import client_address
+from ..voters import browser_id, votes_per_address
 from ..widgets import CHART_CONFIG, plain
 from . import live, reveal
 from .lesson_check import slide_checkpoint, slide_prompt
@@ -93,11 +96,14 @@ def _prompt(slide: Slide, c: Content, tail: bool = True) -> None:
         st.table(c.prompt_tail)
 
 
+NUDGE_AFTER = "_poll_nudge_after"  # session key: the followers are told once the teacher's reveal is drawn
+
+
 def _reveal(at: At) -> None:
     if at.code:
         live.reveal(at.code, at.key)
-        if at.nudge is not None:
-            at.nudge(at.code)
+        # the projector first: the followers' reruns, nudged now, would compete with the teacher's own
+        st.session_state[NUDGE_AFTER] = True
     else:
         st.session_state.setdefault(REVEALED, set()).add(at.key)
 
@@ -129,6 +135,8 @@ def teacher(slide: Slide, c: Content, at: At, presentation: bool) -> None:
         _tally(at, model_top(table), presentation, live_poll=bool(at.code) and not revealed)
         reveal.depths(slide, r)
         st.caption(TALLY_CAPTION)
+    if st.session_state.pop(NUDGE_AFTER, False) and at.code and at.nudge is not None:
+        at.nudge(at.code)
 
 
 def _tally(at: At, top: pd.DataFrame | None, presentation: bool, live_poll: bool) -> None:
@@ -156,7 +164,8 @@ def draw_tally(
 def follower(slide: Slide, c: Content, at: At, presentation: bool) -> None:
     """A student's side: the prompt and their guess (picked or typed); once the teacher reveals,
     the class's tally beside the model's answer."""
-    voter = st.session_state.setdefault(keys.POLL_VOTER, secrets.token_urlsafe(12))
+    # one voter per browser (its tabs alike); a session of its own where the browser has no cookie
+    voter = browser_id() or st.session_state.setdefault(keys.POLL_VOTER, secrets.token_urlsafe(12))
     snap = live.poll(at.code, at.key) if at.code else Snapshot((), 0, False, 0)
     mine = live.my_guess(at.code, at.key, voter) if at.code else None
     scored = snap.revealed and slide.round == "probability"
@@ -199,6 +208,6 @@ def _guess_form(slide: Slide, at: At, voter: str) -> None:
             st.error(plain(wrong))
             return
         try:
-            live.vote(at.code, at.key, voter, text)
+            live.vote(at.code, at.key, voter, text, client_address(), votes_per_address())
         except GuessError as e:
             st.error(plain(str(e)))

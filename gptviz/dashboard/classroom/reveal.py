@@ -87,11 +87,20 @@ def room_rounds(lesson: Lesson, code: str | None, key_of: Callable[[Slide], Mode
     return out
 
 
-def lens_link(slide: Slide, position: int) -> None:
-    """One click to the Logit lens page at the slide's checkpoint, prompt and position."""
+def lens_link(slide: Slide, r: Round) -> None:
+    """One click to the Logit lens page at the slide's checkpoint, prompt and last position, following
+    the room's favourite there (the lens page's own default is the model's answer)."""
     name = slide_checkpoint(slide)
-    params = link_params(checkpoint=name, prompt=slide_prompt(slide, name), position=position)
-    st.page_link(page_file("logit-lens"), label="Open the logit lens at this prompt ↗", query_params=params)
+    params = link_params(checkpoint=name, prompt=slide_prompt(slide, name), position=r.position)
+    fav = next((d for d in r.depths if "favourite" in d.who and "answer" not in d.who), None)
+    key = slide_key(slide)
+    label = "Open the logit lens at this prompt ↗"
+    if fav is not None and key is not None:
+        tok = caches.bundle_for(key).tokenizer
+        if tok is not None:
+            params["target"] = tok.decode([fav.token_id])  # the text the lens page's box encodes to it
+            label = f"Follow {fav.token!r} in the logit lens ↗"
+    st.page_link(page_file("logit-lens"), label=label, query_params=params)
 
 
 ROWS = 4  # the room's guesses a slide lists (the tally beside it shows up to ten)
@@ -131,4 +140,4 @@ def depths(slide: Slide, r: Round | None, link: bool = True) -> None:
         for d in r.depths:
             st.markdown(plain(depth_line(d)))
         if link:
-            lens_link(slide, r.position)
+            lens_link(slide, r)

@@ -16,6 +16,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from ...lessons import Lesson, LessonError, handout, shipped_lesson
 from .. import keys
 from ..sources.classmode import client_address
+from ..voters import browser_id, is_reserved
 from ..widgets import plain
 from . import blackout, join, lesson_return, live, predict, reveal
 from .follow import nudge
@@ -74,6 +75,9 @@ def _read_teacher_key() -> None:
     if not key or key == st.session_state.get(TEACH_KEY):
         return
     found = live.resume(key[:64])
+    if found is None and is_reserved(key):  # the server's teacher link: its class starts past every bound
+        made = live.start(client_address(), browser_id(), key)
+        found = made[0] if isinstance(made, tuple) else None
     if found is None:
         st.query_params.pop("teach", None)
         st.session_state[keys.LESSON_ERROR] = "the class of that teacher link has ended; start teaching again"
@@ -172,7 +176,7 @@ def _picked(n: int, i: int) -> None:
 
 def start_teaching() -> None:
     """The "Start teaching" button: a code (and teacher key) for this teacher, kept in the URL."""
-    made = live.start(client_address())
+    made = live.start(client_address(), browser_id())  # a teacher already teaching gets that class back
     if isinstance(made, str):
         st.session_state[keys.TEACH_ERROR] = made
         return

@@ -1,6 +1,7 @@
-"""The Attention page's "why does this head attend here?" panel: a click on the heatmap picks the
-(query, key) cell; attention_attribution splits that pre-softmax score into what each upstream source
-writes into q and k (norms frozen), cached per run, head and cell."""
+"""The Attention page's "why does this head attend here?" panel: two boxes pick the (query, key) cell
+(the query starts at the sidebar's position; a Plotly heatmap sends Streamlit no selection on a click,
+so the cell is typed, not clicked); attention_attribution splits that pre-softmax score into what each
+upstream source writes into q and k (norms frozen), cached per run, head and cell."""
 
 from __future__ import annotations
 
@@ -13,30 +14,6 @@ from ..caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 QUERY, KEY = "why_query", "why_key"
 
 
-def pick_cell_on_click(chart_key: str, labels: list[str]):
-    """An on_select callback for the heatmap: the clicked cell's row (query) and column (key), read
-    from its axis labels (one per position; a heatmap averaged into blocks names none)."""
-    where = {label: i for i, label in enumerate(labels)}
-    n_tokens = len(labels)
-
-    def pick() -> None:
-        points = st.session_state[chart_key].selection.get("points") or []
-        if not points:
-            return
-        p = points[0]
-        index = p.get("point_index")
-        if isinstance(index, (list, tuple)) and len(index) == 2:
-            q, k = int(index[0]), int(index[1])
-        elif p.get("y") in where and p.get("x") in where:
-            q, k = where[p["y"]], where[p["x"]]
-        else:
-            return
-        if 0 <= k <= q < n_tokens:
-            st.session_state[QUERY], st.session_state[KEY] = q, k
-
-    return pick
-
-
 @cached(max_entries=4 * RUN_ENTRIES, show_spinner="Splitting the score by source…")
 def parts(key: RunKey, layer: int, head: int, query: int, key_pos: int) -> pd.DataFrame:
     """attention_attribution of one cell of one run (read-only, shared: callers copy before changing it)."""
@@ -44,7 +21,7 @@ def parts(key: RunKey, layer: int, head: int, query: int, key_pos: int) -> pd.Da
 
 
 def cell_inputs(T: int, position: int) -> tuple[int, int]:
-    """The query and key boxes (a click on the heatmap fills them): (query, key)."""
+    """The query and key boxes: (query, key)."""
     state = st.session_state
     if not 0 <= state.get(QUERY, -1) < T:  # a new prompt, shorter: start from the sidebar's position
         state[QUERY] = position

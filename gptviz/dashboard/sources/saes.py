@@ -60,6 +60,9 @@ def _upload(layers: Callable[[], int | None]) -> tuple[SAEKey | None, str]:
         args=("sae_upload",),
     )
     if not files:
+        if uploads.refusal("sae_upload"):
+            st.sidebar.error(f"SAE upload not used: {plain(uploads.refusal('sae_upload'))}")
+            return None, ""
         upload = uploads.carried_over("sae_upload", _owner())
         if upload is None:
             return None, ""
@@ -71,6 +74,7 @@ def _upload(layers: Callable[[], int | None]) -> tuple[SAEKey | None, str]:
                 raise CheckpointError(f"{odd[0][:60]!r} is not an SAE file; upload {', '.join(SAE_FILES)}")
             upload = _owner().save(files, limit, UPLOAD_LIMIT_ENV, upload_total_bytes() if class_mode() else None)
         except GptvizError as e:
+            uploads.refuse("sae_upload", files, str(e))  # its bytes go now, not when the session ends
             st.sidebar.error(f"SAE upload not used: {plain(e)}")
             return None, ""
     key = SAEKey(upload.source, _owner().token)

@@ -13,6 +13,9 @@ build: typing "upload:<hash>" anywhere (a URL, Compare's checkpoint B) opens not
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import hashlib
 import io
 import re
@@ -213,6 +216,55 @@ def forget_carried(uploader: str) -> None:
     import streamlit as st
 
     st.session_state.get(keys.UPLOADS_CARRIED, set()).discard(uploader)
+    st.session_state.get(keys.UPLOADS_REFUSED, {}).pop(uploader, None)
+
+
+def refuse(uploader: str, files: Sequence[UploadedFile], why: str) -> None:
+    """An upload refused: its bytes are dropped now (release), and the reason is kept to be said again
+    on the next runs, when the emptied uploader hands over no file, until its files change."""
+    import streamlit as st
+
+    release(files)
+    st.session_state.setdefault(keys.UPLOADS_REFUSED, {})[uploader] = why
+
+
+def refusal(uploader: str) -> str | None:
+    """Why this uploader's files were refused (refuse), while they are what it holds."""
+    import streamlit as st
+
+    return st.session_state.get(keys.UPLOADS_REFUSED, {}).get(uploader)
+
+
+def release(files: Sequence[UploadedFile]) -> int:
+    """Drop refused files now: Streamlit keeps a session's uploaded bytes in its upload manager until
+    the session ends (a closed tab's session can wait in its storage for a reconnect), so a refused
+    150 MB upload stayed held. Each file is removed from the manager, and the freed heap is handed back
+    to the system (glibc keeps it otherwise). Returns the bytes dropped (0 outside a running server)."""
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():  # AppTest or a library caller: nothing is held for a session
+        return 0
+    # Streamlit's in-memory manager (a custom one may keep files elsewhere, and have no remove_file)
+    remove = getattr(Runtime.instance().uploaded_file_mgr, "remove_file", None)
+    if remove is None:
+        return 0
+    dropped = 0
+    for f in files:
+        file_id = getattr(f, "file_id", None)
+        if file_id:
+            remove(ctx.session_id, file_id)
+            dropped += f.size
+    trim_heap()
+    return dropped
+
+
+def trim_heap() -> None:
+    """Collect, then return freed heap pages to the system where the C library can (glibc's malloc_trim)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc (macOS, musl): its allocator decides
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def held_bytes(but: SessionUploads | None = None) -> int:
