@@ -216,7 +216,7 @@ def cmd_dashboard(args) -> int:
         os.environ[DEFAULT_ENV] = dashboard_checkpoint(args.checkpoint)
     if args.class_mode:  # the server inherits it: paths closed, uploads and scans off (dashboard/classmode.py)
         os.environ["GPTVIZ_CLASS"] = "1"
-        from .dashboard import voters  # the teacher's own link starts a class however full the server is
+        from .dashboard.classroom import voters  # the teacher's own link starts a class however full the server is
 
         key = voters.reserved_key() or voters.new_teacher_key()
         os.environ[voters.TEACHER_KEY_ENV] = key

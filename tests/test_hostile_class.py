@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from apptest_helpers import app_session, ok, serve
 
-from gptviz.dashboard import voters
-from gptviz.dashboard.classroom import live, slides
+from gptviz.dashboard.classroom import live, slides, voters
 from gptviz.dashboard.sources import classmode
 from gptviz.lessons import shipped_lesson
 from gptviz.lessons.poll import MAX_ANSWERS, GuessError, Tally

@@ -25,10 +25,10 @@ from ...lessons.content import FIGURE_HEIGHT, Content
 from ...lessons.poll import MAX_GUESS_CHARS, GuessError, Snapshot, tally_figure, tally_table
 from .. import keys
 from ..sources.classmode import client_address
-from ..voters import browser_id, votes_per_address
 from ..widgets import CHART_CONFIG, plain
 from . import live, reveal
 from .lesson_check import slide_checkpoint, slide_prompt
+from .voters import browser_id, votes_per_address
 
 TALLY_CAPTION = "Blue: the share of the class's answers for each guess; orange, after Reveal: the model's probability."
 TALLY_POLL_S = 0.5  # how often the teacher's tally looks for new answers: one small fragment of one session

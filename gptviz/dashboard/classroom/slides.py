@@ -16,13 +16,13 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from ...lessons import Lesson, LessonError, handout, shipped_lesson
 from .. import keys
 from ..sources.classmode import client_address
-from ..voters import browser_id, is_reserved
 from ..widgets import plain
 from . import blackout, join, lesson_return, live, predict, reveal
 from .follow import nudge
 from .lesson_check import check_lesson, model_key
 from .slide_style import CLICKER_JS
 from .slide_view import draw, slide_content
+from .voters import browser_id, is_reserved
 
 log = logging.getLogger("gptviz.dashboard")
 LESSON_KEY = keys.LESSON  # session key of the open Lesson (a small frozen record, no tensors)

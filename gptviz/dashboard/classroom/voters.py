@@ -21,7 +21,7 @@ import hashlib
 import os
 import secrets
 
-from .sources.classmode import class_mode
+from ..sources.classmode import class_mode
 
 VOTES_ENV = "GPTVIZ_CLASS_VOTES_PER_ADDRESS"  # answers one network address may give to a poll (class server)
 TEACHER_KEY_ENV = "GPTVIZ_TEACHER_KEY"  # the server's own teacher key: ?teach=KEY starts its one class
