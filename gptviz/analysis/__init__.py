@@ -18,6 +18,7 @@ from .blocks import block_labels, block_mean, block_reduce
 from .heads import LABEL_THRESHOLDS, head_scores
 from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
+from .map_blocks import MapBlocks, block_side, weight_blocks
 from .next_token import nan_logits, nan_message, per_token_loss, softmax, token_rank, top_k
 from .patching import patched_run, patching_sweep
 from .residual import (
@@ -38,6 +39,7 @@ __all__ = [
     "GROWTH_LIMIT",
     "LABEL_THRESHOLDS",
     "LogitLens",
+    "MapBlocks",
     "NORM_LIMIT",
     "THRESHOLDS",
     "attention_matrix",
@@ -45,6 +47,7 @@ __all__ = [
     "block_labels",
     "block_mean",
     "block_reduce",
+    "block_side",
     "component_labels",
     "dims",
     "format_shapes",
@@ -73,4 +76,5 @@ __all__ = [
     "sublayer_contributions",
     "token_rank",
     "top_k",
+    "weight_blocks",
 ]
