@@ -243,7 +243,18 @@ def cmd_sae(args) -> None:
 def cmd_bench(args) -> None:
     from . import bench
 
-    names = ("why", "scan", "families", "patching", "generate", "lessons", "features", "load", "trace_memory")
+    names = (
+        "why",
+        "scan",
+        "families",
+        "patching",
+        "generate",
+        "lessons",
+        "features",
+        "load",
+        "trace_memory",
+        "figures",
+    )
     chosen = [name for name in names + BROWSER_BENCHES if getattr(args, name)]
     if len(chosen) > 1:
         raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
@@ -423,6 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
     p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
     p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
+    p.add_argument(
+        "--figures", action="store_true", help="the layer x head grid and heads figures built and sent, vs a forward"
+    )
     p.add_argument("--pages", action="store_true", help="with --trace-memory: the run each dashboard page keeps")
     p.add_argument(
         "--T",
