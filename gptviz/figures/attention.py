@@ -1,5 +1,5 @@
 """Attention views: one head's heatmap, a layer's heads as small multiples, every layer × head as
-one clickable grid, and the bertviz-style line view of one query."""
+one clickable grid (the bertviz-style line view of one query is in lines.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from plotly.subplots import make_subplots
 from ..analysis.blocks import block_labels, block_reduce
 from ..analysis.map_blocks import MapBlocks, block_side, reduce_maps
 from .style import (
-    BLUE,
     MASKED,
     NAN,
     ORANGE,
@@ -108,6 +107,11 @@ def _reduce(m: np.ndarray, masked: np.ndarray, bad: np.ndarray, max_cells: int):
     all_masked = block_reduce(masked.astype(np.float32), max_cells)[0] == 1
     any_bad = block_reduce(bad.astype(np.float32), max_cells)[0] > 0
     return z, all_masked, any_bad, b
+
+
+def _map_blocks(maps: np.ndarray, mask: np.ndarray | None, max_cells: int) -> MapBlocks:
+    """Whole maps [H, T, T] in blocks of at most max_cells a side (mask None: every NaN is masked)."""
+    return reduce_maps(np.asarray(maps, dtype=np.float32), mask, block_side(np.shape(maps)[-1], max_cells))
 
 
 def attention_heatmap(matrix: np.ndarray | MapBlocks, labels: Sequence[str], **options) -> go.Figure:
@@ -249,13 +253,6 @@ def _grid_geometry(side: int, tile: int) -> tuple[int, int]:
     return side, side + max(1, round(side * GRID_GAP / tile))
 
 
-def _map_blocks(maps: np.ndarray, mask: np.ndarray | None, max_cells: int) -> MapBlocks:
-    """Whole maps [H, T, T] (masked cells NaN) in blocks of at most max_cells a side; mask: the layer's
-    [T, T] mask, which tells masked cells from NaN the model computed (None: every NaN is masked)."""
-    maps = np.asarray(maps, dtype=np.float32)
-    return reduce_maps(maps, mask, block_side(maps.shape[-1], max_cells))
-
-
 def layer_head_grid(
     weights: Iterable[np.ndarray | MapBlocks],
     tile: int = GRID_TILE,
@@ -265,9 +262,8 @@ def layer_head_grid(
 ) -> go.Figure:
     """Every layer × head as one heatmap of tiles (rows = layers, columns = heads), each tile a
     head's weights averaged down to at most tile × tile. weights: each layer's [H, T, T] in turn,
-    masked cells NaN (left out of the block means), or its blocks already (a MapBlocks of at most tile
-    a side: analysis.weight_blocks, which never holds a whole map). masks: each layer's [T, T] mask,
-    which tells masked cells (grey) from NaN the model computed (red); without it every NaN counts as masked.
+    masked cells NaN (left out of the block means), or its MapBlocks (analysis.weight_blocks). masks: each
+    layer's [T, T] mask: masked cells (grey) told from NaN the model computed (red); else every NaN is masked.
     selected: (layer, head) outlined (mark_tile). A click selects the marker at a tile's centre,
     whose customdata is (layer, head); overview_cell(x, y, pitch) maps x, y back too."""
     mask_iter = iter(masks) if masks is not None else None
@@ -404,56 +400,3 @@ def overview_cell(x: float, y: float, tile: int = GRID_TILE, pitch: int | None =
     (the default is the pitch of full-size tiles, T ≥ tile)."""
     pitch = pitch or tile + GRID_GAP
     return int((y + 0.5) // pitch), int((x + 0.5) // pitch)
-
-
-def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, *, top: int = 24) -> go.Figure:
-    """bertviz's line view for one query: the query on the left, the keys on the right, one line per
-    key, its width proportional to the weight (a weight of 1 is 14.5 px wide). Only the `top`
-    heaviest keys are drawn."""
-    w = np.nan_to_num(np.asarray(weights_row, dtype=np.float64)[: query + 1])
-    keys = np.sort(np.argsort(-w, kind="stable")[: min(top, len(w))])
-    wmax = w.max() if w.size and w.max() > 0 else 1.0
-    fig = go.Figure()
-    n = len(keys)
-    ys = {int(k): n - 1 - i for i, k in enumerate(keys)}
-    qy = (n - 1) / 2
-    gap = 0.06  # the lines stop short of the labels: a weight near 1 draws a line 14.5 px wide
-    for k in keys:
-        fig.add_trace(
-            go.Scatter(
-                x=[gap, 1 - gap],
-                y=[qy, ys[int(k)]],
-                mode="lines",
-                line=dict(width=0.5 + 14 * w[k], color=BLUE),
-                opacity=0.3 + 0.7 * w[k] / wmax,
-                hovertemplate=f"query {labels[query]} → key {labels[k]}<br>weight {w[k]:.4f}<extra></extra>",
-                showlegend=False,
-            )
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=[0],
-            y=[qy],
-            mode="text",
-            text=[labels[query]],
-            textposition="middle left",
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[1] * n,
-            y=[ys[int(k)] for k in keys],
-            mode="text",
-            text=[f"{labels[k]}  ({w[k]:.2f})" for k in keys],
-            textposition="middle right",
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
-    shown = "every key" if n == query + 1 else f"the {n} heaviest of {query + 1} keys"
-    style(fig, f"Where query {labels[query]} looks ({shown}; line width ∝ weight)", height=max(260, 26 * n + 120))
-    fig.update_xaxes(visible=False, range=[-0.6, 1.6])
-    fig.update_yaxes(visible=False, range=[-1, n])
-    return fig
