@@ -119,7 +119,12 @@ CASES = [
     ("native-n_embd-1e6", lambda r: native(r, {"n_embd": 10**6, "n_head": 1}), "n_embd=1,000,000 is", "config.json"),
     ("native-vocab-1e9", lambda r: native(r, {"vocab_size": 10**9}), "vocab_size=1,000,000,000", "config.json"),
     ("native-vocab-huge-int", lambda r: native(r, {"vocab_size": 10**30}), "vocab_size=", "config.json"),
-    ("native-block-30000", lambda r: native(r, {"block_size": 30000}), "block_size=30,000 is above", "config.json"),
+    (
+        "native-block-20M",
+        lambda r: native(r, {"block_size": 20_000_000}),
+        "block_size=20,000,000 is above",
+        "config.json",
+    ),
     ("native-block-16000", lambda r: native(r, {"block_size": 16000}), "wpe.weight has shape [16, 16]", "safetensors"),
     ("native-params", lambda r: native(r, {"n_layer": 16, "n_embd": 12288}), "parameters, above", "config"),
     ("native-n_layer-200", lambda r: native(r, {"n_layer": 200}), "weights missing for 2,376 keys, e.g.", "safet"),
@@ -187,7 +192,12 @@ CASES = [
     # --- nanoGPT: model_args ------------------------------------------------------------------
     ("nano-n_layer-fewer", lambda r: nanogpt(r, nano_args(n_layer=1)), "the weights hold 2 layers but", "ckpt.pt"),
     ("nano-n_layer-more", lambda r: nanogpt(r, nano_args(n_layer=100)), "weights missing for 1,176 keys", "ckpt.pt"),
-    ("nano-block-30000", lambda r: nanogpt(r, nano_args(block_size=30000)), "block_size=30,000 is above", "ckpt.pt"),
+    (
+        "nano-block-20M",
+        lambda r: nanogpt(r, nano_args(block_size=20_000_000)),
+        "block_size=20,000,000 is above",
+        "ckpt.pt",
+    ),
     ("nano-n_embd-1e6", lambda r: nanogpt(r, nano_args(n_embd=1e6)), "n_embd=1000000.0", "ckpt.pt"),
     ("nano-vocab-1e9", lambda r: nanogpt(r, nano_args(vocab_size=10**9)), "vocab_size=1,000,000,000", "ckpt.pt"),
     ("nano-bias-no", lambda r: nanogpt(r, nano_args(bias="no")), "bias='no': must be true or false", "ckpt.pt"),
@@ -223,7 +233,12 @@ CASES = [
     # --- Hugging Face GPT-2 ---------------------------------------------------------------------
     ("hf-n_embd-null", lambda r: hf(r, {"n_embd": None}), "n_embd=None: must be a positive", "config.json"),
     ("hf-eps-text", lambda r: hf(r, {"layer_norm_epsilon": "abc"}), "layer_norm_epsilon='abc'", "config.json"),
-    ("hf-positions-30000", lambda r: hf(r, {"n_positions": 30000}), "n_positions=30,000 is above", "config.json"),
+    (
+        "hf-positions-20M",
+        lambda r: hf(r, {"n_positions": 20_000_000}),
+        "n_positions=20,000,000 is above",
+        "config.json",
+    ),
     ("hf-positions-16000", lambda r: hf(r, {"n_positions": 16000}), "wpe.weight has shape [16, 16]", "safetensors"),
     ("hf-n_layer-1000", lambda r: hf(r, {"n_layer": 1000}), "n_layer=1,000 is above", "config.json"),
     ("hf-n_layer-1", lambda r: hf(r, {"n_layer": 1}), "the weights hold 2 layers", "model.safetensors"),

@@ -19,6 +19,7 @@ from .circuits import HeadWeights, head_weights, ov_circuit, qk_circuit
 from .heads import LABEL_THRESHOLDS, head_scores
 from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
+from .map_blocks import MapBlocks, block_side, weight_blocks
 from .next_token import nan_logits, nan_message, per_token_loss, softmax, token_rank, top_k
 from .patching import patched_run, patching_sweep
 from .residual import (
@@ -43,6 +44,7 @@ __all__ = [
     "GROWTH_LIMIT",
     "LABEL_THRESHOLDS",
     "LogitLens",
+    "MapBlocks",
     "NORM_LIMIT",
     "THRESHOLDS",
     "attention_matrix",
@@ -50,6 +52,7 @@ __all__ = [
     "block_labels",
     "block_mean",
     "block_reduce",
+    "block_side",
     "component_labels",
     "dims",
     "format_shapes",
@@ -78,4 +81,5 @@ __all__ = [
     "sublayer_contributions",
     "token_rank",
     "top_k",
+    "weight_blocks",
 ]

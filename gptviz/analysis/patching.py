@@ -23,8 +23,9 @@ Fast the honest way, computing exactly what the one-run-per-cell loop computes (
   layer, and the run patched at layer l joins the batch as it reaches layer l, so no run passes
   through a layer below its own; a batch holds the cells of a few neighbouring positions (it runs
   from the first of them), of every layer;
-- only the last position's logits are computed (the final norm and LM head act per position), and
-  the values stay on the model's device until the sweep is done (one copy to the host).
+- only the last position's logits are computed (the final norm and LM head act per position), of the
+  answer and the wrong token only, and the values stay on the model's device until the sweep is done
+  (one copy to the host).
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from ..record import Trace
 
 SITES = ("resid_pre", "attn.z", "mlp.out")
 TOKENS_PER_BATCH = 8192  # rows × positions per forward batch: bounds the memory of one batched run
-LOGITS_PER_BATCH = 1 << 24  # rows × V of the LM head at once (64 MB in float32)
 # The fixed cost of one batch in one layer, in the work of one run at one position in one layer: what
 # a block costs beyond its rows (reading its weights, launching its kernels). Measured on a 2-core CPU
 # (GPT-2 small: 2.5 ms a block call, 0.18 ms a row); elsewhere an estimate: a GPU launches ~20 kernels a
@@ -290,16 +290,15 @@ def _block(model: GPT, j: int, x: Tensor, past: LayerCache | None, last: bool) -
 
 
 def _last_diffs(model: GPT, h: Tensor, answer: int, wrong: int) -> Tensor:
-    """logit(answer) − logit(wrong) of final-norm outputs h [N, C], [N] float64: the LM head once for
-    every run of the sweep (a few rows at a time, it would read all of its V × C weights per batch)."""
-    # every column, as the full run computes them: a GEMM of two columns may round differently, and a
-    # difference of 1e-6 can be a visible share of a small clean − corrupt gap
-    rows = max(1, LOGITS_PER_BATCH // model.config.vocab_size)
-    out = []
-    for part in h.split(rows):
-        logits = model.lm_head(part)  # [n, V]
-        out.append(logits[:, answer].double() - logits[:, wrong].double())
-    return torch.cat(out)
+    """logit(answer) − logit(wrong) of final-norm outputs h [N, C], [N] float64: the head's two columns
+    (its own product, bias and soft-cap: lens._head), once for every run of the sweep. Every column
+    would cost a forward pass's worth of products for nothing: a product of N rows rounds differently
+    from the full run's T rows anyway (~1e-6, whichever columns), and the cells that patch nothing are
+    the corrupt run's own value, exactly."""
+    from .lens import _head
+
+    a, w = (_head(model, h, h.new_empty(h.size(0), 1), slice(i, i + 1))[:, 0] for i in (answer, wrong))
+    return a.double() - w.double()
 
 
 def _head_swaps(ct: Trace, b: _Batch, joining: dict[int, list[int]]) -> dict:

@@ -12,6 +12,7 @@ asserts nothing about them. Every one is reachable as `gptviz bench --...`:
     features.py  --features    steering_sweep against a naive loop; a scan with the shipped SAE
     trace_memory.py --trace-memory  a 1B-shaped Llama's Trace bytes at T = 1,024, full and per page
     graph.py     --graph       attribution graphs at T = 32 (shipped model, a 135M-shaped Llama) against a forward
+    figures.py   --figures     the layer × head grid and a layer's heads, built and sent, against a forward
 
 The dashboard itself, in a real Chromium (Playwright and Debian's chromium: the test extras), each
 with options of its own after `--`:

@@ -78,6 +78,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
     )
+    p.add_argument(
+        "--figures", action="store_true", help="the layer x head grid and heads figures built and sent, vs a forward"
+    )
     p.add_argument("--graph", action="store_true", help="attribution graphs at T = 32 against a forward (135M shape)")
     p.add_argument(
         "--llama",

@@ -22,15 +22,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from .. import analysis, figures
 from ..analysis.attention import attention_mask
+from ..analysis.map_blocks import MapBlocks
 from ..capture import select, trace
 from ..errors import CheckpointError, GptvizError
-from ..figures.attention import mark_tile
+from ..figures.attention import GRID_TILE, MAX_CELLS, mark_tile
 from ..formats import Bundle, MemoryPath, load
 from ..formats.demo import demo_bundle
 from ..progress import Cancelled, ProgressFn
@@ -239,12 +241,11 @@ def clear_runs() -> None:
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")
 def layer_head_grid(key: RunKey) -> go.Figure:
-    """The layer × head overview of one run, built once: it needs every layer's attention maps,
-    which the Trace rebuilds from q and k on each request (seconds at T = 1024)."""
+    """The layer × head overview of one run, built once: every layer's maps in tiles of block means,
+    made from q and k a band of query rows at a time (never a whole map held)."""
     t = run_trace(key)
-    weights = (analysis.layer_weights(t, l) for l in range(t.n_layer))
-    masks = (attention_mask(t, l) for l in range(t.n_layer))  # tells masked (grey) from NaN (red)
-    return figures.layer_head_grid(weights, masks=masks)
+    b = analysis.block_side(t.n_tokens, GRID_TILE)
+    return figures.layer_head_grid(analysis.weight_blocks(t, l, b) for l in range(t.n_layer))
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner=False)
@@ -282,7 +283,7 @@ def head_figure(
     """One head's attention weights on one run."""
     t = run_trace(key)
     fig = figures.attention_heatmap(
-        analysis.attention_matrix(t, layer, head),
+        analysis.weight_blocks(t, layer, analysis.block_side(t.n_tokens, MAX_CELLS), heads=[head]),
         list(_labels),
         title=f"Layer {layer}, head {head}: attention weights",
         height=height,
@@ -291,15 +292,23 @@ def head_figure(
     return figures.presentation(fig, presentation)
 
 
+HEAD_GRID_CELLS = 64  # a side of each head's tile in a layer's small multiples (figures.head_grid's default)
+
+
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
 def attention_figures(
     key: RunKey, layer: int, head: int, kind: str, skip_first: bool, presentation: bool, _labels: Sequence[str]
 ):
     """The Attention page's head heatmap (of `kind`) and its layer's every head, for one run."""
     t = run_trace(key)
-    labels, mask = list(_labels), attention_mask(t, layer)
-    weights = analysis.layer_weights(t, layer)  # [H, T, T], masked cells NaN
-    m = weights[head] if kind == "weights" else analysis.attention_matrix(t, layer, head, kind)
+    labels, mask, T = list(_labels), attention_mask(t, layer), t.n_tokens
+    # the weights as block means made a band of rows at a time: no layer's [H, T, T] maps held
+    every_head = analysis.weight_blocks(t, layer, analysis.block_side(T, HEAD_GRID_CELLS))
+    m: MapBlocks | np.ndarray  # the weights as block means; scores as the [T, T] matrix
+    if kind == "weights":
+        m = analysis.weight_blocks(t, layer, analysis.block_side(T, MAX_CELLS), heads=[head])
+    else:
+        m = analysis.attention_matrix(t, layer, head, kind)
     title = f"Layer {layer}, head {head}: {kind}"
     model = bundle_for(key.model).model
     spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
@@ -307,7 +316,7 @@ def attention_figures(
     one = figures.attention_heatmap(
         m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule
     )
-    every = figures.head_grid(weights, labels, layer=layer, mask=mask, cols=2 if presentation else 4)
+    every = figures.head_grid(every_head, labels, layer=layer, cols=2 if presentation else 4)
     return figures.presentation(one, presentation), figures.presentation(every, presentation)
 
 

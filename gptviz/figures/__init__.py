@@ -8,7 +8,6 @@ small enough to draw at T = 1024: large grids are averaged into blocks and the t
 from .attention import (
     attention_heatmap,
     attention_heatmap_spec,
-    attention_lines,
     head_grid,
     layer_head_grid,
     mark_tile,
@@ -20,6 +19,7 @@ from .attribution import attribution_bars, attribution_heads
 from .features import activation_histogram, dose_response, feature_heatmap, logit_effect_bars
 from .heads import clicked_head, head_score_grid
 from .lens import lens_grid, site_label, target_depth
+from .lines import attention_lines
 from .presentation import presentation
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
 from .residual import contributions_bars, residual_heatmap, residual_lines

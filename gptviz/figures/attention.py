@@ -1,5 +1,5 @@
 """Attention views: one head's heatmap, a layer's heads as small multiples, every layer × head as
-one clickable grid, and the bertviz-style line view of one query."""
+one clickable grid (the bertviz-style line view of one query is in lines.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.blocks import block_labels, block_reduce
+from ..analysis.map_blocks import MapBlocks, block_side, reduce_maps
 from .style import (
-    BLUE,
     MASKED,
     NAN,
     ORANGE,
@@ -109,14 +109,19 @@ def _reduce(m: np.ndarray, masked: np.ndarray, bad: np.ndarray, max_cells: int):
     return z, all_masked, any_bad, b
 
 
-def attention_heatmap(matrix: np.ndarray, labels: Sequence[str], **options) -> go.Figure:
+def _map_blocks(maps: np.ndarray, mask: np.ndarray | None, max_cells: int) -> MapBlocks:
+    """Whole maps [H, T, T] in blocks of at most max_cells a side (mask None: every NaN is masked)."""
+    return reduce_maps(np.asarray(maps, dtype=np.float32), mask, block_side(np.shape(maps)[-1], max_cells))
+
+
+def attention_heatmap(matrix: np.ndarray | MapBlocks, labels: Sequence[str], **options) -> go.Figure:
     """One head's [T, T] matrix, queries as rows and keys as columns: the figure of
     attention_heatmap_spec (which lists the options)."""
     return from_spec(attention_heatmap_spec(matrix, labels, **options))
 
 
 def attention_heatmap_spec(
-    matrix: np.ndarray,
+    matrix: np.ndarray | MapBlocks,
     labels: Sequence[str],
     *,
     kind: str = "weights",
@@ -135,9 +140,13 @@ def attention_heatmap_spec(
     skip_first_key: scale the colours without key 0, which often takes most of the weight (a sink).
     mask: the layer's [T, T] attention mask (True = may read); without it every NaN counts as masked.
     score_rule: the model's own score formula (analysis.score_rule) where it is not q·k/√D.
-    A side longer than max_cells is averaged into blocks (NaN-aware) and the title says so."""
-    m, masked, bad = _cells(matrix, mask, kind)
-    z, masked, bad, b = _reduce(m, masked, bad, max_cells)
+    A side longer than max_cells is averaged into blocks (NaN-aware) and the title says so; matrix may
+    be those blocks already (weights: a MapBlocks of one head, analysis.weight_blocks)."""
+    if isinstance(matrix, MapBlocks):
+        z, masked, bad, b = matrix.means[0], matrix.masked[0], matrix.bad[0], matrix.b
+    else:
+        m, masked, bad = _cells(matrix, mask, kind)
+        z, masked, bad, b = _reduce(m, masked, bad, max_cells)
     ticks = block_labels(labels, b)
     zmin, zmax, note = _range(z, kind, skip_first_key)
     if b > 1:
@@ -169,7 +178,7 @@ def attention_heatmap_spec(
 
 
 def head_grid(
-    matrices: np.ndarray,
+    matrices: np.ndarray | MapBlocks,
     labels: Sequence[str],
     *,
     layer: int,
@@ -179,18 +188,18 @@ def head_grid(
 ) -> go.Figure:
     """Every head of one layer as small multiples sharing one colour scale: weights [H, T, T] with
     masked cells as NaN (analysis.layer_weights), drawn as grey gaps; with the layer's mask [T, T],
-    NaN the model computed is told apart and painted red. cols: tiles per row (2 on a projector)."""
-    H = matrices.shape[0]
+    NaN the model computed is told apart and painted red; or those maps in blocks already (a MapBlocks,
+    analysis.weight_blocks). cols: tiles per row (2 on a projector)."""
+    blocks = matrices if isinstance(matrices, MapBlocks) else _map_blocks(matrices, mask, max_cells)
+    H, b = blocks.means.shape[0], blocks.b
+    ticks = block_labels(labels, b)
     cols = max(1, min(H, cols))
     rows = math.ceil(H / cols)
     # the gap between rows is a share of the whole figure: a fixed 0.12 left 32 heads' 8 rows 2 % of it each
     fig = make_subplots(rows=rows, cols=cols, horizontal_spacing=0.04, vertical_spacing=min(0.12, 0.3 / rows))
-    b, any_masked, any_bad, ticks = 1, False, False, list(labels)
+    any_masked, any_bad = bool(blocks.masked.any()), bool(blocks.bad.any())
     for h in range(H):
-        m, masked, bad = _cells(matrices[h], mask, "weights")
-        z, masked, bad, b = _reduce(m, masked, bad, max_cells)
-        ticks = block_labels(labels, b)
-        any_masked, any_bad = any_masked or bool(masked.any()), any_bad or bool(bad.any())
+        z, bad = blocks.means[h], blocks.bad[h]
         fig.add_trace(
             go.Heatmap(
                 z=z,
@@ -245,7 +254,7 @@ def _grid_geometry(side: int, tile: int) -> tuple[int, int]:
 
 
 def layer_head_grid(
-    weights: Iterable[np.ndarray],
+    weights: Iterable[np.ndarray | MapBlocks],
     tile: int = GRID_TILE,
     *,
     masks: Iterable[np.ndarray] | None = None,
@@ -253,26 +262,23 @@ def layer_head_grid(
 ) -> go.Figure:
     """Every layer × head as one heatmap of tiles (rows = layers, columns = heads), each tile a
     head's weights averaged down to at most tile × tile. weights: each layer's [H, T, T] in turn,
-    masked cells NaN (left out of the block means). masks: each layer's [T, T] mask, which tells
-    masked cells (grey) from NaN the model computed (red); without it every NaN counts as masked.
+    masked cells NaN (left out of the block means), or its MapBlocks (analysis.weight_blocks). masks: each
+    layer's [T, T] mask: masked cells (grey) told from NaN the model computed (red); else every NaN is masked.
     selected: (layer, head) outlined (mark_tile). A click selects the marker at a tile's centre,
     whose customdata is (layer, head); overview_cell(x, y, pitch) maps x, y back too."""
     mask_iter = iter(masks) if masks is not None else None
     rows, codes, b, side, pitch = [], [], 1, 1, 1
     for layer in weights:  # one layer at a time: a Trace may build each layer's maps on demand
-        H, T = layer.shape[0], layer.shape[-1]
-        side, pitch = _grid_geometry(-(-T // max(1, -(-T // tile))), tile)
         mask = next(mask_iter) if mask_iter is not None else None
-        row = np.full((pitch, H * pitch), np.nan, dtype=np.float32)
-        code = np.zeros((pitch, H * pitch), dtype=np.uint8)  # 0 nothing, 1 masked, 2 NaN by the model
-        for h in range(H):
-            m, masked, bad = _cells(layer[h], mask, "weights")
-            z, masked, bad, b = _reduce(m, masked, bad, tile)
-            n0, n1 = z.shape
-            row[:n0, h * pitch : h * pitch + n1] = z
-            code[:n0, h * pitch : h * pitch + n1] = np.where(bad, 2, np.where(masked, 1, 0))
-        rows.append(row)
-        codes.append(code)
+        blocks = layer if isinstance(layer, MapBlocks) else _map_blocks(layer, mask, tile)
+        (H, n, _), b = blocks.means.shape, blocks.b
+        side, pitch = _grid_geometry(n, tile)
+        row = np.full((pitch, H, pitch), np.nan, dtype=np.float32)  # each head's tile, then a gap
+        code = np.zeros((pitch, H, pitch), dtype=np.uint8)  # 0 nothing, 1 masked, 2 NaN by the model
+        row[:n, :, :n] = blocks.means.transpose(1, 0, 2)  # [n, H, n]: a tile row of every head at once
+        code[:n, :, :n] = np.where(blocks.bad, 2, np.where(blocks.masked, 1, 0)).transpose(1, 0, 2)
+        rows.append(row.reshape(pitch, H * pitch))
+        codes.append(code.reshape(pitch, H * pitch))
     grid, code, L = np.concatenate(rows), np.concatenate(codes), len(rows)
     title = "Every layer × head (click a tile to open it)"
     if b > 1:
@@ -394,56 +400,3 @@ def overview_cell(x: float, y: float, tile: int = GRID_TILE, pitch: int | None =
     (the default is the pitch of full-size tiles, T ≥ tile)."""
     pitch = pitch or tile + GRID_GAP
     return int((y + 0.5) // pitch), int((x + 0.5) // pitch)
-
-
-def attention_lines(weights_row: np.ndarray, labels: Sequence[str], query: int, *, top: int = 24) -> go.Figure:
-    """bertviz's line view for one query: the query on the left, the keys on the right, one line per
-    key, its width proportional to the weight (a weight of 1 is 14.5 px wide). Only the `top`
-    heaviest keys are drawn."""
-    w = np.nan_to_num(np.asarray(weights_row, dtype=np.float64)[: query + 1])
-    keys = np.sort(np.argsort(-w, kind="stable")[: min(top, len(w))])
-    wmax = w.max() if w.size and w.max() > 0 else 1.0
-    fig = go.Figure()
-    n = len(keys)
-    ys = {int(k): n - 1 - i for i, k in enumerate(keys)}
-    qy = (n - 1) / 2
-    gap = 0.06  # the lines stop short of the labels: a weight near 1 draws a line 14.5 px wide
-    for k in keys:
-        fig.add_trace(
-            go.Scatter(
-                x=[gap, 1 - gap],
-                y=[qy, ys[int(k)]],
-                mode="lines",
-                line=dict(width=0.5 + 14 * w[k], color=BLUE),
-                opacity=0.3 + 0.7 * w[k] / wmax,
-                hovertemplate=f"query {labels[query]} → key {labels[k]}<br>weight {w[k]:.4f}<extra></extra>",
-                showlegend=False,
-            )
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=[0],
-            y=[qy],
-            mode="text",
-            text=[labels[query]],
-            textposition="middle left",
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[1] * n,
-            y=[ys[int(k)] for k in keys],
-            mode="text",
-            text=[f"{labels[k]}  ({w[k]:.2f})" for k in keys],
-            textposition="middle right",
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
-    shown = "every key" if n == query + 1 else f"the {n} heaviest of {query + 1} keys"
-    style(fig, f"Where query {labels[query]} looks ({shown}; line width ∝ weight)", height=max(260, 26 * n + 120))
-    fig.update_xaxes(visible=False, range=[-0.6, 1.6])
-    fig.update_yaxes(visible=False, range=[-1, n])
-    return fig

@@ -1,0 +1,140 @@
+"""Attention maps as the large figures draw them: b × b block means of each head's weights, made on
+the model's device a band of query rows at a time, never a whole [H, T, T] map.
+
+A figure of a long prompt shows at most a few hundred cells a side, so it needs block means, not the
+T² weights: at T = 1,024 the layer × head grid of GPT-2 small reads 144 maps of 1M cells each. The
+weights of a band of query rows are rebuilt from the captured q and k by the model's own functions
+(the layer's AttentionSpec: scale, soft-cap, window; as the Trace rebuilds them), summed into blocks
+and dropped: memory is one band, bounded by BAND_CELLS, whatever T. A map the Trace holds (an edited
+run's) is read in the same bands. Only the block means leave the device, once per call.
+
+A block's mean is over the cells the mask allows whose value is finite (as a NaN-aware mean of the
+map with masked cells set to NaN); `masked` says where every cell of a block is masked, and `bad`
+where an allowed cell holds NaN or ±Inf (the model computed it): a figure paints those apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..model import attention_weights
+from ..names import point
+
+BAND_CELLS = 1 << 24  # heads × query rows × keys of one band (64 MB of float32 weights)
+BANDS = 8  # bands of a map at least: a causal map's bands skip the keys after their rows (~7/16 of it)
+
+
+@dataclass(frozen=True)
+class MapBlocks:
+    """Every chosen head's map of one layer in b × b blocks (b = 1: the cells themselves).
+
+    means [H, n, n] float32: the mean of each block's allowed finite cells, NaN where it has none;
+    masked [H, n, n] bool: every cell of the block masked; bad [H, n, n] bool: a cell the mask allows
+    holds NaN or ±Inf; b: the block side; T: the positions the blocks cover."""
+
+    means: np.ndarray
+    masked: np.ndarray
+    bad: np.ndarray
+    b: int
+    T: int
+
+
+def block_side(T: int, max_cells: int) -> int:
+    """The side b of the blocks that leave at most max_cells a side of T (as block_mean chooses it)."""
+    return max(1, math.ceil(T / max_cells))
+
+
+def _sums(x: Tensor, b: int) -> Tensor:
+    """[H, R, C] -> [H, ceil(R / b), ceil(C / b)] block sums (zero-padded to whole blocks)."""
+    H, R, C = x.shape
+    if R % b or C % b:
+        x = torch.nn.functional.pad(x, (0, -C % b, 0, -R % b))
+    # the contiguous axis first: one strided sum over both block axes is several times slower
+    return x.view(H, x.size(1) // b, b, x.size(2) // b, b).sum(-1).sum(2)
+
+
+def reduce_maps(maps: Tensor | np.ndarray, allowed: Tensor | np.ndarray | None, b: int) -> MapBlocks:
+    """MapBlocks of whole maps [H, T, T] in hand. allowed: the [T, T] mask (True = may read); None takes
+    every NaN for masked (the analysis functions' convention for maps without their mask)."""
+    w = _tensor(maps)
+    allowed = ~torch.isnan(w) if allowed is None else _tensor(allowed).to(w.device)
+    parts = _band(w, allowed.expand(w.shape), b)
+    return _blocks(*parts, b, w.size(-1))
+
+
+def _tensor(x: Tensor | np.ndarray) -> Tensor:
+    """A tensor of x; a read-only array (a Trace's) copied, as torch cannot wrap one."""
+    if isinstance(x, Tensor):
+        return x
+    return torch.from_numpy(np.array(x) if not x.flags.writeable else np.asarray(x))
+
+
+def _band(w: Tensor, allowed: Tensor, b: int, zero_masked: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Block sums of one band [H, rows, keys]: the allowed finite values, their count, the allowed
+    cells and the allowed non-finite ones. zero_masked: masked cells hold 0 (a softmax's weights), so
+    where every block's sum is finite, the plain sums are those of the allowed values (one pass)."""
+    w = w.float()
+    if zero_masked:
+        total = _sums(w, b)
+        if bool(torch.isfinite(total).all()):  # no NaN or ±Inf anywhere: the count is the mask's
+            count = _sums(allowed[:1].float(), b).expand(total.shape)
+            return total, count, count, torch.zeros_like(total)
+    finite = torch.isfinite(w)
+    good = allowed & finite
+    return (
+        _sums(torch.where(good, w, 0.0), b),
+        _sums(good.float(), b),
+        _sums(allowed.float(), b),
+        _sums((allowed & ~finite).float(), b),
+    )
+
+
+def _blocks(total: Tensor, count: Tensor, allowed: Tensor, bad: Tensor, b: int, T: int) -> MapBlocks:
+    means = torch.where(count > 0, total / count.clamp_min(1), float("nan"))
+    masked, bad = (allowed == 0).expand(means.shape), bad > 0
+    host = torch.stack([means, masked.float(), bad.float()]).cpu().numpy()  # one copy to the host
+    return MapBlocks(host[0].astype(np.float32), host[1] > 0, host[2] > 0, b, T)
+
+
+def weight_blocks(trace, layer: int, b: int, heads: Sequence[int] | None = None) -> MapBlocks:
+    """The attention weights of `layer` (the chosen heads, all by default) in b × b blocks, from a
+    Trace: rebuilt from q and k one band of query rows at a time where the Trace rebuilds them, read
+    in bands where it holds them (or where b = 1). Memory: one band (BAND_CELLS), whatever T."""
+    name, T = point("attn.weights", layer), trace.n_tokens
+    specs = getattr(trace, "attention_specs", None)
+    qk = [point("attn.q", layer), point("attn.k", layer)]
+    # b = 1 shows each cell as it is: the Trace's own map then, bit for bit what the model computed (a band's
+    # products may round differently), and a small one (a figure asks for b = 1 only below a few hundred T)
+    rebuild = b > 1 and specs is not None and not trace.held(name) and all(n in trace for n in qk)
+    if rebuild:
+        q, k = (trace.tensor(n) for n in qk)  # [H, T, D], [H_kv, T, D]
+        H = q.size(0)
+        chosen = list(range(H)) if heads is None else [int(h) for h in heads]
+        group = H // k.size(0)  # query head h reads key head h // group
+        q, k = q[chosen], k[[h // group for h in chosen]]
+        spec, device = specs[layer], q.device
+    else:
+        maps, mask = trace.tensor(name), trace.tensor(point("attn.mask", layer))
+        chosen = list(range(maps.size(0))) if heads is None else [int(h) for h in heads]
+        maps, device = maps[chosen], maps.device
+    # whole blocks of query rows; about BANDS bands, as a band reads only the keys its rows may see
+    rows = max(b, min(BAND_CELLS // max(1, len(chosen) * T), -(-T // BANDS)) // b * b)
+    n = -(-T // b)
+    sums = [torch.zeros(len(chosen), n, n, device=device) for _ in range(4)]  # a band fills its rows' blocks
+    for a in range(0, T, rows):
+        e = min(T, a + rows)
+        if rebuild:
+            allowed = spec.mask(e - a, device, a)  # (rows, e): the keys after e are masked for these rows
+            w = attention_weights(spec.scores(q[None, :, a:e], k[None, :, :e]), allowed, q.dtype)[0]
+        else:
+            w, allowed = maps[:, a:e], mask[a:e]
+        band = _band(w, allowed.expand(w.shape), b, zero_masked=rebuild)
+        for whole, part in zip(sums, band, strict=True):
+            whole[:, a // b : a // b + part.size(1), : part.size(2)] = part
+    return _blocks(*sums, b, T)
