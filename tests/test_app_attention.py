@@ -53,6 +53,8 @@ def test_why_panel_splits_a_cells_score_as_the_library_does(at, env):
     at.radio(key="layer").set_value(1)
     at.radio(key="head").set_value(2)
     ok(at.switch_page("views/attention.py").run())
+    assert not [e for e in at.get("plotly_chart") if e.key == "attn_why"]  # off until asked for
+    ok(at.toggle(key="attn_why_on").set_value(True).run())
     ok(at.number_input(key="why_query").set_value(7).run())
     ok(at.number_input(key="why_key").set_value(3).run())
     bars = figure(at, "attn_why")["data"][0]

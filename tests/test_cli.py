@@ -27,7 +27,8 @@ def test_trace_writes_a_contract_npz_equal_to_the_library_trace(ckpt, tmp_path):
     out = tmp_path / "t.npz"
     p = run("trace", "--checkpoint", str(ckpt), "--prompt", "bad cafe", "--out", str(out))
     assert p.returncode == 0, p.stderr
-    assert "wrote 29 tensors for 8 tokens" in p.stdout  # 3 + 13 per layer (2nd round: z, out, hidden, mlp out)
+    n = len(gptviz.contract_names(tiny_model().config.n_layer))  # embed, ln_f, logits and every block point
+    assert n == 3 + 14 * 2 and f"wrote {n} tensors for 8 tokens" in p.stdout
     bundle = gptviz.load(ckpt)
     expected = gptviz.trace(bundle.model, TOK.encode("bad cafe"), TOK)
     with np.load(out) as f:

@@ -59,16 +59,18 @@ widgets.figure_chart(grid, key="attn_grid", on_select=on_click, selection_mode="
 st.caption("Click a tile to open that head above.")
 
 st.subheader(f"Why L{v.layer} H{v.head} attends where it does")
-query, key = attention_why.cell_inputs(T, v.position)
-if key > query:
-    st.info("A key after its query is masked: pick a key at or before the query.")
-else:
-    parts = attention_why.parts(v.key, v.layer, v.head, query, key)
-    widgets.figure_chart(score_parts_bars(parts, on=v.presentation), key="attn_why")
-    st.caption(
-        f"The score of {widgets.plain(v.texts[query])} reading {widgets.plain(v.texts[key])} "
-        f"({parts.attrs['score']:.4g}, before the softmax) is the bilinear q·k: split over every pair of what one "
-        "source writes into q and another into k, with the norms frozen at this run, each pair's term shared "
-        "half and half between its two sources. Sources: the embedding, every earlier head, each layer's "
-        "attention biases, each MLP; 'bias' is what the norms' and projections' biases put into q or k."
-    )
+# off by default: the split reads every earlier layer's output, a run of its own on a large model
+if st.toggle("Split one cell's score into what each source writes into q and k", key="attn_why_on"):
+    query, key = attention_why.cell_inputs(T, v.position)
+    if key > query:
+        st.info("A key after its query is masked: pick a key at or before the query.")
+    else:
+        parts = attention_why.parts(v.key, v.layer, v.head, query, key)
+        widgets.figure_chart(score_parts_bars(parts, on=v.presentation), key="attn_why")
+        st.caption(
+            f"The score of {widgets.plain(v.texts[query])} reading {widgets.plain(v.texts[key])} "
+            f"({parts.attrs['score']:.4g}, before the softmax) is the bilinear q·k: split over every pair of what one "
+            "source writes into q and another into k, with the norms frozen at this run, each pair's term shared "
+            "half and half between its two sources. Sources: the embedding, every earlier head, each layer's "
+            "attention biases, each MLP; 'bias' is what the norms' and projections' biases put into q or k."
+        )

@@ -28,6 +28,7 @@ BENCHES = (
     "load",
     "trace_memory",
     "graph",
+    "figures",
 )
 # The benchmarks of the dashboard itself: a server driven by Chromium and simulated students
 BROWSER_BENCHES = ("dashboard", "sessions", "classroom")

@@ -5,10 +5,13 @@ upstream source writes into q and k (norms frozen), cached per run, head and cel
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import streamlit as st
 
 from ...circuits import attention_attribution
+from ...names import point
 from ..caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 QUERY, KEY = "why_query", "why_key"
@@ -17,7 +20,11 @@ QUERY, KEY = "why_query", "why_key"
 @cached(max_entries=4 * RUN_ENTRIES, show_spinner="Splitting the score by source…")
 def parts(key: RunKey, layer: int, head: int, query: int, key_pos: int) -> pd.DataFrame:
     """attention_attribution of one cell of one run (read-only, shared: callers copy before changing it)."""
-    return attention_attribution(bundle_for(key.model).model, run_trace(key), layer, head, query, key_pos)
+    # what the split reads, at every layer below this one (a page's own run may hold only the maps)
+    reads = ("embed", *(point(s, j) for j in range(layer) for s in ("attn.z", "mlp.in", "mlp.out")))
+    names = None if key.names is None else tuple(sorted({*key.names, *reads, point("resid_pre", layer)}))
+    run = run_trace(dataclasses.replace(key, names=names))
+    return attention_attribution(bundle_for(key.model).model, run, layer, head, query, key_pos)
 
 
 def cell_inputs(T: int, position: int) -> tuple[int, int]:
