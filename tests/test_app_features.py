@@ -313,20 +313,30 @@ def _open_lesson(monkeypatch, ckpt_root, tmp_path, slide: str):
 
 
 @pytest.mark.parametrize(
-    "slide, said",
+    "slide, said, line",  # line: that of the key the message names first (the slide's lines are 9 to 11)
     [
-        (f'page = "features"\ncheckpoint = "{NAME}"\nsae = "no-such-sae"', "ships no SAE 'no-such-sae'"),
-        (f'page = "features"\ncheckpoint = "{NAME}"\nfeature = 96', "feature 96 does not exist"),
-        (f'page = "heads"\ncheckpoint = "{NAME}"\nsteer = {{ feature = 1, layer = 5, coeff = 1 }}', "the model has 2"),
-        (f'page = "heads"\ncheckpoint = "{NAME}"\nsteer = {{ neuron = [0, 999], layer = 0, coeff = 1 }}', "neurons"),
+        (f'page = "features"\ncheckpoint = "{NAME}"\nsae = "no-such-sae"', "ships no SAE 'no-such-sae'", 10),
+        (f'page = "features"\ncheckpoint = "{NAME}"\nfeature = 96', "feature 96 does not exist", 11),
+        (
+            f'page = "heads"\ncheckpoint = "{NAME}"\nsteer = {{ feature = 1, layer = 5, coeff = 1 }}',
+            "the model has 2",
+            11,
+        ),
+        (
+            f'page = "heads"\ncheckpoint = "{NAME}"\nsteer = {{ neuron = [0, 999], layer = 0, coeff = 1 }}',
+            "neurons",
+            11,
+        ),
     ],
 )
 def test_a_features_or_steered_slide_the_model_cannot_show_refuses_the_file(
-    monkeypatch, ckpt_root, tmp_path, slide, said
+    monkeypatch, ckpt_root, tmp_path, slide, said, line
 ):
     at = _open_lesson(monkeypatch, ckpt_root, tmp_path, slide)
     (msg,) = [e.value for e in at.error]
-    assert "mine: line 7, slide 2: " in msg.replace("\\", "") and said in msg.replace("\\", "") and "\n" not in msg
+    assert (
+        f"mine: line {line}, slide 2: " in msg.replace("\\", "") and said in msg.replace("\\", "") and "\n" not in msg
+    )
 
 
 def test_a_steered_features_slide_shows_the_librarys_numbers(monkeypatch, ckpt_root, tmp_path):

@@ -1,5 +1,5 @@
 """Circuits on the user's own model: attribution graphs over transcoders and why a head attends
-where it does (docs/architecture.md, "Circuits")."""
+where it does (docs/graphs.md, "The attribution graph")."""
 
 from .attention import attention_attribution
 from .graph import Graph, attribution_graph
