@@ -1,5 +1,5 @@
 """Why a head attends where it does: its pre-softmax score of (query, key) split into what each
-upstream source writes into q and into k (docs/architecture.md, "Circuits").
+upstream source writes into q and into k (docs/graphs.md, "The attribution graph").
 
 The residual stream a layer reads is a sum of sources: the embedding, each earlier head's output
 (its slice of c_proj; through the frozen post-norm where the model has one), each attention layer's

@@ -1,5 +1,5 @@
 """Attribution graphs: the local replacement model of one prompt, every edge a direct effect
-(docs/architecture.md, "Circuits"; Ameisen et al., "Circuit Tracing", 2025).
+(docs/graphs.md, "The attribution graph"; Ameisen et al., "Circuit Tracing", 2025).
 
 Every MLP becomes its transcoder plus an error node (the true mlp.out minus the reconstruction at
 this prompt; a layer without a transcoder is all error); attention weights, norm scales, OLMo 1's
@@ -42,7 +42,7 @@ MAX_ADJACENCY = 2**30  # bytes of computed rows (float32) at most: 1 GiB
 
 @dataclass
 class Graph:
-    """An attribution graph: `nodes` and `edges` DataFrames (docs/architecture.md, "Circuits").
+    """An attribution graph: `nodes` and `edges` DataFrames (docs/graphs.md, "The attribution graph").
 
     nodes: node_id, kind ("embedding" | "feature" | "error" | "logit"), layer (-1 for embeddings, n_layer
     for logits), pos, feature (the feature's index; the token id for a logit), token (the prompt's token

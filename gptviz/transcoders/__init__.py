@@ -1,4 +1,4 @@
-"""Transcoders on the user's own model (docs/architecture.md, "Circuits"): one per layer, each
+"""Transcoders on the user's own model (docs/circuits.md, "Train, load, measure"): one per layer, each
 reading what the MLP reads (blocks.{l}.mlp.in) and writing an estimate of what it adds (mlp.out).
 
     tcs = gptviz.train_transcoders(model, "samples/shakespeare", out="my-transcoders")
