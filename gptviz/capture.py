@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from .attention import AttentionSpec, attention_weights
 from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check, seen_values
-from .model import GPT
+from .model import GPT, Block
 from .names import ATTENTION_MAPS, contract_names, parse, point
 from .probes import Probe, capture_name
 from .progress import ProgressFn, Reporter
@@ -231,7 +231,7 @@ def _resid_mid(resid_pre: Tensor, attn_out: Callable[[], Tensor]) -> Tensor:
 
 
 @torch.no_grad()
-def _mlp_in(block: nn.Module, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
+def _mlp_in(block: Block, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
     check()
     return block.mlp_input(resid_pre[None], resid_mid()[None])[0]
 

@@ -7,6 +7,7 @@ they would in a graph built without error nodes.
     kl               KL(model ‖ replacement) in nats per token
     nmse             per layer: Σ‖mlp.out − tc(mlp.in)‖² / Σ‖mlp.out − mean‖², on the real model's mlp.in
     dead             per layer: share of features that fire on no token of the data
+    l0               per layer: features firing per token
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _record(tcs: TranscoderSet, held: dict):
 def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int = 16384) -> dict:
     """The replacement model's fidelity over the corpus `data` (what gptviz.scan reads; its first
     `max_tokens` tokens): top1_agreement, kl (nats / token), loss and replacement_loss (nats / token),
-    nmse and dead per layer, tokens, and `warning` (a sentence, or None) when agreement is poor."""
+    nmse, dead and l0 per layer, tokens, and `warning` (a sentence, or None) when agreement is poor."""
     from ..scanning import _model_and_tokenizer
     from ..scanning.corpus import read_corpus
 
@@ -77,6 +78,7 @@ def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int
     sq = dict.fromkeys(layers, 0.0)
     total = {l: torch.zeros(tcs.d_model, dtype=torch.float64) for l in layers}
     fired = {l: torch.zeros(tcs[l].d_tc, dtype=torch.bool) for l in layers}
+    l0 = dict.fromkeys(layers, 0)
     n_tok = agree = 0
     kl = loss = rep_loss = 0.0
     replace = {point("mlp.out", l): _replace(tcs[l]) for l in layers}
@@ -108,6 +110,7 @@ def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int
             sq[l] += float(out.double().pow(2).sum())
             total[l] += out.double().sum(0).cpu()
             fired[l] |= (f > 0).any(0).cpu()
+            l0[l] += int((f > 0).sum())
     if not n_tok:
         raise TranscoderError("the data has no token to measure fidelity on")
     n_pred = max(sum(len(w.ids) - 1 for w in windows), 1)
@@ -122,6 +125,7 @@ def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int
         replacement_loss=rep_loss / n_pred,
         nmse=nmse,
         dead={l: 1.0 - float(fired[l].float().mean()) for l in layers},
+        l0={l: l0[l] / n_tok for l in layers},
         tokens=n_tok,
     )
     result["warning"] = warning(result)

@@ -301,9 +301,11 @@ def load_transcoders(path, layer: int | None = None) -> TranscoderSet:
         files, act, k, meta = layer_files(p, {}, p), None, None, {}
     elif p.name in PARAMS or p.suffix in (".npz", ".safetensors"):
         m = _LAYER.search(str(p))
-        if layer is None and m is None:
-            raise TranscoderError(f"{p}: does not say which layer it replaces; give layer= (e.g. layer=12)")
-        files, act, k, meta = {int(m.group(1)) if layer is None else int(layer): p}, None, None, {}
+        if layer is None:
+            if m is None:
+                raise TranscoderError(f"{p}: does not say which layer it replaces; give layer= (e.g. layer=12)")
+            layer = int(m.group(1))
+        files, act, k, meta = {int(layer): p}, None, None, {}
     elif not p.exists():
         raise TranscoderError(f"{p}: no such file or folder")
     else:
