@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 PORT    ?= 8501
 ADDRESS ?= 127.0.0.1
 
-.PHONY: setup browser dashboard test test-fast lint
+.PHONY: setup browser dashboard test test-fast test-gpu lint
 
 setup: $(VENV)/.installed
 
@@ -46,3 +46,11 @@ test: setup browser
 # The quick loop: no browser, no wheel build, no training or benchmark runs.
 test-fast: setup
 	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not slow and not browser"
+
+# The tests marked `gpu` (every path and page on CUDA in float32, bfloat16 and float16), on a machine with
+# a CUDA GPU: `make setup TORCH=torch` installs a CUDA build of torch, then `make test-gpu`. Where torch
+# already holds CUDA (PY=python3 on a machine set up otherwise), no venv is made. Only the modules that
+# hold gpu tests are collected: such a machine need not have the browser or Ray the others import.
+test-gpu: $(if $(filter $(VENV)/bin/python,$(PY)),setup)
+	@$(PY) -c "import torch, sys; torch.cuda.is_available() or sys.exit('make test-gpu: torch sees no CUDA GPU here')"
+	$(PY) -m pytest -q -p no:cacheprovider -m gpu $$(grep -l "mark.gpu" tests/test_*.py)

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .decoding import StaticPosition
 from .precision import HALF
 
 # Whether attention computes its weights as a tensor (probes on scores, mask and weights see
@@ -61,12 +62,13 @@ class AttentionSpec:
         or scores upcast in half precision (Hugging Face has no fused forward for either to equal)."""
         return bool(self.softcap) or (self.upcast and dtype in HALF)
 
-    def mask(self, T: int, device: torch.device | str = "cpu", offset: int = 0) -> Tensor:
+    def mask(self, T: int, device: torch.device | str = "cpu", offset: int | StaticPosition = 0) -> Tensor:
         return causal_mask(T, device, offset, self.window)
 
-    def masks_nothing(self, T: int, offset: int) -> bool:
-        """Whether mask(T, offset) is all True: one new token after `offset` reads every key its window holds."""
-        return T == 1 and (not self.window or self.window > offset)
+    def masks_nothing(self, T: int, offset: int | StaticPosition) -> bool:
+        """Whether mask(T, offset) is all True: one new token after `offset` reads every key its window holds
+        (never on a static cache, whose empty slots are masked)."""
+        return isinstance(offset, int) and T == 1 and (not self.window or self.window > offset)
 
 
 # torch >= 2.5 lets the fused kernel read each key/value head for its group of query heads itself
@@ -103,11 +105,17 @@ def attention_scores(q: Tensor, k: Tensor, scale: float | None = None, softcap: 
     return torch.tanh(s / softcap) * softcap if softcap else s
 
 
-def causal_mask(T: int, device: torch.device | str = "cpu", offset: int = 0, window: int = 0) -> Tensor:
+def causal_mask(
+    T: int, device: torch.device | str = "cpu", offset: int | StaticPosition = 0, window: int = 0
+) -> Tensor:
     """(T, offset + T) bools, True where query i (at position offset + i) may read key j (j <= offset + i,
     and with a window W only its last W keys: j > offset + i - W).
     offset: tokens already in a KV cache. Built per call: T² bytes, where a per-layer buffer of
-    block_size² would be held by every layer for the model's lifetime."""
+    block_size² would be held by every layer for the model's lifetime. A StaticPosition offset gives
+    (T, its keys) bools from the position on the device, with no value read back."""
+    if isinstance(offset, StaticPosition):
+        i, j = offset.positions(T)[:, None], torch.arange(offset.keys, device=device)[None, :]
+        return (j <= i) & (j > i - window) if window else j <= i
     mask = torch.ones(T, offset + T, dtype=torch.bool, device=device).tril_(offset)
     return mask.triu_(offset - window + 1) if window else mask
 
@@ -120,7 +128,7 @@ def attention_weights(scores: Tensor, mask: Tensor, dtype: torch.dtype | None = 
     return weights.to(dtype or scores.dtype)
 
 
-def explicit(attn: Any, q: Tensor, k: Tensor, v: Tensor, past: int) -> Tensor:
+def explicit(attn: Any, q: Tensor, k: Tensor, v: Tensor, past: int | StaticPosition) -> Tensor:
     """Attention with its scores, mask and weights built as tensors, each through its probe on `attn`
     (a CausalSelfAttention): (B, H, T, D), (B, H_kv, P + T, D) x 2 -> (B, H, T, D)."""
     T, spec = q.size(2), attn.spec
@@ -135,7 +143,7 @@ def explicit(attn: Any, q: Tensor, k: Tensor, v: Tensor, past: int) -> Tensor:
     return grouped_matmul(attn.attn_dropout(weights), v)
 
 
-def fused(attn: Any, q: Tensor, k: Tensor, v: Tensor, past: int) -> Tensor:
+def fused(attn: Any, q: Tensor, k: Tensor, v: Tensor, past: int | StaticPosition) -> Tensor:
     """torch's scaled_dot_product_attention, masked as the spec says; no weights exist as a tensor."""
     T, H, spec = q.size(2), q.size(1), attn.spec
     p = attn.attn_dropout.p if attn.training else 0.0

@@ -6,7 +6,6 @@ Every error gptviz raises on purpose prints one line to stderr and exits with st
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import os
 import subprocess
@@ -247,19 +246,9 @@ def cmd_transcoders(args) -> None:
 
 
 def cmd_bench(args) -> None:
-    from . import bench
+    from .bench.command import run
 
-    names = ("why", "scan", "families", "patching", "generate", "lessons", "features", "load", "trace_memory")
-    chosen = [name for name in names + BROWSER_BENCHES if getattr(args, name)]
-    if len(chosen) > 1:
-        raise SystemExit(f"error: choose one benchmark, not {' and '.join('--' + c for c in chosen)}")
-    module = importlib.import_module(f"{bench.__name__}.{chosen[0] if chosen else 'forward'}")
-    if chosen and chosen[0] in BROWSER_BENCHES:
-        module.main(args.options)  # they drive a dashboard server in Chromium, with options of their own
-    elif args.options:
-        raise SystemExit(f"error: only {', '.join('--' + b for b in BROWSER_BENCHES)} take options after --")
-    else:
-        module.main(args)
+    run(args)
 
 
 def cmd_handout(args) -> None:
@@ -288,11 +277,6 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-# The benchmarks of the dashboard itself: a server driven by Chromium and simulated students
-BROWSER_BENCHES = ("dashboard", "sessions", "classroom")
-THREADS_HELP = "torch CPU threads (default: one per core; OpenMP waits passively, so a busy core costs little)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="gptviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -306,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
             choices=("auto", "float32", "bfloat16", "float16"),
             help="what the model computes in (default: auto, float32 unless it does not fit the free memory)",
         )
-        p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
+        p.add_argument("--threads", type=cli_args.whole(1), help=cli_args.THREADS_HELP)
         p.add_argument("--progress", action="store_true", help=PROGRESS_HELP)
         return p
 
@@ -351,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_patch)
 
     p = sub.add_parser("train", help="train a model on a text corpus and write a native checkpoint")
-    from .training.train import add_arguments
+    from .training.train_args import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=cmd_train)
@@ -393,68 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_transcoders)
 
     p = sub.add_parser("bench", help="time and size capture against a plain forward pass (and peers)")
-    p.add_argument("--peers", action="store_true", help="also run Hugging Face transformers on the same weights")
-    p.add_argument("--tiny", action="store_true", help="a tiny model instead of GPT-2 small (proves the bench runs)")
-    p.add_argument(
-        "--lengths", type=cli_args.whole_list(1), help="comma-separated prompt lengths T (default: 64,256,1024)"
-    )
-    p.add_argument(
-        "--repeats", type=cli_args.whole(1), default=5, help="timed runs per contender and T (median is reported)"
-    )
-    p.add_argument("--threads", type=cli_args.whole(1), help=THREADS_HELP)
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps (default: cpu)")
-    p.add_argument("--json", type=cli_args.path, help="also write the results to this JSON file")
-    p.add_argument("--why", action="store_true", help="head scores and the logit lens at T = 1024 against their floors")
-    p.add_argument("--scan", action="store_true", help="the corpus scan against a plain forward; the Ray engine")
-    p.add_argument(
-        "--parts",
-        help="with --scan: any of speed,memory,ray,threads,cluster (default: speed,memory,ray); "
-        "with --load: any of load,numbers,bf16,reference,speed",
-    )
-    p.add_argument(
-        "--checkpoint",
-        type=cli_args.path,
-        help="with --scan --parts threads or cluster: time this model's scan; with --load: its shards",
-    )
-    p.add_argument(
-        "--burners", type=cli_args.whole(0), default=0, help="with --scan --parts threads: busy-looping processes"
-    )
-    p.add_argument("--ray-windows", type=int, default=512, help="with --scan: windows of the Ray comparison")
-    p.add_argument("--mem-windows", type=int, default=64, help="with --scan: peak memory of N against 3N windows")
-    p.add_argument(
-        "--families",
-        action="store_true",
-        help="a SmolLM2-135M-shaped Llama against transformers' LlamaForCausalLM: forward, capture, generate",
-    )
-    p.add_argument("--patching", action="store_true", help="patching_sweep against the naive loop (--peers: and TL)")
-    p.add_argument("--generate", action="store_true", help="decoding with per-step capture against HF's generate")
-    p.add_argument(
-        "--load", action="store_true", help="loading a Llama-3.2-1B-shaped bf16 checkpoint against HF's from_pretrained"
-    )
-    p.add_argument("--shape", choices=("1b", "8b"), default="1b", help="with --load: Llama-3.2-1B or Llama-3.1-8B")
-    p.add_argument("--lessons", action="store_true", help="hostile 64 KB lesson files: bounded parse against tomllib")
-    p.add_argument("--features", action="store_true", help="steering_sweep and a scan with the shipped SAE")
-    p.add_argument("--trace-memory", action="store_true", help="a 1B-shaped Llama's Trace bytes at T = 1,024")
-    p.add_argument("--pages", action="store_true", help="with --trace-memory: the run each dashboard page keeps")
-    p.add_argument(
-        "--T",
-        type=cli_args.whole_list(1),
-        help="with --patching: prompt lengths (default: 32,64); with --load: of the numbers and speed",
-    )
-    p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
-    p.add_argument("--tl-layers", type=cli_args.whole(1), help="with --patching: TransformerLens's sweep on N layers")
-    p.add_argument(
-        "--dashboard", action="store_true", help="the dashboard in Chromium: Enter -> heatmap, every page at T = 1,024"
-    )
-    p.add_argument("--sessions", action="store_true", help="1, 4, 8 browser sessions on one server; its memory")
-    p.add_argument("--classroom", action="store_true", help="a class of 30 simulated students following a teacher")
-    p.add_argument(
-        "options",
-        nargs="*",
-        help="after --: the options of --dashboard, --sessions or --classroom (-- --help lists them)",
-    )
-    p.add_argument("--prompt-tokens", type=cli_args.whole(1), default=32, help="with --generate: prompt tokens")
-    p.add_argument("--new-tokens", type=cli_args.whole(1), default=128, help="with --generate: new tokens")
+    from .bench.command import add_arguments as bench_arguments
+
+    bench_arguments(p)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("handout", help="write a lesson as one HTML file that opens without a server")

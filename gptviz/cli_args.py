@@ -10,6 +10,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+THREADS_HELP = "torch CPU threads (default: one per core; OpenMP waits passively, so a busy core costs little)"
+
 
 def _shown(text: str) -> str:
     return ascii(text) if len(text) <= 40 else ascii(text[:37]) + "…"

@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from .errors import ConfigError
-from .limits import MAX_CONFIG, MAX_DERIVED, MAX_PARAMS
+from .limits import MAX_CONFIG, MAX_DERIVED, MAX_PARAMS, MAX_POSITION_TABLE
 
 CHOICES = {
     "pos_encoding": ("learned", "sinusoidal", "rotary", "none"),
@@ -71,7 +71,7 @@ class GPTConfig:
     activation: str = "gelu"  # gelu (exact) | gelu_tanh (GPT-2's gelu_new) | relu
     tie_weights: bool = True  # lm_head shares the token embedding, as GPT-2
     norm_eps: float = 1e-5
-    # --- the third round: every common decoder family (docs/architecture.md); GPT-2's value is each default ---
+    # --- every common decoder family (docs/architecture.md); GPT-2's value is each default ---
     n_kv_head: int = (
         0  # H_kv, key/value heads (grouped-query attention: Llama 2/3, Mistral, Qwen, Gemma); 0 = n_head (GPT-2)
     )
@@ -156,6 +156,11 @@ class GPTConfig:
             raise ConfigError(f"n_head={self.n_head} is not a multiple of n_kv_head={self.n_kv_head}")
         if self.pos_encoding == "sinusoidal" and self.n_embd % 2:
             raise ConfigError(f"sinusoidal positions need an even n_embd, got {self.n_embd}")
+        if self.pos_encoding == "sinusoidal" and self.block_size * self.n_embd > MAX_POSITION_TABLE:
+            raise ConfigError(
+                f"sinusoidal positions: a table of block_size x n_embd = {self.block_size * self.n_embd:,} values "
+                f"is above gptviz's limit of {MAX_POSITION_TABLE:,} (gptviz/limits.py)"
+            )
         if self.pos_encoding == "rotary" and (self.rotary_dim < 2 or self.rotary_dim % 2):
             raise ConfigError(
                 f"rotary positions turn pairs of dimensions: head size {self.head_dim} x rotary_fraction "

@@ -8,8 +8,10 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 
@@ -26,6 +28,11 @@ class LayerCache:
         self._capacity = capacity
 
     def __len__(self) -> int:
+        return self._n
+
+    @property
+    def past(self) -> int:
+        """Tokens before the next pass's: its queries' position offset."""
         return self._n
 
     @property
@@ -50,6 +57,58 @@ class LayerCache:
         return self._k[:, :, : self._n], self._v[:, :, : self._n]
 
 
+@dataclass(frozen=True, eq=False)
+class StaticPosition:
+    """Where the new tokens of a pass on a StaticKVCache stand: `at`, a 0-dim int64 tensor on the device
+    (a captured step reads it afresh at every replay), with `keys` slots of keys behind every query."""
+
+    at: Tensor
+    keys: int
+
+    def positions(self, T: int) -> Tensor:
+        return self.at + torch.arange(T, device=self.at.device)  # (T,)
+
+
+class StaticLayerCache:
+    """One layer's keys and values in buffers of a fixed size, zeros where no token is yet: a pass writes
+    its tokens' k and v at their positions and attends over every slot, masked to the ones written (a
+    zero weight on a zero value adds nothing). Shapes and addresses never change, so a step can be
+    captured once and replayed (cuda_steps.py)."""
+
+    def __init__(self, k: Tensor, v: Tensor, position: StaticPosition) -> None:
+        self.k, self.v, self.past = k, v, position
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        at = self.past.positions(k.size(2))
+        self.k.index_copy_(2, at, k)
+        self.v.index_copy_(2, at, v)
+        return self.k, self.v
+
+
+class StaticKVCache:
+    """Every layer's StaticLayerCache, filled from a KVCache (the prompt's pass) and moved on by
+    advance(); its position lives on the device."""
+
+    def __init__(self, cache: KVCache, capacity: int) -> None:
+        first = cache.layers[0]
+        assert first.k is not None, "a StaticKVCache starts from a KVCache that holds the prompt"
+        self.position = StaticPosition(torch.tensor(len(cache), device=first.k.device), capacity)
+        self.layers = []
+        for layer in cache.layers:
+            k, v = layer.k, layer.v
+            assert k is not None and v is not None
+            buffers = [x.new_zeros(*x.shape[:2], capacity, x.size(3)) for x in (k, v)]
+            buffers[0][:, :, : k.size(2)], buffers[1][:, :, : v.size(2)] = k, v
+            self.layers.append(StaticLayerCache(*buffers, self.position))
+
+    @property
+    def past(self) -> StaticPosition:
+        return self.position
+
+    def advance(self, n: int = 1) -> None:
+        self.position.at.add_(n)
+
+
 class KVCache:
     """The keys and values of every layer for the tokens already run: an input of the forward pass
     (`model(idx, cache=cache)`), which appends the new tokens' k, v and attends over all of them,
@@ -62,6 +121,10 @@ class KVCache:
     def __len__(self) -> int:
         """Tokens held: the position the next token will take."""
         return len(self.layers[0])
+
+    @property
+    def past(self) -> int:
+        return len(self)
 
 
 def in_out_layout(weight: Tensor) -> Tensor:

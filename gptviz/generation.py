@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import cuda_steps
 from .capture import as_ids, edited
 from .decoding import KVCache
 from .devices import free_memory
@@ -284,6 +285,10 @@ def generate(
         with guard:  # the prompt (its last block) runs once
             logits = model(idx[:, -block:], explicit=edits.explicit, cache=cache)[0, -1]  # (V,)
         rows.clear()
+        captured = None
+        if cuda_steps.usable(model, n, bool(edits.by_name)) and P + n <= block:
+            with guard:
+                captured = cuda_steps.CapturedStep(model, cache, P + n, rows)
         for _ in range(n):
             probs = torch.softmax(logits.float(), dim=-1)  # (V,), before temperature
             if greedy:
@@ -297,12 +302,17 @@ def generate(
             start = max(0, position + 1 - block)  # the first token the context keeps, the new one included
             edits.first = position if start == 0 and edits.cached else start
             with guard:
-                if start == 0 and edits.cached:  # within block_size: only the new token runs, on the cache
+                if captured is not None:  # a GPU replays one captured step (cuda_steps.py)
+                    logits = captured(new)
+                elif start == 0 and edits.cached:  # within block_size: only the new token runs, on the cache
                     logits = model(torch.tensor([[new]], device=idx.device), explicit=True, cache=cache)[0, -1]
                 else:  # cropped (every kept token moves one position back) or an edit of the whole context
                     window = torch.tensor([out.ids[start:] + [new]], device=idx.device)  # (1, block)
                     logits = model(window, explicit=True)[0, -1]
-            attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)
+            if captured is not None:
+                attention = captured.attention(position + 1).numpy()  # (L, H, position + 1)
+            else:
+                attention = torch.stack([r[0] for r in rows]).float().cpu().numpy()  # (L, H, position + 1 - start)
             rows.clear()
             out.steps.append(
                 Step(

@@ -15,7 +15,10 @@ GiB = 2**30
 # --- model config: each field's upper bound, and the whole model's --------------------------------
 MAX_CONFIG = {
     "vocab_size": 1_000_000,
-    "block_size": 16_384,  # attention maps grow as T²: 16k positions is 1 GiB per head already
+    # The longest context a config may claim: a bound on the prompt, not an allocation (rotary models build
+    # their tables and masks per prompt, learned positions are counted as parameters, a sinusoidal table is
+    # held to MAX_POSITION_TABLE). Llama 3.x and Gemma 3 read 131,072, Qwen2.5-1M 1,010,000.
+    "block_size": 10_485_760,
     "n_layer": 256,
     "n_head": 256,
     "n_embd": 12_288,  # GPT-3 175B's width: one such layer alone is 1.8 B parameters
@@ -28,6 +31,9 @@ MAX_DERIVED = {
     "sliding_window": 1_000_000,  # a window wider than block_size reads everything
     "rope_original_max": 10_000_000,  # llama3 rope scaling's original context (8,192 in Llama 3.1)
 }
+# A sinusoidal position table (block_size × n_embd, built in float64 and kept in float32) is a buffer the
+# model holds whatever the prompt: 2^26 values is 16,384 positions at n_embd 4,096 (512 MB while built).
+MAX_POSITION_TABLE = 2**26
 # Llama-3.1-8B is 8.03 B (16 GB in bf16: a 24 GB laptop loads it in half precision); 20 B is 40 GB in
 # bf16, a workstation's. Whether a model fits this machine is checked at load (devices.choose_dtype).
 MAX_PARAMS = 20_000_000_000

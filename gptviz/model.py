@@ -29,7 +29,7 @@ from .attention import expand_kv as expand_kv
 from .attention import explicit_attention as explicit_attention
 from .attention import grouped_matmul as grouped_matmul
 from .config import GPTConfig
-from .decoding import KVCache, LayerCache, head_copy, one_row_head
+from .decoding import KVCache, LayerCache, StaticPosition, head_copy, one_row_head
 from .decoding import _head_t as _head_t
 from .decoding import in_out_layout as in_out_layout
 from .decoding import is_block_linear as is_block_linear
@@ -104,7 +104,7 @@ class CausalSelfAttention(nn.Module):
         if self.rotary:
             self.inv_freq = rotary_frequencies(self.config, self.local).to(device)
 
-    def rotation_in(self, start: int, T: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    def rotation_in(self, start: int | StaticPosition, T: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """rotation(start, T) rounded to dtype, computed once per forward pass for every layer alike (its
         frequencies depend on the config and whether the layer is local only): 30 layers of SmolLM2 would
         otherwise each build the same tables at every step of decoding."""
@@ -115,17 +115,20 @@ class CausalSelfAttention(nn.Module):
 
         return once_per_pass((self.local, start, T, dtype, self.inv_freq.device), build)
 
-    def mask_in(self, T: int, device: torch.device, offset: int) -> Tensor:
+    def mask_in(self, T: int, device: torch.device, offset: int | StaticPosition) -> Tensor:
         """spec.mask(T, device, offset), built once per forward pass for the layers with this window; a
         fresh one where the mask probe is hooked (capture, an edit), which may keep or change it."""
         hooked = bool(self.mask._forward_hooks or self.mask._forward_pre_hooks)
         key = ("mask", T, offset, self.spec.window, device)
         return once_per_pass(key, lambda: self.spec.mask(T, device, offset), share=not hooked)
 
-    def rotation(self, start: int, T: int) -> tuple[Tensor, Tensor]:
+    def rotation(self, start: int | StaticPosition, T: int) -> tuple[Tensor, Tensor]:
         """cos and sin (T, R) of positions start..start+T-1, as Hugging Face computes them (in float32,
         whatever the model's dtype; the caller rounds them to q's dtype, as Hugging Face does)."""
-        pos = torch.arange(start, start + T, device=self.inv_freq.device, dtype=torch.float32)
+        if isinstance(start, StaticPosition):
+            pos = start.positions(T).float()
+        else:
+            pos = torch.arange(start, start + T, device=self.inv_freq.device, dtype=torch.float32)
         angles = pos[:, None] * self.inv_freq.float()[None, :]  # (T, R/2)
         angles = angles.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((angles, angles), dim=-1)
         return angles.cos(), angles.sin()
@@ -154,13 +157,13 @@ class CausalSelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         return q, k, v.view(B, T, Hkv, D).transpose(1, 2)
 
-    def rotate_qk(self, q: Tensor, k: Tensor, start: int) -> tuple[Tensor, Tensor]:
+    def rotate_qk(self, q: Tensor, k: Tensor, start: int | StaticPosition) -> tuple[Tensor, Tensor]:
         """q and k turned to their positions start.. in the dtype the family turns them in (precision)."""
         cos, sin = self.rotation_in(start, q.size(2), rotation_dtype(self.config, q.dtype))  # (T, R)
         return rotate(q, cos, sin, self.interleaved).to(q.dtype), rotate(k, cos, sin, self.interleaved).to(k.dtype)
 
     def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
-        P = len(cache) if cache is not None else 0  # tokens before these: the queries' position offset
+        P = cache.past if cache is not None else 0  # tokens before these: the queries' position offset
         q, k, v = self.heads(x)
         if self.rotary:
             q, k = self.rotate_qk(q, k, P)
@@ -363,8 +366,9 @@ class GPT(nn.Module):
         explicit_attention); the default runs fused scaled_dot_product_attention. cache: the keys and
         values of the tokens before idx (KVCache), which this call extends by idx's; idx then starts at
         position len(cache)."""
-        past = len(cache) if cache is not None else 0
-        self.check_ids(idx, past)
+        past = cache.past if cache is not None else 0
+        if isinstance(past, int):  # a static cache's steps run ids its decoder made (cuda_steps.py)
+            self.check_ids(idx, past)
         token = _shared.set({})
         try:
             with explicit_attention() if explicit else contextlib.nullcontext():
@@ -372,15 +376,18 @@ class GPT(nn.Module):
         finally:
             _shared.reset(token)
 
-    def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int = 0) -> Tensor:
+    def _logits(self, idx: Tensor, cache: KVCache | None = None, past: int | StaticPosition = 0) -> Tensor:
         B, T = idx.size()
         x = self.transformer.wte(idx)  # (B, T, C)
         if self.config.embed_scale != 1.0:  # Gemma: sqrt(C), rounded to the model's dtype as Hugging Face rounds it
             x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype, device=x.device)
+        static = isinstance(past, StaticPosition)
         if self.config.pos_encoding == "learned":
-            x = x + self.transformer.wpe(torch.arange(past, past + T, device=idx.device))  # (T, C)
-        elif self.config.pos_encoding == "sinusoidal":
-            x = x + self.sinusoid[past : past + T].to(x.dtype)  # (T, C); rotary positions act inside attention
+            at = past.positions(T) if static else torch.arange(past, past + T, device=idx.device)
+            x = x + self.transformer.wpe(at)  # (T, C)
+        elif self.config.pos_encoding == "sinusoidal":  # rotary positions act inside attention
+            table = self.sinusoid.index_select(0, past.positions(T)) if static else self.sinusoid[past : past + T]
+            x = x + table.to(x.dtype)  # (T, C)
         x = self.transformer.embed(self.transformer.drop(x))
         for l, block in enumerate(self.transformer.h):
             x = block(x) if cache is None else block(x, cache.layers[l])

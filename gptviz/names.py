@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-# Per-block points in forward order (the Trace contract table in the README, "From Python").
+# Per-block points in forward order (the Trace contract table in docs/library.md, "From Python").
 BLOCK_SITES = (
     "resid_pre",
     "attn.q",
@@ -47,12 +47,22 @@ def point(site: str, layer: int | None = None) -> str:
 
 def parse(name: str) -> tuple[int | None, str]:
     """(layer, site) of a contract name; layer is None for embed, ln_f and logits."""
+    if isinstance(name, str) and name in _PARSED:  # a capture parses every name of a pass: ~2 µs each
+        return _PARSED[name]
     m = _BLOCK.fullmatch(name)
     if m and m.group(2) in BLOCK_SITES:
-        return int(m.group(1)), m.group(2)
-    if name in MODEL_SITES:
-        return None, name
-    raise KeyError(f"{name!r} is not a contract name; names look like 'embed', 'blocks.0.attn.q', 'logits'")
+        parsed: tuple[int | None, str] = (int(m.group(1)), m.group(2))
+    elif name in MODEL_SITES:
+        parsed = (None, name)
+    else:
+        raise KeyError(f"{name!r} is not a contract name; names look like 'embed', 'blocks.0.attn.q', 'logits'")
+
+    if len(_PARSED) < 1 << 16:  # the names of the models in use; bounded against a stream of odd ones
+        _PARSED[name] = parsed
+    return parsed
+
+
+_PARSED: dict[str, tuple[int | None, str]] = {}
 
 
 def contract_names(n_layer: int) -> list[str]:

@@ -1,15 +1,24 @@
 """Named identity probes: the points in the forward pass that capture can see.
 
-A Probe returns its input unchanged, so the forward pass still reads like the math. A forward
-hook registered on it receives the value (and, for interventions later, may replace it). An
-unhooked probe costs one Python call.
+A Probe returns its input unchanged, so the forward pass still reads like the math. While a capture
+runs in this thread (`LISTENER` holds it), the probe hands it the value, which may record it or
+replace it (an intervention); otherwise a probe costs one Python call. Capture needs no hooks, whose
+registration and slow module calls cost more than the layer on a GPU. Forward hooks still work.
 """
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
+
 from torch import Tensor, nn
 
 from .names import module_to_point
+
+# the capture running in this thread, if any: (probe, value) -> the value the forward goes on with
+LISTENER: contextvars.ContextVar[Callable[[Probe, Tensor], Tensor] | None] = contextvars.ContextVar(
+    "gptviz_probe_listener", default=None
+)
 
 
 class Probe(nn.Module):
@@ -23,7 +32,8 @@ class Probe(nn.Module):
         self.batched = batched
 
     def forward(self, x: Tensor) -> Tensor:
-        return x
+        listener = LISTENER.get()
+        return x if listener is None else listener(self, x)
 
 
 def capture_name(module_path: str, module: nn.Module) -> str | None:

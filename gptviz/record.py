@@ -51,7 +51,7 @@ class Trace(Mapping):
         tensors: dict[str, Tensor],
         tokens: list[str],
         token_ids: np.ndarray,
-        shapes: list[dict],
+        shapes: list[dict] | Callable[[], list[dict]],
         lazy: dict[str, Callable[[], Tensor]] | None = None,
         names: set[str] | None = None,
     ) -> None:
@@ -142,6 +142,8 @@ class Trace(Mapping):
     def shape_trace(self) -> pd.DataFrame:
         """Every hooked module in call order: path, type, input and output shapes (tuples of shape
         tuples, one per tensor argument), capture name."""
+        if callable(self._shapes):  # rebuilt when first asked for (capture.shape_rows)
+            self._shapes = self._shapes()
         df = pd.DataFrame(self._shapes, columns=["module", "type", "inputs", "outputs", "capture"])
         for col in ("inputs", "outputs"):
             df[col] = [tuple(tuple(s) for s in shapes) for shapes in df[col]]

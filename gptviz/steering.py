@@ -210,17 +210,21 @@ def steering_sweep(
     cells = [(s, c) for s in names if s not in resid for c in cs]
     logps = {}
     for name in resid:
-        coeff = torch.tensor(cs, device=model.device)
-        add = (coeff[:, None, None] * vec) * keep[None, :, None]  # (B, T, C)
         kept = resid[name]
         assert kept is not None  # the keeper hook filled it in the unsteered pass above
-        x = kept + add.to(kept.dtype)
-        with explicit_attention(False):
-            for block in model.transformer.h[starts[name] :]:
-                x = block(x)
-            logits = model.lm_head(model.transformer.ln_f(x[:, -1:]))[:, 0]  # (B, V)
-        for c, row in zip(cs, torch.log_softmax(logits.float(), dim=-1)):
-            logps[(name, c)] = row
+        for start in range(0, len(cs), rows_per_batch):
+            chunk = cs[start : start + rows_per_batch]
+            coeff = torch.tensor(chunk, device=model.device)
+            add = (coeff[:, None, None] * vec) * keep[None, :, None]  # (B, T, C)
+            x = kept + add.to(kept.dtype)
+            with explicit_attention(False):
+                for block in model.transformer.h[starts[name] :]:
+                    x = block(x)
+                # the head on every position, as the forward pass runs it: a product of the last row alone
+                # rounds differently (~1e-7), and the sweep equals a manual hook bit for bit on the CPU
+                logits = model.lm_head(model.transformer.ln_f(x))[:, -1]  # (B, V)
+            for c, row in zip(chunk, torch.log_softmax(logits.float(), dim=-1)):
+                logps[(name, c)] = row
     for start in range(0, len(cells), rows_per_batch):
         chunk = cells[start : start + rows_per_batch]
         B = len(chunk)

@@ -1,5 +1,5 @@
 """A steering vector named in words, so a link, a lesson slide and a page can carry it
-(docs/features.md, "Steering in a link and a lesson"): where the vector comes from (an SAE feature's
+(docs/features.md, "In the dashboard" and "In a lesson"): where the vector comes from (an SAE feature's
 decoder row, a neuron's output direction, or prompt pairs), the block it is added after and its
 coefficient. It holds no numbers of the model: `vector()` builds them from the model it is given.
 

@@ -91,6 +91,16 @@ def ids_only(tmp_path, monkeypatch, env):
     return ok(app_session(prompt="1, 2, 3"))
 
 
+def pytest_collection_modifyitems(config, items):
+    """A `gpu` test is skipped, with one reason, where torch sees no CUDA GPU (`make test-gpu` runs them)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU here: `make test-gpu` on a machine with one runs these")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def one_ray_at_a_time(request):
     """A module marked `ray` holds a lock on this machine while it runs: two pytest workers starting

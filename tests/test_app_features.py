@@ -73,6 +73,11 @@ def test_features_page_draws_the_prompts_features_and_edits_one(monkeypatch, ckp
     top = np.sort(np.exp(edited["logits"][-1] - edited["logits"][-1].max()))[::-1]
     top = top / np.exp(edited["logits"][-1] - edited["logits"][-1].max()).sum()
     np.testing.assert_allclose(sorted(array(after["x"]), reverse=True), top[: len(array(after["x"]))], atol=1e-5)
+    fired = acts[:, feature][acts[:, feature] > 0]
+    hist = figure(at, "ft_hist")
+    np.testing.assert_allclose(np.sort(array(hist["data"][0]["x"])), np.sort(fired), atol=1e-6)
+    title = f"Feature {feature} fires on {len(fired)} of this prompt's {len(ids)} tokens"
+    assert hist["layout"]["title"]["text"].startswith(title)
     at.toggle(key="ft_scan").set_value(True)
     ok(at.run())
     contexts = at.dataframe[-1].value  # the strongest contexts of the feature in the sample corpus
@@ -80,6 +85,13 @@ def test_features_page_draws_the_prompts_features_and_edits_one(monkeypatch, ckp
     want = s.features[s.features.feature == feature].sort_values("rank")
     np.testing.assert_allclose(contexts["activation"], want.value, atol=1e-6)
     assert all(c.endswith("]]") for c in contexts.iloc[:, -1])
+    # the bars stay the prompt's, titled as such; the corpus's density is said apart, as the corpus's
+    hist = figure(at, "ft_hist")
+    np.testing.assert_allclose(np.sort(array(hist["data"][0]["x"])), np.sort(fired), atol=1e-6)
+    assert hist["layout"]["title"]["text"].startswith(title)
+    density = float(s.feature_density.set_index("feature").loc[feature, "density"])
+    corpus = f"in the sample corpus's {s.summary['tokens']:,} tokens it fires on {100 * density:.2f}%"
+    assert corpus in hist["layout"]["title"]["subtitle"]["text"]
 
 
 def test_a_bad_or_mismatched_sae_is_one_line(monkeypatch, ckpt_root):

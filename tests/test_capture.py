@@ -119,9 +119,9 @@ def test_attention_maps_and_sublayer_outputs_are_not_held(model):
     # what is kept: c_attn output (q, k, v) per layer, embed = resid_pre 0, resid_mid and resid_post
     # per layer (resid_post l is resid_pre l+1), ln_f, logits, and one T x T mask that every layer shares
     old = 4 * (L * T * 3 * C + T * C + L * 2 * T * C + T * C + T * V) + T * T
-    # of the second round's points only attn.z (T x C per layer) is new memory: attn.out, mlp.hidden and
+    # of the sub-layer outputs' points only attn.z (T x C per layer) is new memory: attn.out, mlp.hidden and
     # mlp.out are rebuilt from z and resid_mid when asked for; still no T x T map per head. The logits
-    # are rebuilt from ln_f (fourth round): of them only the last position's V floats are held; resid_mid
+    # are rebuilt from ln_f: of them only the last position's V floats are held; resid_mid
     # is resid_pre + the rebuilt attn.out
     assert held == old + 4 * L * T * C - 4 * T * V + 4 * V - 4 * L * T * C
 

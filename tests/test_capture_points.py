@@ -1,4 +1,4 @@
-"""The second round's capture points (attn.z, attn.out, mlp.hidden, mlp.out): what each sub-layer
+"""The sub-layer outputs' capture points (attn.z, attn.out, mlp.hidden, mlp.out): what each sub-layer
 wrote, checked against the residual stream and against Hugging Face's GPT-2 seen through its own hooks."""
 
 from __future__ import annotations

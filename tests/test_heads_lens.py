@@ -326,3 +326,39 @@ def test_head_score_grid_colours_by_the_chosen_score():
     assert head_score_grid(df, "entropy", n_tokens=len(IDS)).data[0].zmax == pytest.approx(np.log(len(IDS)))
     with pytest.raises(ValueError, match="choose one of"):
         head_score_grid(df, "label")
+
+
+@pytest.mark.parametrize("analysis", ["head_scores", "logit_lens", "patching_sweep"])
+def test_the_analyses_copy_to_the_host_once_whatever_the_layers(monkeypatch, analysis):
+    """The results stay on the model's device until the end (on a GPU a copy per layer, site or batch
+    waits for the device each time): as many copies to the host for 4 layers as for 1."""
+    run = {
+        "head_scores": lambda model, t: gptviz.head_scores(t),
+        "logit_lens": lambda model, t: gptviz.logit_lens(model, t, k=3, target=2),
+        "patching_sweep": lambda model, t: gptviz.patching_sweep(model, t.token_ids, [1, 2, 9, 4, 5, 1, 2], 3, 4),
+    }[analysis]
+    copies = []
+    real_cpu = torch.Tensor.cpu
+
+    def counted(self, *args, **kwargs):
+        copies.append(self.shape)
+        return real_cpu(self, *args, **kwargs)
+
+    counts, results = [], []
+    for n_layer in (1, 4):
+        model = tiny_model(n_layer=n_layer)
+        t = gptviz.trace(model, [1, 2, 3, 4, 5, 1, 2])
+        copies.clear()
+        with monkeypatch.context() as m:
+            m.setattr(torch.Tensor, "cpu", counted)
+            results.append(run(model, t))
+        counts.append(len(copies))
+    # head scores: one table; the lens: ids, probabilities, ranks, target's; the sweep: which cells
+    # change, the values, and the two runs' logits it is normalised by
+    assert counts[0] == counts[1] <= 4
+    if analysis == "head_scores":
+        assert len(results[1]) == 4 * 2 and results[1]["entropy"].notna().all()
+    elif analysis == "logit_lens":
+        assert results[1].top_ids.shape == (9, 7, 3)
+    else:
+        assert results[1].shape == (4, 7) and np.isfinite(results[1]).all()

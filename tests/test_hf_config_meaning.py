@@ -90,8 +90,29 @@ CASES = [
     # every activation NaN before: positions divided by a factor of 0
     ("rope-linear-factor-0", "llama", rope(rope_type="linear", factor=0, rope_theta=10000.0), "rope factor=0"),
     ("rope-factor-text", "llama", rope(rope_type="linear", factor="2", rope_theta=10000.0), "rope factor='2'"),
-    ("llama3-low-freq-0", "llama", rope(**LLAMA3, low_freq_factor=0), "low_freq_factor=0 must be a number above 0"),
+    ("llama3-low-freq-0", "llama", rope(**LLAMA3, low_freq_factor=0), "low_freq_factor=0 must be a number above 0.001"),
     ("rope-theta-negative", "llama", rope(rope_type="default", rope_theta=-5.0), "rope_theta=-5.0 must be a number"),
+    # the fifth round's silent numbers: every activation NaN, or a local layer reading no key
+    (
+        "rope-theta-tiny",
+        "llama",
+        rope(rope_type="default", rope_theta=1e-300),
+        "rope_theta=1e-300 must be a number above 1",
+    ),
+    ("rope-theta-1", "llama", rope(rope_type="default", rope_theta=1.0), "rope_theta=1.0 must be a number above 1"),
+    ("rope-theta-huge", "llama", rope(rope_type="default", rope_theta=1e300), "and at most 1e+12"),
+    ("rope-factor-tiny", "llama", rope(rope_type="linear", factor=1e-300, rope_theta=1e4), "rope factor=1e-300"),
+    ("rope-factor-huge", "llama", rope(rope_type="linear", factor=1e9, rope_theta=1e4), "at most 10000"),
+    ("llama3-high-equals-low", "llama", rope(**LLAMA3, low_freq_factor=4.0), "must be above low_freq_factor=4.0"),
+    (
+        "gemma3-local-theta-tiny",
+        "gemma3_text",
+        lambda c: c["rope_parameters"]["sliding_attention"].update(rope_theta=1e-300),
+        "local layers' rope_theta=1e-300",
+    ),
+    ("neo-window-0", "gpt_neo", setting(window_size=0), "window_size=0 must be a whole number, 1 or more"),
+    ("neo-window-fraction", "gpt_neo", setting(window_size=2.5), "window_size=2.5 must be a whole number"),
+    ("neo-window-negative", "gpt_neo", setting(window_size=-4), "window_size=-4 must be"),
     # a rotary fraction of 0 became 1.0; a top-level one beside rope_parameters was dropped
     (
         "fraction-0",
@@ -170,8 +191,21 @@ def reloaded(path):
         ("llama", top_level(rope_theta=500000.0)),
         # v4's rope_scaling and rope_theta beside v5's rope_parameters, saying the same (gptviz's own export)
         ("llama", lambda c: c.update(rope_scaling=_without_theta(c), rope_theta=c["rope_parameters"]["rope_theta"])),
+        # the sane neighbours of the refused numbers: a million-token base, a factor of 32, a window of 1
+        ("llama", rope(rope_type="default", rope_theta=1e8)),
+        ("llama", rope(**{**LLAMA3, "factor": 32.0}, low_freq_factor=1.0, original_max_position_embeddings=8)),
+        ("llama", rope(rope_type="linear", factor=0.5, rope_theta=1e4)),
+        ("gpt_neo", setting(window_size=1)),
     ],
-    ids=["phi3-top-level-fraction", "llama-top-level-theta", "llama-both-layouts"],
+    ids=[
+        "phi3-top-level-fraction",
+        "llama-top-level-theta",
+        "llama-both-layouts",
+        "llama-theta-1e8",
+        "llama3-factor-32",
+        "linear-factor-half",
+        "neo-window-1",
+    ],
 )
 def test_top_level_rotary_keys_are_read_as_hugging_face_reads_them(saved, tmp_path, kind, edit):
     path = edited(saved, tmp_path, kind, edit)

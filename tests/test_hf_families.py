@@ -197,6 +197,26 @@ def test_unknown_type_moe_and_rope_scaling_are_refused_in_one_sentence(tmp_path)
         assert "\n" not in str(err.value)
 
 
+def test_a_llama_3_context_of_131072_positions_is_read_as_it_is(saved, tmp_path):
+    """Every Llama 3.x config reads max_position_embeddings 131,072: a standard config, no note and no
+    banner; the context bounds the prompt, and memory follows the prompt, not the claim."""
+    hf, path = saved("llama")
+    config = json.loads((path / "config.json").read_text())
+    (tmp_path / "model.safetensors").symlink_to(path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 131_072}))
+    bundle = gptviz.load(tmp_path)
+    assert bundle.model.config.block_size == 131_072
+    assert not [w for w in bundle.report.warnings if "position" in w or "limit" in w]  # (this folder has no tokenizer)
+    ids = prompt()
+    with torch.no_grad():  # the same model: the context changes nothing below it
+        np.testing.assert_allclose(gptviz.trace(bundle.model, ids[0])["logits"], hf(ids).logits[0], atol=1e-4)
+    (tmp_path / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 2**40}))
+    bundle = gptviz.load(tmp_path)  # past gptviz's bound on a context: read as the bound, and said
+    top = gptviz.limits.MAX_CONFIG["block_size"]
+    assert bundle.model.config.block_size == top
+    assert any(f"is read as gptviz's limit {top:,}" in w for w in bundle.report.warnings)
+
+
 def test_weights_the_config_does_not_describe_are_refused_before_reading(saved, tmp_path):
     _, path = saved("mistral")
     config = json.loads((path / "config.json").read_text())

@@ -23,12 +23,18 @@ LAYERS = (
     "progress",
     "config",
     "probes",
+    "precision",  # how each family rounds in half precision: the norms, GELU, rotary's dtype
+    "positions",  # sin/cos and rotary variants
+    "decoding",  # the KV caches and decoding's weight layouts
+    "attention",  # AttentionSpec, the attention arithmetic and its implementations' table
     "model",
+    "cuda_steps",  # decoding on a GPU from one captured step (a CUDA graph over a StaticKVCache)
     "tokenizers",
     "devices",
     "formats",
     "listing",
     "record",
+    "rebuild",  # what a Trace gives without holding it: recipes from the values it holds
     "interventions",
     "capture",
     "features",  # sparse autoencoders: files, encode/decode, feature edits (training one is in training/)

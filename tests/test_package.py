@@ -118,6 +118,18 @@ def test_help_lists_every_command_and_each_has_its_own_help(pkg):
     assert dash.returncode == 0 and "--port" in dash.stdout and "--address" in dash.stdout
 
 
+def test_the_dashboard_benchmarks_say_in_one_line_what_an_install_lacks(pkg):
+    """An install has no checkout (app.py, tests/) beside its package, and maybe no Playwright: `gptviz bench
+    --dashboard` says so in one line (it ended in "unexpected ModuleNotFoundError ... please report this")."""
+    r = pkg.run(str(pkg.script), "bench", "--dashboard")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("error: gptviz bench --dashboard") and "a git checkout of gptviz" in r.stderr
+    blocked = "import sys; sys.modules['playwright'] = None; from gptviz.cli import main; sys.exit(main(sys.argv[1:]))"
+    r = pkg.run(sys.executable, "-c", blocked, "bench", "--sessions")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Playwright" in r.stderr and "checkout" in r.stderr and "unexpected" not in r.stderr
+
+
 def test_the_wheel_builds_without_setuptools_warnings(pkg):
     assert "would be ignored" not in pkg.build_log
     assert "SetuptoolsDeprecationWarning" not in pkg.build_log

@@ -20,7 +20,7 @@ ANSWER, WRONG = 5, 7
 
 def lively(seed=0, **overrides):
     """A random model whose weights are large enough that a patch moves the logits visibly."""
-    model = tiny_model(seed, n_layer=3, n_head=4, n_embd=32, vocab_size=13, **overrides)
+    model = tiny_model(seed, **{**dict(n_layer=3, n_head=4, n_embd=32, vocab_size=13), **overrides})
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("weight") and p.dim() == 2:
@@ -67,6 +67,36 @@ def test_sweep_values_worked_out_by_hand():
     # the last position of the last layer's input carries everything the last block reads from it
     z = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site="mlp.out")
     np.testing.assert_allclose(z[:, :4], 0.0, atol=1e-4)
+
+
+def test_cells_whose_patch_changes_nothing_are_exactly_zero():
+    """The corrupt run itself, not a batched run that rounds differently: positions before the first
+    difference, layer 0's other positions, and the last MLP's output before the last position."""
+    model = lively()
+    s = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG)
+    assert (s[:, :4] == 0).all() and (s[0, 5:] == 0).all() and (s[1:, 4:] != 0).all()
+    m = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site="mlp.out")
+    assert (m[:, :4] == 0).all() and (m[-1, :-1] == 0).all() and m[-1, -1] != 0
+
+
+@pytest.mark.parametrize("overhead", [0, 10**9], ids=["a batch per position", "every cell in one batch"])
+def test_every_grouping_of_cells_into_batches_gives_the_patched_runs(monkeypatch, overhead):
+    """Runs of several layers share a batch (each joins at its own layer) and positions share one from
+    the group's first on: at both extremes of the plan, each cell is its own patched run (worked out
+    by hand: a full intervened trace per cell), in a model deep enough for runs to join midway."""
+    from gptviz.analysis import patching
+
+    monkeypatch.setitem(patching.BATCH_OVERHEAD, "cpu", overhead)
+    model = lively(seed=2, n_layer=4, norm="rmsnorm", pos_encoding="rotary", bias=False)
+    clean = gptviz.trace(model, CLEAN)
+    d = lambda t: float(t["logits"][-1, ANSWER]) - float(t["logits"][-1, WRONG])  # noqa: E731
+    d_clean, d_corrupt = d(clean), d(gptviz.trace(model, CORRUPT))
+    for site, cells in (("resid_pre", [(0, 4), (2, 5), (3, 9)]), ("mlp.out", [(1, 6), (3, 9)]), ("attn.z", [(2, 1)])):
+        s = gptviz.patching_sweep(model, CLEAN, CORRUPT, ANSWER, WRONG, site=site)
+        for layer, cell in cells:
+            run = patched_run(model, clean, CORRUPT, site, layer, cell)
+            assert s[layer, cell] == pytest.approx((d(run) - d_corrupt) / (d_clean - d_corrupt), abs=1e-4)
+            assert abs(s[layer, cell]) > 1e-3  # a cell that moved: not a cell skipped as unchanged
 
 
 def test_patched_run_is_one_cell_of_the_sweep():

@@ -38,9 +38,10 @@ def test_lens_attribution_and_patching_report_and_cancel():
     assert seen[-1].what == "sites" and seen[-1].total == len(lens.sites)
     df, seen = _run(lambda cb: analysis.logit_attribution(model, t, 3, progress=cb))
     assert seen[-1].what == "layers" and seen[-1].total == 2
-    corrupt = [3, 1, 4, 1, 5, 9, 2, 7]
-    full, seen = _run(lambda cb: gptviz.patching_sweep(model, IDS, corrupt, 1, 2, batch_size=3, progress=cb))
-    assert seen[-1].total == 2 * 3  # 2 layers x 3 batches of 3, 3 and 2 positions
+    corrupt = [3, 1, 9, 1, 5, 9, 2, 6]  # position 2 differs: positions 0 and 1 patch nothing and are not run
+    full, seen = _run(lambda cb: gptviz.patching_sweep(model, IDS, corrupt, 1, 2, batch_size=1, progress=cb))
+    # one run a batch; layer 0's input differs from the clean one at position 2 only, layer 1's from 2 on
+    assert seen[-1].total == 1 + 6 and (full[:, :2] == 0).all() and (full[0, 3:] == 0).all()
 
 
 def test_patching_limited_to_chosen_layers_and_positions():

@@ -54,6 +54,26 @@ def each_ids(fn):
     return lambda df: df.assign(token_ids=[fn(list(ids)) for ids in df["token_ids"]])
 
 
+def shift_windows(by: int):
+    """Every table's window ids moved up by `by`, consistently: only their size is wrong."""
+
+    def apply(folder: Path) -> None:
+        for f in folder.glob("*.parquet"):
+            df = pd.read_parquet(f)
+            if "window" in df:
+                df.assign(window=df["window"].astype("int64") + by).to_parquet(f, index=False)
+
+    return apply
+
+
+def both(*edits):
+    return lambda folder: [edit(folder) for edit in edits]
+
+
+def remove(name: str):
+    return lambda folder: (folder / f"{name}.parquet").unlink()
+
+
 CASES = {
     # the issue's eight "Internal error" folders
     "window-duplicate": (table("windows", at_row("window", 0)), "window 0 appears twice"),
@@ -81,9 +101,28 @@ CASES = {
     "heads-twice": (table("heads", lambda df: pd.concat([df, df.iloc[:1]])), "a (layer, head) appears twice"),
     "token-loss-negative": (table("tokens", at_row("loss", -3.0)), "a loss is never negative"),
     "engine-long": (summary(engine="x" * 100), "engine is 100 characters"),
+    # the fifth round's five "Internal error" folders
+    "window-2-53": (shift_windows(2**53), "more than an id a page shows exactly (2**53 - 1)"),
+    "rank-2-62": (table("neurons", at_row("rank", 2**62)), "column rank holds 4,611,686,018,427,387,904"),
+    "rank-k": (table("neurons", at_row("rank", 5)), "a rank is below 5 (k, and the windows)"),
+    "head-windows-missing": (remove("head_windows"), "head_windows.parquet: missing, but summary.json says"),
+    # a scan from before summary.json listed its tables: the ones written together still are
+    "head-windows-missing-older": (
+        both(remove("head_windows"), summary(tables=None)),
+        "head_windows.parquet: missing, but head_attention.parquet is there",
+    ),
+    "named-table-missing": (
+        summary(tables=["heads", "neurons", "tokens", "windows", "feature_density"]),
+        "feature_density.parquet: missing, but summary.json says",
+    ),
+    "doc-names-dict": (summary(doc_names={"a": 1}), "doc_names must be a list"),
+    "doc-names-numbers": (summary(doc_names=[1, 2]), "doc_names must be a list"),
+    "window-size-dict": (summary(window={"a": 1}), "window must be a whole number"),
+    "k-zero": (summary(k=0), "k must be a whole number"),
 }
 # within every bound of the contract, but not this model's: refused by the page, which knows the model
 MODEL_CASES = {
+    "neuron-beyond-mlp": (table("neurons", at_row("neuron", 4 * CONFIG["n_embd"])), "This scan holds neuron 128"),
     "ids-beyond-vocab": (table("windows", each_ids(lambda ids: [CONFIG["vocab_size"]] + ids[1:])), "outside this"),
     "layers-beyond-model": (table("neurons", at_row("layer", 7)), "This scan has 8 layers and 4 heads"),
 }
@@ -130,3 +169,16 @@ def test_the_corpus_page_says_what_is_wrong_with_a_crafted_folder(roots, page, t
     errors = [e.value.replace("\\", "") for e in page.error]  # the page escapes Markdown
     assert len(errors) == 1 and words in errors[0], errors
     assert not page.get("html") and not page.metric  # nothing of the scan is drawn
+
+
+def test_an_older_scan_without_per_window_heads_opens_with_a_note(roots, page, tmp_path):
+    """The legitimate neighbour of a missing head_windows.parquet: a scan from before either per-window
+    table was kept (and before summary.json listed its tables) opens; the head tab says what it lacks."""
+    edit = both(remove("head_windows"), remove("head_attention"), summary(tables=None))
+    folder = crafted(roots, tmp_path, edit)
+    ok(page.radio(key="corpus_mode").set_value("open a scan folder").run())
+    page.text_input(key="corpus_folder").input(str(folder))
+    page.button(key="corpus_open_folder").click().run()
+    assert not page.exception and not page.error, (page.exception, [e.value for e in page.error])
+    notes = " ".join(i.value for i in page.info)
+    assert "no windows to show per head" in notes, notes

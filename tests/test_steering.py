@@ -171,6 +171,32 @@ def test_steering_sweep_matches_steered_traces():
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("overrides", [{}, dict(norm="rmsnorm", pos_encoding="rotary", bias=False)])
+def test_steering_sweep_equals_a_manual_hook_bit_for_bit(overrides):
+    """Each cell is a row of a batch (a residual site's rows start from the unsteered residual), and
+    its numbers are those of the model run with a plain forward hook adding coeff * v, exactly: the
+    head runs on every position, as in the forward pass (a product of the last row alone rounds
+    differently), and a row of a batch is rounded as the same row alone."""
+    model = tiny_model(n_layer=3, n_embd=32, vocab_size=50, **overrides)
+    ids, v, target = [(7 * i + 3) % 50 for i in range(12)], _vec(5, 32), 4
+    sites = ["blocks.0.resid_pre", "blocks.1.resid_post", "blocks.2.resid_post", "blocks.1.mlp.out"]
+    sweep = gptviz.steering_sweep(model, ids, v, sites, [-3.0, 0.5, 4.0], target=target)
+    idx = torch.tensor([ids])
+    base = torch.log_softmax(model(idx)[0, -1].float(), -1)
+    for row in sweep.itertuples():
+        layer, site = gptviz.names.parse(row.site)
+        module = model.get_submodule(f"transformer.h.{layer}.{site}")
+        hook = module.register_forward_hook(lambda mod, args, out, c=row.coeff: out + c * v)
+        try:
+            logp = torch.log_softmax(model(idx)[0, -1].float(), -1)
+        finally:
+            hook.remove()
+        assert row.target_logprob == float(logp[target])
+        assert row.kl == float((base.exp() * (base - logp)).sum().clamp_min(0.0))
+        assert row.top_token == int(logp.argmax())
+
+
+@torch.no_grad()
 def test_steering_sweep_at_other_sites_and_positions():
     """The batched path (hooks) for a non-residual site, and positions on the residual fast path."""
     model = tiny_model()

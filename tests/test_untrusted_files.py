@@ -19,7 +19,7 @@ from untrusted_helpers import CHARS, NANO_ARGS, hf, nano_args, nano_state, nanog
 
 import gptviz
 from gptviz.errors import summarise
-from gptviz.limits import MAX_CONFIG, MAX_PARAMS
+from gptviz.limits import MAX_CONFIG, MAX_PARAMS, MAX_POSITION_TABLE
 
 
 def test_the_good_ones_load(tmp_path):
@@ -306,6 +306,22 @@ def test_the_bounds_are_the_stated_ones():
             gptviz.GPTConfig(**{**base, field: top + 1})
     with pytest.raises(gptviz.ConfigError, match=f"above gptviz's limit of {MAX_PARAMS:,}"):
         gptviz.GPTConfig(vocab_size=8, n_embd=12_288, n_head=1, n_layer=16)  # 16 x 1.8 B in its blocks
+
+
+def test_a_long_context_allocates_nothing_but_a_sinusoidal_table_is_bounded():
+    """A context of millions is a bound on the prompt for rotary positions (nothing is built for it),
+    parameters for learned ones (counted), and a held buffer for sinusoidal ones: bounded on its own."""
+    top = MAX_CONFIG["block_size"]
+    model = gptviz.GPT(
+        gptviz.GPTConfig(vocab_size=8, block_size=top, n_layer=1, n_head=1, n_embd=8, pos_encoding="rotary")
+    )
+    assert sum(b.numel() for b in model.buffers()) < 100 and model.num_params() < 10_000
+    with pytest.raises(gptviz.ConfigError, match=f"above gptviz's limit of {MAX_PARAMS:,}"):
+        gptviz.GPTConfig(vocab_size=8, block_size=top, n_layer=1, n_head=1, n_embd=4096)  # learned: 43 B
+    side = MAX_POSITION_TABLE // 64
+    gptviz.GPTConfig(vocab_size=8, block_size=side, n_layer=1, n_head=1, n_embd=64, pos_encoding="sinusoidal")
+    with pytest.raises(gptviz.ConfigError, match=f"a table of block_size x n_embd = {(side + 1) * 64:,} values"):
+        gptviz.GPTConfig(vocab_size=8, block_size=side + 1, n_layer=1, n_head=1, n_embd=64, pos_encoding="sinusoidal")
 
 
 @pytest.mark.parametrize("variant", [{}, dict(bias=False), dict(tie_weights=False, norm="rmsnorm")], ids=str)

@@ -54,13 +54,12 @@ with left:
     else:
         widgets.figure_chart(effect, key="ft_effect")
 with right:
-    where = "this prompt's tokens"
-    density = None
+    corpus = None  # the bars are this prompt's; a scan's density is the corpus's, said apart
     if st.toggle("Contexts from the sample corpus", key="ft_scan", help="Scans the sample corpus once per process"):
         s = fc.sample_scan(v.model_key, v.sae)
         dens = s.feature_density.set_index("feature")
-        density, where = float(dens.loc[feature, "density"]), f"{s.summary['tokens']:,} corpus tokens"
-    widgets.figure_chart(fc.histogram_figure(v.key, v.sae, feature, where, density, v.presentation), key="ft_hist")
+        corpus = float(dens.loc[feature, "density"]), f"the sample corpus's {s.summary['tokens']:,} tokens"
+    widgets.figure_chart(fc.histogram_figure(v.key, v.sae, feature, corpus, v.presentation), key="ft_hist")
 
 if st.session_state.get("ft_scan"):
     rows = s.features[s.features.feature == feature].sort_values("rank")

@@ -15,6 +15,7 @@ from .attention import (
 )
 from .attribution import component_labels, head_matrix, logit_attribution
 from .blocks import block_labels, block_mean, block_reduce
+from .circuits import HeadWeights, head_weights, ov_circuit, qk_circuit
 from .heads import LABEL_THRESHOLDS, head_scores
 from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
@@ -32,6 +33,10 @@ from .residual import (
 from .shapes import FLOW, dims, format_shapes, shape_flow, shape_table
 
 __all__ = [
+    "HeadWeights",
+    "head_weights",
+    "ov_circuit",
+    "qk_circuit",
     "ATTENTION_KINDS",
     "FLOW",
     "Finding",

@@ -128,7 +128,7 @@ def head_scores(trace) -> pd.DataFrame:
 
     trace: a Trace (or anything with token_ids, n_layer and tensor()/[name] for attn.weights)."""
     ids = np.asarray(trace.token_ids)
-    rows = []
+    per_layer = []  # [scores, H] each, on the maps' device: one copy to the host for every layer, at the end
     patterns = blocks = None
     for layer in range(trace.n_layer):
         name = point("attn.weights", layer)
@@ -144,8 +144,12 @@ def head_scores(trace) -> pd.DataFrame:
                 patterns = detection_patterns(ids, w.device)
             scores = layer_head_scores(w, patterns)
             del w  # the next layer's maps replace this one's, never join them
-        scores = {k: v.double().cpu().numpy() for k, v in scores.items()}
-        for head in range(len(scores["self"])):
-            row = {k: float(scores[k][head]) for k in SCORES}
+        table = torch.stack([scores[k].double() for k in SCORES])  # [scores, H]
+        per_layer.append(table.to(per_layer[0].device) if per_layer else table)
+    values = torch.stack(per_layer).cpu().numpy() if per_layer else np.zeros((0, len(SCORES), 0))  # [L, scores, H]
+    rows = []
+    for layer, of_layer in enumerate(values):
+        for head in range(of_layer.shape[1]):
+            row = {k: float(of_layer[i, head]) for i, k in enumerate(SCORES)}
             rows.append({"layer": layer, "head": head, **row, "label": label(row)})
     return pd.DataFrame(rows, columns=list(COLUMNS)).astype({"layer": int, "head": int, "label": str})

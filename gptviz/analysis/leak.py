@@ -1,5 +1,5 @@
 """The causal mask switched off in a loaded model: the weights reach into the future, and the
-predictions change (issue 14, "the leak, on a real model").
+predictions change: the leak, on a real model.
 
 The switch is an ordinary intervention: every layer's attn.mask becomes all True, so each query
 may read every key, the one it must predict included. The toy version of the same thing, with

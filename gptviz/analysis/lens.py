@@ -9,7 +9,8 @@ swells early residuals and makes their predictions look uniform or sharp for no 
 
 At the last site the logits are the model's own, bit for bit: the lens applies the LM head to the run's
 ln_f, as the Trace rebuilds its logits, or reads the logits a run holds (an edited run's). One [T, chunk]
-buffer serves every site and chunk, and only [T, k] of each leaves the model's device.
+buffer serves every site and chunk, and only [T, k] of each leaves the model's device, once, for every
+site together at the end (a copy per site would wait on the device at every site).
 """
 
 from __future__ import annotations
@@ -201,14 +202,14 @@ def logit_lens(
             found.add(out, cols, above)
         assert found.vals is not None and found.ids is not None
         lse = found.lse()[:, None]  # [n, 1]
-        top_ids.append(found.ids.cpu())
-        top_probs.append((found.vals.double() - lse).exp().cpu())
+        top_ids.append(found.ids)  # on the model's device: one copy to the host for every site, at the end
+        top_probs.append((found.vals.double() - lse).exp())
         if target is not None:
             assert found.t_logit is not None
-            ranks.append(found.rank.cpu())
-            probs.append((found.t_logit.double() - lse[:, 0]).exp().cpu())
+            ranks.append(found.rank)
+            probs.append((found.t_logit.double() - lse[:, 0]).exp())
         reporter.tick()
-    stack = lambda xs: torch.stack(xs).numpy()  # noqa: E731
+    stack = lambda xs: torch.stack(xs).cpu().numpy()  # noqa: E731
     return LogitLens(
         sites=sites,
         top_ids=stack(top_ids),

@@ -41,8 +41,9 @@ class Step:
 def _captured_or(
     trace: Trace, site: str, layer: int, skip: bool, how: str, rebuild: Callable[[], torch.Tensor]
 ) -> tuple[torch.Tensor, str]:
-    """(value, where it came from): the Trace's value where it holds that point (the second-round
-    points may be absent, and skip forces the recomputation), else rebuild() described by `how`."""
+    """(value, where it came from): the Trace's value where it holds that point (the sub-layer
+    outputs attn.z, attn.out, mlp.hidden, mlp.out may be absent, and skip forces the recomputation), else
+    rebuild() described by `how`."""
     name = point(site, layer)
     if not skip and name in trace.names:
         return trace.tensor(name), f"captured: {name}"

@@ -124,7 +124,7 @@ def measure(url: str, runs: int, screenshot: Path | None, base_prompt: str) -> d
         box = page.get_by_label("Prompt", exact=True)
         run_button = page.get_by_role("button", name="Run")
         enter_ms, rerun_ms, script_ms = [], [], []
-        for i in range(runs + 1):  # the first round warms the caches and the chart code
+        for i in range(runs + 1):  # the first run warms the caches and the chart code
             old = heatmap_href(page)
             box.fill(f"{base_prompt} {WORDS[i % len(WORDS)]} {i}")
             box.press("Control+Enter")  # Enter alone is a new line in the prompt box

@@ -3,9 +3,8 @@
 Each case is a file of at most lessons.MAX_BYTES built to cost a TOML parser the most (one long dotted
 key, many dotted keys, deep nesting, many keys, items, tables, strings, escapes, comments, blank
 lines). *after* is lessons.parse_lesson (bounded before tomllib, bounded_toml.py): the best of 3 runs'
-seconds and the peak Python memory (tracemalloc) of one. *before* is tomllib on the same text, as the
-lesson page read it until issue 27, in a child process capped at 1 GB of address space and 60 s (a
-file that takes more says so)."""
+seconds and the peak Python memory (tracemalloc) of one. *before* is tomllib on the same text, unbounded,
+in a child process capped at 1 GB of address space and 60 s (a file that takes more says so)."""
 
 from __future__ import annotations
 

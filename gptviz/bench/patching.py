@@ -1,10 +1,14 @@
-"""How fast is patching_sweep? Against the naive loop (one full gptviz.trace with one patch per
-cell) and, when it is installed, TransformerLens's patching.get_act_patch_resid_pre, on one
-random-weight model of any shape.
+"""How fast is patching_sweep? Against one plain forward pass of the prompt, the naive loop (one
+full gptviz.trace with one patch per cell) and, when it is installed, TransformerLens's
+patching.get_act_patch_resid_pre, on one random-weight model of any shape.
 
     gptviz bench --patching --T 16,64,128 --device cpu [--peers] [--naive-layers 2] [--tl-layers 4]
+        [--corrupt-at 0]
 
-Prints one JSON line per T. The values of the sweep and the naive loop are compared too.
+The corrupt prompt differs from the clean one in one token, in the middle unless --corrupt-at says
+where (0: every position differs, the sweep's most work). Prints one JSON line per T: seconds and
+the process's CPU seconds (the figure to read on a busy machine), the sweep over one forward pass in
+both. The values of the sweep and the naive loop are compared too.
 """
 
 from __future__ import annotations
@@ -52,14 +56,18 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _time(fn, device: str, repeats: int) -> tuple[float, object]:
-    best, result = float("inf"), None
+def _time(fn, device: str, repeats: int, cpu: list[float] | None = None) -> tuple[float, object]:
+    """The best wall time of `repeats` calls and the last call's result; cpu, when given, gets the
+    best CPU time of this process."""
+    best, best_cpu, result = float("inf"), float("inf"), None
     for _ in range(repeats):
         _sync(device)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = fn()
         _sync(device)
-        best = min(best, time.perf_counter() - t0)
+        best, best_cpu = min(best, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
+    if cpu is not None:
+        cpu.append(best_cpu)
     return best, result
 
 
@@ -92,6 +100,7 @@ def _transformer_lens(model: GPT, clean, corrupt, answer: int, wrong: int, layer
     ).reshape(layers, T)
 
 
+@torch.no_grad()
 def measure(
     T: int = 64,
     device: str = "cpu",
@@ -99,9 +108,11 @@ def measure(
     peers: bool = False,
     naive_layers: int | None = None,
     tl_layers: int | None = None,
+    corrupt_at: int | None = None,
     **shape,
 ) -> dict:
-    """Seconds for the sweep and the naive loop (best of `repeats`), their ratio and largest difference.
+    """Seconds for the sweep, one plain forward pass and the naive loop (best of `repeats`), their
+    ratios and the largest difference. corrupt_at: the position where the prompts differ (default T // 2).
     naive_layers: run the naive loop on the cells of that many layers only and scale its time by
     L / naive_layers (every naive run is one full forward pass, whatever its layer); values are
     compared on those cells. tl_layers: the same for TransformerLens's sweep."""
@@ -110,10 +121,12 @@ def measure(
     model = GPT(GPTConfig(**cfg)).to(device).eval()
     g = torch.Generator().manual_seed(1)
     clean = torch.randint(0, cfg["vocab_size"], (T,), generator=g).tolist()
-    corrupt = list(clean)
-    corrupt[T // 2] = (clean[T // 2] + 1) % cfg["vocab_size"]
+    corrupt, at = list(clean), T // 2 if corrupt_at is None else whole(corrupt_at, "corrupt_at", 0, T - 1)
+    corrupt[at] = (clean[at] + 1) % cfg["vocab_size"]
     answer, wrong = 0, 1
-    sweep_s, fast = _time(lambda: patching_sweep(model, clean, corrupt, answer, wrong), device, repeats)
+    ids, cpu = torch.tensor([clean], device=device), []
+    forward_s, _ = _time(lambda: model(ids), device, max(5, repeats), cpu)
+    sweep_s, fast = _time(lambda: patching_sweep(model, clean, corrupt, answer, wrong), device, repeats, cpu)
     k = min(naive_layers or cfg["n_layer"], cfg["n_layer"])
     naive_s, slow = _time(lambda: naive_sweep(model, clean, corrupt, answer, wrong, layers=k), device, 1)
     naive_s *= cfg["n_layer"] / k
@@ -122,7 +135,11 @@ def measure(
         device=device,
         shape={k: cfg[k] for k in ("n_layer", "n_head", "n_embd", "vocab_size")},
         cells=cfg["n_layer"] * T,
+        corrupt_at=at,
+        forward_s=round(forward_s, 4),
         sweep_s=round(sweep_s, 4),
+        sweep_over_forward=round(sweep_s / forward_s, 2),
+        sweep_over_forward_cpu=round(cpu[1] / cpu[0], 2),
         naive_s=round(naive_s, 4),
         naive_over_sweep=round(naive_s / sweep_s, 2),
         naive_timed_layers=k,
@@ -148,5 +165,5 @@ def measure(
 def main(args: argparse.Namespace) -> None:
     with torch.no_grad():
         for T in args.T or [32, 64]:
-            row = measure(T, args.device, args.repeats, args.peers, args.naive_layers, args.tl_layers)
+            row = measure(T, args.device, args.repeats, args.peers, args.naive_layers, args.tl_layers, args.corrupt_at)
             print(json.dumps(row), flush=True)

@@ -4,7 +4,7 @@ in the same run and on the same weights.
 - head_scores of every head against the plain forward pass (goal: at most 0.5x);
 - logit_lens at every site against the same number of bare LM-head matmuls of the same size
   (its floor; goal: at most 1.2x), and its peak memory against one site's [T, V] logits;
-- the Trace's bytes with the second round's capture points (attn.z, attn.out, mlp.hidden, mlp.out)
+- the Trace's bytes with the sub-layer outputs' capture points (attn.z, attn.out, mlp.hidden, mlp.out)
   against the Trace without them, and against TransformerLens's cache when it is installed.
 
 Runs are interleaved and times are medians, so a busy machine slows every contender alike.
@@ -40,7 +40,7 @@ def _storages(tensors) -> int:
 
 
 def trace_bytes(tr) -> dict[str, int]:
-    """Bytes the Trace holds, with and without the second round's points (each storage once)."""
+    """Bytes the Trace holds, with and without the sub-layer outputs' points (each storage once)."""
     new = {point(site, l) for l in range(tr.n_layer) for site in NEW_SITES}
     kept = tr._tensors  # the held tensors, not the lazily rebuilt maps
     return dict(

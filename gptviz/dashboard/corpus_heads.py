@@ -91,6 +91,9 @@ def heads_tab(version: tuple[str, float], model: ModelKey) -> None:
 def head_view(version: tuple[str, float], model: ModelKey, layer: int, head: int, has_metrics: bool) -> None:
     scan = scan_at(*version)
     st.subheader(f"{cfig.head_label(layer, head)} across the corpus")
+    if scan.head_windows.empty:  # a scan written before per-window scores were kept: nothing to sample
+        st.info("This scan has no per-window head scores (head_windows.parquet), so no windows to show per head.")
+        return
     if not has_metrics:
         st.info("This scan predates per-window max attention: rank the windows by a score instead.")
     ranks = [r for r in RANKINGS if has_metrics or r != "max_attention"]

@@ -197,9 +197,11 @@ def effect_figure(model: ModelKey, sae: SAEKey, feature: int, presentation: bool
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
 def histogram_figure(
-    key: RunKey, sae: SAEKey, feature: int, where: str, density: float | None, presentation: bool
+    key: RunKey, sae: SAEKey, feature: int, corpus: tuple[float, str] | None, presentation: bool
 ) -> go.Figure:
-    fig = figures.activation_histogram(activations(key, sae)[:, feature], feature, where, density)
+    """A feature's activations on this prompt's tokens; corpus: its density in a scan, said apart."""
+    acts = activations(key, sae)[:, feature]
+    fig = figures.activation_histogram(acts, feature, f"this prompt's {len(acts):,} tokens", corpus)
     return figures.presentation(fig, presentation)
 
 

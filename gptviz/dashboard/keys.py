@@ -9,6 +9,7 @@ Widget keys (layer, head, prompt, ...) are the widgets' own and are not listed h
 URL_READ = "_url_read"  # this session has applied the URL's choices once; later reruns keep the widgets'
 URL_WRITTEN = "_url_written"  # the choices this session last wrote to the URL (a different URL is a link)
 SWITCH_CHOICES = "_switch_choices"  # sidebar choices a page leaves before st.switch_page, restored after
+URL_VIEW = "_url_view"  # the link's layer / head / position, held to the model once by the sidebar (named if not)
 POSITION_FOR = "_position_for"  # (source, prompt) the position slider was set for: a new prompt resets it
 SIDEBAR_FOR_PRESENTATION = "_sidebar_for_presentation"  # the presentation flag the sidebar state was set for
 

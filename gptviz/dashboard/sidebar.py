@@ -179,16 +179,24 @@ def _choose_view(v: View, on_page: tuple[str, ...] | None = None) -> None:
     not have to open it); there only the controls the page reads, the others keep their values."""
     L, H = v.trace.n_layer, v.bundle.model.config.n_head
     T = v.trace.n_tokens
+    asked = st.session_state.pop(keys.URL_VIEW, {})  # the link's values, held to this model once
+    fitted = []
     for key, n in (("layer", L), ("head", H)):
         if not 0 <= st.session_state.get(key, 0) < n:
+            if key in asked:
+                fitted.append(f"{key} {asked[key]:,} as 0 (the model has {n})")
             st.session_state[key] = 0
         st.session_state.setdefault(key, 0)
     if (
         st.session_state.get(keys.POSITION_FOR) != (v.source, v.prompt)
         or not 0 <= st.session_state.get("position", -1) < T
     ):
+        if "position" in asked and asked["position"] >= T:
+            fitted.append(f"position {asked['position']:,} as {T - 1} (the prompt has {T} tokens)")
         st.session_state["position"] = T - 1  # a new prompt starts at its last token: the next-token view
         st.session_state[keys.POSITION_FOR] = (v.source, v.prompt)
+    if fitted:
+        st.warning(f"The link's view did not fit this model and prompt: it reads {'; '.join(fitted)}.")
     shown = on_page if on_page is not None else VIEW_CONTROLS
     if on_page is not None:
         widths = {"layer": 3, "head": 4.5, "position": 3.5}

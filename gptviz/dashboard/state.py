@@ -153,9 +153,10 @@ def read_url() -> None:
         st.session_state["fix_unknown"] = st.session_state["prompt"]
     if source == "upload" and q.get("upload"):
         st.session_state[keys.UPLOAD_NAMES] = q["upload"][:300]
+    st.session_state[keys.URL_VIEW] = {}
     for key in ("layer", "head", "position"):
         if URL_INT.fullmatch(q.get(key, "")):
-            st.session_state[key] = int(q[key])
+            st.session_state[key] = st.session_state[keys.URL_VIEW][key] = int(q[key])
     if "position" in st.session_state:
         st.session_state[keys.POSITION_FOR] = (source, st.session_state["prompt"])
     st.session_state["presentation"] = q.get("present") == "1"

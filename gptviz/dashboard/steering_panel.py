@@ -28,9 +28,26 @@ def _pairs(text: str) -> tuple[tuple[str, str], ...]:
     return tuple((pos.strip(" "), neg.strip(" ")) for pos, neg in parse_pairs(text))
 
 
-def _fill(spec: SteeringSpec | None, cfg, sources: tuple[str, ...]) -> None:
+def clamped(spec: SteeringSpec, cfg) -> list[str]:
+    """What of a spec the panel cannot take as it is for this model, each as 'what X is read as Y'."""
+    out = []
+    if spec.layer > cfg.n_layer - 1:
+        out.append(f"block {spec.layer} as {cfg.n_layer - 1} (the model has {cfg.n_layer})")
+    if abs(spec.coeff) > COEFF_RANGE:
+        out.append(
+            f"coefficient {spec.coeff:g} as {max(-COEFF_RANGE, min(COEFF_RANGE, spec.coeff)):g} (the slider's reach)"
+        )
+    if spec.kind == "neuron" and spec.neuron[0] > cfg.n_layer - 1:
+        out.append(f"the neuron's block {spec.neuron[0]} as {cfg.n_layer - 1}")
+    if spec.kind == "neuron" and spec.neuron[1] > cfg.mlp_dim - 1:
+        out.append(f"neuron {spec.neuron[1]} as {cfg.mlp_dim - 1} (the MLP has {cfg.mlp_dim})")
+    return out
+
+
+def _fill(spec: SteeringSpec | None, cfg, sources: tuple[str, ...]) -> list[str]:
     """Set the panel's widgets from the session's spec (a link's, or the one this panel made on another
-    page) where they have no value: Streamlit forgets a widget's value on a page that does not draw it."""
+    page) where they have no value: Streamlit forgets a widget's value on a page that does not draw it.
+    Returns what of the spec was fitted to the model and the slider (clamped), when the widgets took it."""
     state = st.session_state
     defaults = {
         "st_on": spec is not None,
@@ -57,9 +74,11 @@ def _fill(spec: SteeringSpec | None, cfg, sources: tuple[str, ...]) -> None:
             defaults.update(
                 st_nlayer=min(spec.neuron[0], cfg.n_layer - 1), st_neuron=min(spec.neuron[1], cfg.mlp_dim - 1)
             )
+    fresh = "st_layer" not in state  # the widgets take the spec now, not a value the person chose
     for key, value in defaults.items():
         # a widget of another page with this key is another widget: its value is handed on as the session's
         state[key] = state.get(key, value)
+    return clamped(spec, cfg) if spec is not None and fresh else []
 
 
 def _spec(cfg, source: str, layer: int, coeff: float) -> SteeringSpec:
@@ -86,7 +105,9 @@ def controls(v: View) -> tuple[SteeringSpec, np.ndarray] | None:
         return None
     cfg = bundle.model.config
     sources = SOURCES if bundle.tokenizer is not None else SOURCES[1:]  # pairs are typed text
-    _fill(st.session_state.get(keys.STEER), cfg, sources)
+    fitted = _fill(st.session_state.get(keys.STEER), cfg, sources)
+    if fitted:
+        st.warning(f"The link's steering did not fit this model and the panel: it reads {'; '.join(fitted)}.")
     if keys.STEER_ERROR in st.session_state:
         st.warning(f"The link's steering was not used: {widgets.plain(st.session_state.pop(keys.STEER_ERROR))}")
     if not st.toggle("Steer: add a vector inside the model", key="st_on"):

@@ -14,11 +14,14 @@ build: typing "upload:<hash>" anywhere (a URL, Compare's checkpoint B) opens not
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import secrets
 import weakref
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from ..errors import CheckpointError
@@ -65,9 +68,10 @@ class Upload:
         folder = MemoryPath(self.files, label=self.label)
         return folder / self.names[0] if len(self.names) == 1 else folder
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
-        return sum(len(b) for b in self.files.values())
+        """What the upload counts against the class's limit: its files unpacked (unpacked_size)."""
+        return sum(unpacked_size(name, len(data), data) for name, data in self.files.items())
 
 
 def _digest(files: Sequence[UploadedFile]) -> str:
@@ -77,11 +81,41 @@ def _digest(files: Sequence[UploadedFile]) -> str:
     return h.hexdigest()[:32]
 
 
+ZIPPED = (".npz", ".pt", ".pth", ".bin", ".zip")  # names of files that are zips: an .npz, a torch checkpoint
+
+
+def unpacked_size(name: str, size: int, data) -> int:
+    """What a file of `size` bytes takes once a loader reads it: for a zip (an .npz, a torch
+    checkpoint) what its directory says the members unpack to, never less than the file, so a 1 MB
+    .npz of compressed zeros counts as the gigabytes it claims. data: the bytes or a seekable file;
+    only the directory is read."""
+    if not name.endswith(ZIPPED):
+        return size
+    source = io.BytesIO(data) if isinstance(data, bytes) else data
+    try:
+        with zipfile.ZipFile(source) as z:
+            total = sum(info.file_size for info in z.infolist())
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError):
+        return size  # not a zip: its loader says so in one line
+    finally:
+        source.seek(0)
+    return max(size, total)
+
+
+def upload_bytes(files: Sequence[UploadedFile]) -> int:
+    """What an upload counts against the limits: each file's unpacked size."""
+    return sum(unpacked_size(f.name, f.size, f if hasattr(f, "seek") else f.getvalue()) for f in files)
+
+
 def check_names(files: Sequence[UploadedFile], limit_mb: int, limit_env: str) -> None:
-    """Refuse an upload over the size limit or with a file name that is not a plain name."""
-    total = sum(f.size for f in files)
+    """Refuse an upload over the size limit (counted unpacked) or with a file name that is not a plain name."""
+    total = upload_bytes(files)
     if total > limit_mb * 2**20:
-        raise CheckpointError(f"the upload is {total / 2**20:.0f} MB; the limit is {limit_mb} MB ({limit_env})")
+        packed = sum(f.size for f in files)
+        how = f" ({packed / 2**20:.0f} MB as sent)" if total > packed else ""
+        raise CheckpointError(
+            f"the upload is {total / 2**20:.0f} MB once unpacked{how}; the limit is {limit_mb} MB ({limit_env})"
+        )
     names = [f.name for f in files]
     for name in names:
         if not re.fullmatch(r"[\w.\-]{1,100}", name, re.ASCII) or name.startswith("."):
@@ -104,7 +138,7 @@ class SessionUploads:
         per session is held. total: what all sessions' uploads may hold together (a class server);
         over it the upload is refused and this session's last one dropped."""
         check_names(files, limit_mb, limit_env)
-        if total is not None and held_bytes(but=self) + sum(f.size for f in files) > total:
+        if total is not None and held_bytes(but=self) + upload_bytes(files) > total:
             self.close()
             raise CheckpointError(
                 f"this server holds {held_bytes() / 2**20:.0f} MB of uploads already, its limit for the whole "

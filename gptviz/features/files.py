@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
 from pathlib import Path
 from typing import cast
 
@@ -24,10 +23,10 @@ import torch
 from safetensors.torch import save_file
 
 from ..errors import CheckpointError
-from ..formats.inmemory import MemoryPath, on_disk
-from ..formats.safe import check_file, read_json, size_text, user_path
-from ..formats.weights import read_safetensors, safetensors_shapes
+from ..formats.inmemory import MemoryPath
+from ..formats.safe import check_file, read_json, user_path
 from ..names import point
+from . import vetting
 from .sae import ARCHITECTURES, SAE, SAEConfig
 from .sites import SAEError, check_fits, contract_site, hook_name
 
@@ -51,19 +50,6 @@ def _shapes(cfg: SAEConfig) -> dict[str, tuple[int, ...]]:
 def _limit(cfg: SAEConfig) -> int:
     """The largest weights file these shapes can come in (float64 at most, plus its header)."""
     return 8 * sum(int(np.prod(s)) for s in _shapes(cfg).values()) + HEADER_ALLOWANCE
-
-
-def _check_shapes(found: dict[str, tuple[int, ...]], cfg: SAEConfig, file: Path) -> None:
-    want = _shapes(cfg)
-    missing = [k for k in want if k not in found]
-    if missing:
-        raise SAEError(f"{file}: has no {missing[0]} (an SAE's weights are {', '.join(want)})")
-    for name, shape in want.items():
-        if tuple(found[name]) != shape:
-            raise SAEError(
-                f"{file}: {name} has shape {list(found[name])}, but d_in={cfg.d_in}, d_sae={cfg.d_sae} "
-                f"give {list(shape)}"
-            )
 
 
 def _int(cfg: dict, key: str, high: int, source: Path) -> int:
@@ -153,20 +139,33 @@ def _fill(cfg: SAEConfig, tensors: dict[str, torch.Tensor], source: Path) -> SAE
     return sae
 
 
-def _saelens(folder: Path, site: str | None) -> SAE:
+def _read(cfg: SAEConfig, file: Path, model, headers=None) -> dict[str, torch.Tensor]:
+    """The SAE's tensors from file, once the model's site has the SAE's width and every array's shape,
+    dtype and unpacked size has been checked from the headers (vetting.py): nothing is unpacked before."""
+    if model is not None:
+        check_fits(cfg, model)
+    shapes = _shapes(cfg)
+    found = vetting.check_arrays(
+        file, {_stored(n, headers): s for n, s in shapes.items()}, _limit(cfg), SAEError, headers
+    )
+    tensors = vetting.read_arrays(file, list(found))
+    return {name: tensors[_stored(name, headers)] for name in shapes}
+
+
+def _stored(name: str, headers) -> str:
+    """The name an array has in the file: Gemma Scope 2 writes w_enc, w_dec (SAELens and Gemma Scope W_)."""
+    lower = name.lower()
+    return lower if headers is not None and name not in headers and lower in headers else name
+
+
+def _saelens(folder: Path, site: str | None, model=None) -> SAE:
     cfg = parse_cfg(read_json(folder / CFG, "SAE cfg.json"), folder / CFG, site)
     file = folder / WEIGHTS
     try:
         check_file(file, _limit(cfg), "SAE weights file")
-        found = safetensors_shapes(file)
     except CheckpointError as e:
         raise SAEError(str(e)) from None
-    _check_shapes(found, cfg, file)
-    try:
-        tensors = read_safetensors(file)
-    except CheckpointError as e:
-        raise SAEError(str(e)) from None
-    return _fill(cfg, tensors, folder)
+    return _fill(cfg, _read(cfg, file, model), folder)
 
 
 def gemma_site(path: Path) -> str | None:
@@ -175,68 +174,27 @@ def gemma_site(path: Path) -> str | None:
     layer = re.search(r"layer_(\d+)", text)
     if layer is None:
         return None
-    for key, site in (("res", "resid_post"), ("mlp", "mlp.out"), ("att", "attn.z")):
+    # Gemma Scope's folders say -res / -mlp / -att; Gemma Scope 2's say resid_post (or resid_post_all)
+    for key, site in (("res", "resid_post"), ("resid_post", "resid_post"), ("mlp", "mlp.out"), ("att", "attn.z")):
         if re.search(rf"[-_/]{key}([-_/]|$)", text):
             return point(site, int(layer.group(1)))
     return None
 
 
-def _readable(file: Path):
-    """What zipfile and np.load open: the path of a file on disk, the bytes of one held in memory."""
-    return file if on_disk(file) else file.open("rb")
-
-
-def _npz_shapes(file: Path) -> dict[str, tuple[tuple[int, ...], int]]:
-    """Each array's (shape, bytes) in an .npz, from the zip directory and the .npy headers alone."""
-    out = {}
-    try:
-        with zipfile.ZipFile(_readable(file)) as z:
-            for info in z.infolist():
-                name = info.filename.removesuffix(".npy")
-                with z.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    read = (
-                        np.lib.format.read_array_header_1_0
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0
-                    )
-                    shape, _, dtype = read(f)
-                if dtype.hasobject:
-                    raise SAEError(f"{file}: {name} holds Python objects; an SAE's weights are numbers")
-                out[name] = (tuple(shape), info.file_size)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise SAEError(f"{file}: not a readable .npz file ({str(e).splitlines()[0][:120] if str(e) else e})") from None
-    return out
-
-
-def _gemma(file: Path, site: str | None) -> SAE:
+def _gemma(file: Path, site: str | None, model=None) -> SAE:
     site = site or gemma_site(file)
     if site is None:
         raise SAEError(
             f"{file}: a Gemma Scope file does not say where it reads; give site= (e.g. 'blocks.12.resid_post')"
         )
-    check_file(file, None, "SAE weights file")
-    if file.suffix == ".npz":
-        declared = _npz_shapes(file)
-        found = {k: v[0] for k, v in declared.items()}
-    else:
-        found = safetensors_shapes(file)
-    if "W_enc" not in found or len(found["W_enc"]) != 2:
+    headers = vetting.read_headers(file)  # the zip's directory and each .npy header: no array read
+    w_enc = headers.get("W_enc") or headers.get("w_enc")
+    if w_enc is None or len(w_enc.shape) != 2:
         raise SAEError(f"{file}: has no 2-D W_enc, so it is not an SAE's parameters")
-    d_in, d_sae = found["W_enc"]
+    d_in, d_sae = w_enc.shape
     raw = {"architecture": "jumprelu", "d_in": d_in, "d_sae": d_sae, "apply_b_dec_to_input": False}
     cfg = parse_cfg(raw, file, site)
-    _check_shapes(found, cfg, file)
-    if file.suffix == ".npz":
-        total = sum(v[1] for v in declared.values())
-        if total > _limit(cfg):
-            raise SAEError(f"{file}: unpacks to {size_text(total)}, more than its shapes need")
-        with np.load(_readable(file), allow_pickle=False) as z:
-            tensors = {k: torch.from_numpy(np.asarray(z[k])) for k in _shapes(cfg)}
-    else:
-        check_file(file, _limit(cfg), "SAE weights file")
-        tensors = read_safetensors(file)
-    return _fill(cfg, tensors, file)
+    return _fill(cfg, _read(cfg, file, model, headers), file)
 
 
 def load_sae(path, model=None, site: str | None = None) -> SAE:
@@ -249,22 +207,20 @@ def load_sae(path, model=None, site: str | None = None) -> SAE:
     p = cast(Path, path) if isinstance(path, MemoryPath) else user_path(path)
     if p.is_dir():
         if (p / CFG).is_file():
-            sae = _saelens(p, site)
+            sae = _saelens(p, site, model)
         else:
             found = [p / name for name in GEMMA_FILES if (p / name).is_file()]
             if not found:
                 raise SAEError(f"{p}: holds no {CFG} + {WEIGHTS} (SAELens) and no params.npz (Gemma Scope)")
-            sae = _gemma(found[0], site)
+            sae = _gemma(found[0], site, model)
     elif p.name in GEMMA_FILES or p.suffix in (".npz",):
-        sae = _gemma(p, site)
+        sae = _gemma(p, site, model)
     elif p.name in (CFG, WEIGHTS):
-        sae = _saelens(p.parent, site)
+        sae = _saelens(p.parent, site, model)
     elif not p.exists():
         raise SAEError(f"{p}: no such file or folder")
     else:
         raise SAEError(f"{p}: not an SAE; give the folder with {CFG} and {WEIGHTS}, or a params.npz")
-    if model is not None:
-        check_fits(sae, model)
     return sae
 
 

@@ -105,6 +105,8 @@ class SAE(nn.Module):
         if cfg.architecture == "jumprelu":
             self.threshold = nn.Parameter(torch.zeros(d_sae))
         self.path: str | None = None  # where it was loaded from, for the page and messages
+        # copies of this SAE on the other devices it has been applied on (plain dict: not submodules)
+        self._copies: dict[torch.device, SAE] = {}
 
     # --- what the contract names ----------------------------------------------------------------
     @property
@@ -130,6 +132,21 @@ class SAE(nn.Module):
     def __repr__(self) -> str:
         k = f", k={self.k}" if self.architecture == "topk" else ""
         return f"SAE({self.architecture}, {self.site}, d_in={self.d_in}, d_sae={self.d_sae}{k})"
+
+    def on(self, device: torch.device | str) -> SAE:
+        """This SAE on `device`: itself if it is there, else a copy made once and kept. An SAE is applied
+        where the activations are (a model on a GPU, the SAE loaded on the CPU); it keeps its own dtype
+        (float32 as saved), and what it writes back is cast to the model's."""
+        device = torch.device(device)
+        here = self.W_enc.device
+        if device.type == here.type and (device.index is None or device.index == here.index):
+            return self
+        if device not in self._copies:
+            copy = SAE(self.cfg)
+            copy.load_state_dict(self.state_dict())
+            copy.path = self.path
+            self._copies[device] = copy.to(device)
+        return self._copies[device]
 
     # --- the equations --------------------------------------------------------------------------
     def _pre(self, x: Tensor, norm: _Norm) -> Tensor:
@@ -159,7 +176,8 @@ class SAE(nn.Module):
         in gives one back."""
         t = torch.tensor(x) if isinstance(x, np.ndarray) else torch.as_tensor(x)  # a read-only array is copied
         self._check(t, self.d_in, "the SAE's input")
-        f = self._act(self._pre(t, _Norm(self.cfg.normalize_activations)))
+        sae = self.on(t.device)
+        f = sae._act(sae._pre(t, _Norm(self.cfg.normalize_activations)))
         return f.detach().numpy() if isinstance(x, np.ndarray) else f
 
     @torch.no_grad()
@@ -171,9 +189,10 @@ class SAE(nn.Module):
             return None
         k = self.cfg.k
         assert k is not None  # __init__ refuses a topk SAE without k
-        pre = self._pre(x, _Norm(self.cfg.normalize_activations))  # [..., d_sae]
+        sae = self.on(x.device)
+        pre = sae._pre(x, _Norm(self.cfg.normalize_activations))  # [..., d_sae]
         if self.cfg.rescale_acts_by_decoder_norm:
-            pre = pre * self.W_dec.norm(dim=-1)
+            pre = pre * sae.W_dec.norm(dim=-1)
         if pre.device.type != "cpu":
             top = torch.topk(pre, k, dim=-1, sorted=False)
             return top.values.relu(), top.indices
@@ -188,11 +207,15 @@ class SAE(nn.Module):
         input is undone by forward/reconstruct, which saw the input)."""
         t = torch.as_tensor(f)
         self._check(t, self.d_sae, "the features")
-        out = self._dec(t.to(self.W_dec.dtype))
+        sae = self.on(t.device)
+        out = sae._dec(t.to(sae.W_dec.dtype))
         return out.detach().numpy() if isinstance(f, np.ndarray) else out
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """(reconstruction, features) of x, the normalisation undone: what replaces the site."""
+        """(reconstruction, features) of x, the normalisation undone: what replaces the site. Both on
+        x's device, in the SAE's dtype."""
+        if self.on(x.device) is not self:
+            return self.on(x.device)(x)
         norm = _Norm(self.cfg.normalize_activations)
         f = self._act(self._pre(x, norm))
         return norm.out(self._dec(f)), f
@@ -201,6 +224,8 @@ class SAE(nn.Module):
         """x + reconstruct(x with its features changed) − reconstruct(x): the SAE's error term kept,
         so a change that leaves every feature as it was leaves x exactly as it was. change: a function
         of the features [..., d_sae] that returns the new features."""
+        if self.on(x.device) is not self:
+            return self.on(x.device).edit(x, change)
         norm = _Norm(self.cfg.normalize_activations)
         f = self._act(self._pre(x, norm))
         delta = norm.out(self._dec(change(f.clone()))) - norm.out(self._dec(f))  # [..., d_in]

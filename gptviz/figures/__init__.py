@@ -20,10 +20,11 @@ from .attribution import attribution_bars, attribution_heads
 from .features import activation_histogram, dose_response, feature_heatmap, logit_effect_bars
 from .heads import clicked_head, head_score_grid
 from .lens import lens_grid, site_label, target_depth
+from .presentation import presentation
 from .qkv import matrix_heatmap, query_scores, query_weighted_values
 from .residual import contributions_bars, residual_heatmap, residual_lines
 from .shapes import shape_flow
-from .style import LOSS_AXIS, LOSS_UNIT, mean_loss, number, percent, presentation, style
+from .style import LOSS_AXIS, LOSS_UNIT, mean_loss, number, percent, style
 from .tokens import loss_bars, token_chips_html, topk_bars
 
 __all__ = [

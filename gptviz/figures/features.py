@@ -57,14 +57,21 @@ def logit_effect_bars(
     return style(fig, f"Feature {feature}'s logit effect", height=460)
 
 
-def activation_histogram(values: np.ndarray, feature: int, where: str, density: float | None = None) -> go.Figure:
-    """The distribution of a feature's non-zero activations; the title states how often it fires."""
+def activation_histogram(
+    values: np.ndarray, feature: int, where: str = "this prompt's tokens", corpus: tuple[float, str] | None = None
+) -> go.Figure:
+    """The distribution of a feature's non-zero activations among `values` (the tokens `where` names);
+    the title says how often it fires among those very tokens. corpus: (density, what it was measured
+    on), e.g. a scan's share of corpus tokens, said below the title as the corpus's, not the bars'."""
+    values = np.asarray(values)
     fired = values[values > 0]
     fig = go.Figure(go.Histogram(x=fired, nbinsx=40, marker_color="#4393c3", hovertemplate="%{x}: %{y}<extra></extra>"))
     fig.update_xaxes(title="activation (where it fires)")
     fig.update_yaxes(title="tokens")
-    share = density if density is not None else (len(fired) / len(values) if len(values) else 0.0)
-    return style(fig, f"Feature {feature} fires on {100 * share:.2f}% of {where}", height=320)
+    share = len(fired) / len(values) if len(values) else 0.0
+    title = f"Feature {feature} fires on {len(fired):,} of {where} ({100 * share:.2f}%)"
+    subtitle = f"in {corpus[1]} it fires on {100 * corpus[0]:.2f}%" if corpus is not None else ""
+    return style(fig, title, height=320, subtitle=subtitle)
 
 
 def dose_response(sweep: pd.DataFrame, value: str = "kl") -> go.Figure:

@@ -112,7 +112,8 @@ def llama_like(model_type: str, note: str, **over: Any) -> Family:
 
 GPT2 = Family(
     "gpt2",
-    "GPT-2: learned positions, LayerNorm, GELU MLP, Conv1D weights stored [in, out]",
+    "GPT-2: learned positions, LayerNorm, GELU MLP (gelu_new), Conv1D weights stored [in, out]",
+    checkpoints="GPT-2, DistilGPT2",
     names=frozen(
         vocab_size="vocab_size",
         block_size="n_positions",
@@ -179,6 +180,7 @@ GPT2 = Family(
 GPT_NEO = Family(
     "gpt_neo",
     "GPT-Neo: learned positions, unscaled q·k, local and global layers in turn",
+    checkpoints="GPT-Neo, TinyStories",
     names=frozen(
         vocab_size="vocab_size",
         block_size="max_position_embeddings",
@@ -201,6 +203,16 @@ GPT_NEO = Family(
     activation=("activation_function",),
     rotary=False,
     window="window_size",
+    refuses=(
+        Refusal(  # transformers masks every key of a local layer then, and attends to all of them alike
+            "window_size",
+            lambda v, hf: isinstance(v, bool) or not isinstance(v, int) or v < 1,
+            lambda v, hf: (
+                f"window_size={shown(v)} must be a whole number, 1 or more: a local layer reads its last "
+                "window_size keys, and 0 would read none"
+            ),
+        ),
+    ),
     layers=neo_layers,
     layer_keys=("attention_types", "attention_layers"),  # attention_layers: derived by Hugging Face, not read
     layout=Layout(
@@ -219,7 +231,8 @@ GPT_NEO = Family(
 
 GPT_NEOX = Family(
     "gpt_neox",
-    "GPT-NeoX (Pythia): parallel attention and MLP, rotary on part of each head",
+    "GPT-NeoX (Pythia): fused per-head qkv, parallel attention and MLP, rotary on part of each head",
+    checkpoints="Pythia, GPT-NeoX",
     names=frozen(
         vocab_size="vocab_size",
         n_layer="num_hidden_layers",
@@ -275,13 +288,22 @@ FAMILIES: dict[str, Family] = {
     f.model_type: f
     for f in (
         GPT2,
-        llama_like("llama", "Llama: rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention"),
         llama_like(
-            "mistral", "Mistral: Llama's shape with a sliding attention window", defaults=dict(sliding_window=4096)
+            "llama",
+            "Llama: rotary positions (plain, linear or llama3 scaling), RMSNorm, SwiGLU MLP, grouped-query "
+            "attention, optional biases",
+            checkpoints="SmolLM / SmolLM2, TinyLlama, Llama 2 / 3.x, gptviz's own `checkpoints/shakespeare-llama`",
+        ),
+        llama_like(
+            "mistral",
+            "Mistral: Llama's shape with a sliding attention window on every layer",
+            defaults=dict(sliding_window=4096),
+            checkpoints="Mistral 7B",
         ),
         llama_like(
             "qwen2",
-            "Qwen2: Llama's shape with biases on q, k and v",
+            "Qwen2: Llama's shape with biases on q, k and v; use_sliding_window on the layers from max_window_layers",
+            checkpoints="Qwen1.5 / Qwen2 / Qwen2.5",
             names=dict(qkv_bias=None, out_bias=None),
             fixed=dict(qkv_bias=True, out_bias=False),  # biases on q, k, v only
             defaults=dict(sliding_window=4096, max_window_layers=28),
@@ -290,7 +312,8 @@ FAMILIES: dict[str, Family] = {
         ),
         llama_like(
             "qwen3",
-            "Qwen3: Llama's shape with an RMSNorm on each head's q and k",
+            "Qwen3: Llama's shape with an RMSNorm on each head's q and k, a head size of its own",
+            checkpoints="Qwen3 (dense)",
             fixed=dict(qk_norm="head"),
             defaults=dict(sliding_window=4096, max_window_layers=28),
             layers=qwen_windows,
@@ -299,6 +322,7 @@ FAMILIES: dict[str, Family] = {
         llama_like(
             "gemma",
             "Gemma: RMSNorm scaled by 1 + w, GeGLU MLP, embeddings scaled by sqrt(C)",
+            checkpoints="Gemma",
             fixed=dict(norm_plus_one=True),
             defaults=dict(tie_word_embeddings=True, hidden_act="gelu_pytorch_tanh"),
             activation_aliases=frozen(gelu="gelu_pytorch_tanh"),  # as Hugging Face reads Gemma's legacy "gelu"
@@ -307,7 +331,9 @@ FAMILIES: dict[str, Family] = {
         ),
         llama_like(
             "gemma2",
-            "Gemma 2: post-norms, soft-capped scores and logits, local and global layers in turn",
+            "Gemma 2: post-norms, query_pre_attn_scalar, soft-capped scores and logits, local and global layers "
+            "in turn",
+            checkpoints="Gemma 2",
             names=_GEMMA2_NAMES,
             fixed=dict(norm_plus_one=True, post_norm=True),
             defaults=dict(
@@ -325,7 +351,9 @@ FAMILIES: dict[str, Family] = {
         ),
         llama_like(
             "gemma3_text",
-            "Gemma 3: post-norms, q/k norms, five local layers to one global, two rotary bases",
+            "Gemma 3: post-norms, q/k norms, five local layers to one global, a rotary base per layer kind "
+            "(linear scaling on the global ones)",
+            checkpoints="Gemma 3 (text-only, e.g. 270M, 1B)",
             names=_GEMMA2_NAMES,
             fixed=dict(norm_plus_one=True, post_norm=True, qk_norm="head"),
             defaults=dict(
@@ -350,7 +378,8 @@ FAMILIES: dict[str, Family] = {
         GPT_NEO,
         llama_like(
             "phi3",
-            "Phi-3: Llama's shape with fused qkv and gate_up projections",
+            "Phi-3: Llama's shape with fused qkv and gate_up projections, partial rotary, a sliding window",
+            checkpoints="Phi-3 / Phi-3.5 mini (4k), Phi-4-mini",
             defaults=dict(rms_norm_eps=1e-5),
             layout=Layout(
                 "model.",
@@ -368,20 +397,23 @@ FAMILIES: dict[str, Family] = {
         ),
         llama_like(
             "olmo",
-            "OLMo: LayerNorm without learned scale or bias, optional q/k/v clipping",
+            "OLMo: LayerNorm without learned scale or bias, optional q/k/v clipping (clip_qkv)",
+            checkpoints="OLMo 1 (`-hf`)",
             names=dict(norm_eps=None, qkv_clip="clip_qkv"),
             fixed=dict(norm="layernorm", norm_affine=False, norm_eps=1e-5, rotary_fp32=True),
         ),
         llama_like(
             "olmo2",
             "OLMo 2: norms after the sub-layers only, RMSNorm over all of q and k",
+            checkpoints="OLMo 2",
             fixed=dict(pre_norm=False, post_norm=True, qk_norm="all", rotary_fp32=True, norm_fp32_scale=True),
             defaults=dict(rms_norm_eps=1e-5),
             layout=Layout("model.", "model.layers.{i}", _LLAMA_OUTER, _ATTN + _MLP + _POST_NORMS),
         ),
         llama_like(
             "olmo3",
-            "OLMo 3: OLMo 2 with three sliding-window layers to one global, two rotary bases",
+            "OLMo 3: OLMo 2 with three sliding-window layers to one global, a rotary base per layer kind",
+            checkpoints="OLMo 3",
             fixed=dict(pre_norm=False, post_norm=True, qk_norm="all", rotary_fp32=True, norm_fp32_scale=True),
             defaults=dict(rms_norm_eps=1e-5, sliding_window=4096, rope_theta=500_000.0),
             local_rope="rope_theta",
@@ -390,3 +422,12 @@ FAMILIES: dict[str, Family] = {
         ),
     )
 }
+
+
+def markdown_table() -> str:
+    """docs/checkpoints.md's family table, one row per record: its model_type, the checkpoints people
+    download, and what gptviz implements for it (the record's note, as the model card shows it)."""
+    rows = ["| `model_type` | checkpoints people download | what gptviz implements for it |", "|---|---|---|"]
+    for family in FAMILIES.values():
+        rows.append(f"| `{family.model_type}` | {family.checkpoints} | {family.note} |")
+    return "\n".join(rows)

@@ -83,6 +83,7 @@ class Family:
     derive_keys: tuple[str, ...] = ()  # the keys `derive` reads
     refuses: tuple[Refusal, ...] = ()
     message_names: Mapping[str, str] = field(default_factory=frozen)  # GPTConfig field -> name in messages
+    checkpoints: str = ""  # the checkpoints people download of this family (docs/checkpoints.md's table)
 
     @property
     def reads(self) -> frozenset[str]:

@@ -172,6 +172,13 @@ def _fold(source: dict, hf: dict, given: set[str], family: Family) -> tuple[dict
     return glob, local
 
 
+# Sane ranges, well around every checkpoint in use: a base of 10,000 (Llama 2, Gemma's local layers) to
+# 10^8 (million-token models); a scaling factor of 1 to 64. A base of 1 or less does not decrease the
+# frequencies and 1e-300 makes them infinite (every activation NaN); a factor of 1e-300 does the same.
+THETA = dict(above=1.0, at_most=1e12)
+FACTOR = dict(above=1e-3, at_most=1e4)
+
+
 def read_rope(hf: dict, given: set[str], family: Family) -> dict:
     """The GPTConfig rotary fields, each checked for type and range."""
     glob, local = _rope_dicts(hf, given, family)
@@ -182,16 +189,16 @@ def read_rope(hf: dict, given: set[str], family: Family) -> dict:
         )
     fraction = glob.get("partial_rotary_factor", 1.0)
     out = dict(
-        rope_theta=_number(glob.get("rope_theta", 10000.0), "rope_theta"),
+        rope_theta=_number(glob.get("rope_theta", 10000.0), "rope_theta", **THETA),
         rotary_fraction=1.0 if fraction is None else _number(fraction, "partial_rotary_factor", at_most=1.0),
         rope_scaling=ROPE_TYPES[rope_type],
     )
     if rope_type in ("linear", "llama3"):  # factor divides the frequencies (positions): 0 would make every value NaN
-        out["rope_factor"] = _number(glob.get("factor", 1.0), "rope factor")
+        out["rope_factor"] = _number(glob.get("factor", 1.0), "rope factor", **FACTOR)
     if rope_type == "llama3":
         out |= dict(
-            rope_low_freq=_number(glob.get("low_freq_factor", 1.0), "low_freq_factor"),
-            rope_high_freq=_number(glob.get("high_freq_factor", 4.0), "high_freq_factor"),
+            rope_low_freq=_number(glob.get("low_freq_factor", 1.0), "low_freq_factor", **FACTOR),
+            rope_high_freq=_number(glob.get("high_freq_factor", 4.0), "high_freq_factor", **FACTOR),
             # as Hugging Face: the context the model was trained on, else its configured context
             rope_original_max=whole_number(
                 glob.get(
@@ -201,12 +208,17 @@ def read_rope(hf: dict, given: set[str], family: Family) -> dict:
                 "original_max_position_embeddings",
             ),
         )
+        if out["rope_high_freq"] <= out["rope_low_freq"]:  # the smoothing divides by their difference
+            raise FamilyRefusal(
+                f"high_freq_factor={shown(out['rope_high_freq'])} must be above low_freq_factor="
+                f"{shown(out['rope_low_freq'])}: llama3 scaling divides by their difference"
+            )
     if local is not None:
         if (local.get("rope_type") or "default") != "default":
             raise FamilyRefusal(f"rope scaling {shown(local.get('rope_type'))} on the local layers is not implemented")
         if local.get("partial_rotary_factor", fraction) != fraction:
             raise FamilyRefusal("the local layers rotate another share of each head than the global ones")
-        out["rope_local_theta"] = _number(local.get("rope_theta"), "the local layers' rope_theta")
+        out["rope_local_theta"] = _number(local.get("rope_theta"), "the local layers' rope_theta", **THETA)
     return out
 
 

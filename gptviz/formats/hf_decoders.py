@@ -68,12 +68,14 @@ def is_hf(path: Path) -> bool:
         return True  # unreadable or too large: let the loader name the problem
 
 
-def hf_tokenizer(path: Path, vocab_size: int | None = None) -> tuple[BPETokenizer | None, str]:
+def hf_tokenizer(
+    path: Path, vocab_size: int | None = None, context: int | None = None
+) -> tuple[BPETokenizer | None, str]:
     """The tokenizer in an HF directory, and a note when there is none. Files are sized before read
     and checked against a model of vocab_size ids before the library builds them."""
     if (path / "tokenizer.json").exists():
         check_file(path / "tokenizer.json", MAX_TOKENIZER_BYTES, "tokenizer file")
-        return BPETokenizer.from_file(path / "tokenizer.json", vocab_size=vocab_size), ""
+        return BPETokenizer.from_file(path / "tokenizer.json", vocab_size=vocab_size, context=context), ""
     vocab, merges = path / "vocab.json", path / "merges.txt"
     if vocab.exists() and merges.exists():
         check_file(vocab, MAX_TOKENIZER_BYTES, "tokenizer file")
@@ -249,17 +251,17 @@ def plan(config: GPTConfig, kind: str, weights: Weights, source: Path, report: L
 
 
 # --- the tokenizer ------------------------------------------------------------------------------
-def decoder_tokenizer(path: Path, vocab_size: int) -> tuple[BPETokenizer | None, str]:
+def decoder_tokenizer(path: Path, vocab_size: int, context: int | None = None) -> tuple[BPETokenizer | None, str]:
     """tokenizer.json through the `tokenizers` library, its post-processor (a BOS) included; else
     GPT-2's vocab.json + merges.txt, or a note saying what is missing."""
     file = path / "tokenizer.json"
     if not file.exists():
-        tokenizer, note = hf_tokenizer(path, vocab_size)
+        tokenizer, note = hf_tokenizer(path, vocab_size, context)
         if tokenizer is None:
             return None, note
     else:
         check_file(file, MAX_TOKENIZER_BYTES, "tokenizer file")
-        tokenizer = BPETokenizer.from_file(file, special_tokens=True, vocab_size=vocab_size)
+        tokenizer = BPETokenizer.from_file(file, special_tokens=True, vocab_size=vocab_size, context=context)
     if tokenizer.vocab_size > vocab_size:
         raise CheckpointError(
             f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only {vocab_size} ids"
@@ -288,7 +290,7 @@ def load_hf_decoder(
         report.warnings.append("the weights hold their own lm_head although tie_word_embeddings is set: read untied")
     parts = plan(config, kind, weights, source, report)
     report.format = f"hf-{kind} ({files[0].name if len(files) == 1 else f'{len(files)} shards'})"
-    tokenizer, note = decoder_tokenizer(path, config.vocab_size)
+    tokenizer, note = decoder_tokenizer(path, config.vocab_size, config.block_size)
     dtype_ = compute_dtype(weights.floating_dtypes(used_sources(parts)), dtype, config, device, report)
     model = fill_model(config, fill_order(parts, weights), dtype_, device, report, source, progress)
     report.reshaped = sorted(k for k, p in parts.items() if len(p.sources) > 1 or p.fn is not _one)

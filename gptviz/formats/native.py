@@ -46,7 +46,7 @@ def is_native(path: Path) -> bool:
         return False
 
 
-def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | None:
+def native_tokenizer(path: Path, spec: object, vocab_size: int, context: int | None = None) -> Tokenizer | None:
     source = path / "config.json"
     if not spec:
         return None
@@ -71,7 +71,7 @@ def native_tokenizer(path: Path, spec: object, vocab_size: int) -> Tokenizer | N
             raise CheckpointError(f"{file}: file not found; config.json names it as the BPE tokenizer")
         check_file(file, MAX_TOKENIZER_BYTES, "tokenizer file")
         tokenizer = BPETokenizer.from_file(
-            file, special_tokens=spec.get("special_tokens") is True, vocab_size=vocab_size
+            file, special_tokens=spec.get("special_tokens") is True, vocab_size=vocab_size, context=context
         )
     else:
         shown = repr(kind) if len(repr(kind)) < 40 else repr(kind)[:37] + "..."
@@ -99,7 +99,7 @@ def load_native(path: Path, device: torch.device, dtype: str = "auto", progress:
     report = LoadReport(path=str(path), format="gptviz")
     weights = Weights([file])
     check_shapes(config, weights.shapes, report, file)  # before a byte of weights is read
-    tokenizer = native_tokenizer(path, meta.get("tokenizer"), config.vocab_size)
+    tokenizer = native_tokenizer(path, meta.get("tokenizer"), config.vocab_size, config.block_size)
     dtype_ = compute_dtype(weights.floating_dtypes(), dtype, config, device, report)
     order = sorted(weights.shapes, key=lambda k: k == "lm_head.weight")  # a tied head last, as load_state_dict
     tensors = ((k, lambda k=k: weights.get(k)) for k in order)

@@ -265,6 +265,7 @@ def scan(
         ):  # a previous scan's feature tables in this folder would be read as this one's
             for name in ("features", "feature_density"):
                 (Path(out) / f"{name}.parquet").unlink(missing_ok=True)
+        summary["tables"] = sorted(s.tables())  # as write() records them: the summary read back is this one
         write(Path(out), s.tables(), summary)
     return s
 

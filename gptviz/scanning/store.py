@@ -35,6 +35,7 @@ COLUMNS = {
 REQUIRED = ("windows", "tokens", "neurons", "heads")
 OPTIONAL = ("head_windows", "head_attention", "features", "feature_density")  # histograms; HeadVis; with saes=
 SUMMARY_KEYS = ("docs", "windows", "tokens", "loss", "seconds", "engine")
+TOGETHER = {"head_attention": "head_windows", "features": "feature_density", "feature_density": "features"}
 MAX_TABLE_BYTES = 4 * GiB  # a table file larger than this is refused before it is read
 MAX_SUMMARY_BYTES = 1 * MiB
 TABLE_EXPANSION = 64  # a table's rows, as numbers in memory, may take this many times its file ...
@@ -84,6 +85,7 @@ def write(out: Path, tables: dict[str, pd.DataFrame], summary: dict) -> None:
     try:
         for name, df in tables.items():
             df.to_parquet(tmp / f"{name}.parquet", index=False)
+        summary = {**summary, "tables": sorted(tables)}  # read() checks that each is there
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2))
         for f in tmp.iterdir():
             f.replace(out / f.name)
@@ -155,8 +157,15 @@ def read(folder: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     bad = [k for k in numbers if isinstance(summary[k], bool) or not isinstance(summary[k], (int, float))]
     if bad or not isinstance(summary["engine"], str):
         raise ScanFolderError(f"{summary_path}: {(bad or ['engine'])[0]} has a value of the wrong type")
+    named = summary.get("tables")  # what the scan wrote (older scans do not say)
+    for name in named if isinstance(named, list) else ():
+        if name in COLUMNS and not (folder / f"{name}.parquet").exists():
+            raise ScanFolderError(f"{folder / (name + '.parquet')}: missing, but summary.json says the scan wrote it")
     tables = {name: read_table(folder / f"{name}.parquet", name) for name in REQUIRED}
     for name in OPTIONAL:
         if (folder / f"{name}.parquet").exists():
             tables[name] = read_table(folder / f"{name}.parquet", name)
+    for name, needs in TOGETHER.items():  # written together since the first scan that wrote either
+        if name in tables and needs not in tables:
+            raise ScanFolderError(f"{folder / (needs + '.parquet')}: missing, but {name}.parquet is there")
     return tables, summary

@@ -28,7 +28,15 @@ INTEGER_COLUMNS = {
     "features": ("feature", "rank", "window", "position", "sae"),  # with saes= only
     "feature_density": ("sae", "feature", "fires"),
 }
+SAFE_ID = 2**53 - 1  # a page sends an id to the browser as a JavaScript number: exact only up to here
 MOST = {  # the largest value an integer column may hold, whatever the model
+    "window": SAFE_ID,
+    "doc": SAFE_ID,
+    "start": SAFE_ID,
+    "feature": SAFE_ID,
+    "sae": SAFE_ID,
+    "fires": SAFE_ID,
+    "induction_queries": SAFE_ID,
     "layer": MAX_CONFIG["n_layer"] - 1,
     "head": MAX_CONFIG["n_head"] - 1,
     "neuron": MAX_DERIVED["n_inner"] - 1,
@@ -39,6 +47,7 @@ MOST = {  # the largest value an integer column may hold, whatever the model
 MAX_SECONDS = 1e8  # three years: a larger time is not one a scan took
 MAX_ENGINE = 64
 MAX_TEXT = 4096  # characters of the summary's checkpoint and data names
+MAX_DOC_NAMES = 1000  # a scan keeps the first 1,000 documents' names
 
 
 def check(folder: Path, tables: dict[str, pd.DataFrame], summary: dict) -> None:
@@ -62,6 +71,9 @@ def check(folder: Path, tables: dict[str, pd.DataFrame], summary: dict) -> None:
     heads = tables["heads"]
     if heads.duplicated(["layer", "head"]).any():
         raise ScanFolderError(f"{folder / 'heads.parquet'}: a (layer, head) appears twice")
+    for name in ("neurons", "features"):  # at most one row per window: a rank counts windows
+        if name in tables:
+            _ranks(folder / f"{name}.parquet", tables[name]["rank"], len(windows), summary.get("k"))
     _summary(folder / "summary.json", summary, len(windows))
 
 
@@ -75,7 +87,8 @@ def _integers(file: Path, df: pd.DataFrame, columns: tuple[str, ...]) -> None:
         if low < 0:
             raise ScanFolderError(f"{file}: column {c} holds {low}; it is never negative")
         if c in MOST and high > MOST[c]:
-            raise ScanFolderError(f"{file}: column {c} holds {high:,}, more than any model gptviz reads has")
+            bound = "an id a page shows exactly (2**53 - 1)" if MOST[c] == SAFE_ID else "any model gptviz reads has"
+            raise ScanFolderError(f"{file}: column {c} holds {high:,}, more than {bound}")
 
 
 def _token_ids(file: Path, windows: pd.DataFrame) -> np.ndarray:
@@ -126,6 +139,14 @@ def _rows_in_windows(file: Path, df: pd.DataFrame, n_tokens: pd.Series, first: i
             raise ScanFolderError(f"{file}: a position lies outside its window's tokens")
 
 
+def _ranks(file: Path, rank: pd.Series, windows: int, k: object) -> None:
+    """A rank orders one neuron's (or feature's) top-k contexts, one per window: below k and the windows."""
+    most = min(windows, k) if isinstance(k, int) and not isinstance(k, bool) and k > 0 else windows
+    high = int(rank.max())
+    if high >= most:
+        raise ScanFolderError(f"{file}: column rank holds {high:,}; a rank is below {most:,} (k, and the windows)")
+
+
 def _summary(file: Path, summary: dict, windows: int) -> None:
     for key in ("docs", "windows", "tokens"):
         value = summary[key]
@@ -143,6 +164,18 @@ def _summary(file: Path, summary: dict, windows: int) -> None:
         value = summary.get(key)
         if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
             raise ScanFolderError(f"{file}: {key} must be a path of at most {MAX_TEXT} characters")
+    for key, high in (("window", MOST["n_tokens"]), ("k", SAFE_ID)):  # optional: older scans lack them
+        value = summary.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high):
+            raise ScanFolderError(f"{file}: {key} must be a whole number in [1, {high:,}], got {str(value)[:40]}")
+    for key, most in (("doc_names", MAX_DOC_NAMES), ("saes", MAX_DOC_NAMES), ("tables", 64)):
+        value = summary.get(key)
+        if value is not None and (
+            not isinstance(value, list)
+            or len(value) > most
+            or not all(isinstance(v, str) and len(v) <= MAX_TEXT for v in value)
+        ):
+            raise ScanFolderError(f"{file}: {key} must be a list of at most {most:,} names")
 
 
 def against_model(scan, config, max_id: int) -> str | None:
@@ -156,5 +189,11 @@ def against_model(scan, config, max_id: int) -> str | None:
         return (
             f"This scan has {layers} layers and {heads} heads but this checkpoint {config.n_layer} and "
             f"{config.n_head}: open it with its own model."
+        )
+    neuron = int(scan.neurons["neuron"].max())
+    if neuron >= config.mlp_dim:
+        return (
+            f"This scan holds neuron {neuron:,}, but this checkpoint's MLPs have {config.mlp_dim:,} "
+            f"(0 … {config.mlp_dim - 1:,}): open it with its own model."
         )
     return None

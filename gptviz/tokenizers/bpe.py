@@ -23,8 +23,9 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from ..errors import CheckpointError, UnknownCharacterError
 from ..limits import MAX_CONFIG, MAX_ENCODE_UNITS, MAX_EXPANSION, MAX_MERGES_PER_TOKEN
-from . import vet
+from . import padding, vet
 from .base import display_token
+from .panics import guard
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -141,11 +142,12 @@ class BPETokenizer:
         `Tokenizer.encode(text)` does for Llama-style checkpoints; GPT-2's adds nothing either way.
         steps: its normalizer, pre-tokenizer and decoder specs when a file was vetted (vet.py);
         else they are read from tok, which gptviz built itself."""
+        padding.disable(tok)  # one prompt, never a batch: an encode holds the text's tokens, whatever a file said
         self.tok = tok
         self.source = source
         self.special_tokens = special_tokens
         if steps is None:
-            with vet.guard(source or "tokenizer"):
+            with guard(source or "tokenizer"):
                 steps = _steps_of(json.loads(tok.to_str()))
         self.byte_level = _is_byte_level(steps)
         self.metaspace = _is_metaspace(steps)
@@ -160,10 +162,13 @@ class BPETokenizer:
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | Path, special_tokens: bool = False, vocab_size: int | None = None) -> BPETokenizer:
+    def from_file(
+        cls, path: str | Path, special_tokens: bool = False, vocab_size: int | None = None, context: int | None = None
+    ) -> BPETokenizer:
         """Load a tokenizer.json (a path, or a file held in memory: anything with read_bytes) for a
-        model of vocab_size ids. The file is read and checked as data first (vet.py): sized against
-        the vocabulary, its tokens counted and its steps bounded before the library builds it.
+        model of vocab_size ids reading `context` positions. The file is read and checked as data first
+        (vet.py, padding.py): sized against the vocabulary, its tokens counted, its steps bounded and
+        its padding held to the context before the library builds it.
         CheckpointError naming the file if it is not one, or is out of bounds."""
         most = MAX_CONFIG["vocab_size"] if vocab_size is None else vocab_size
         file = Path(path) if isinstance(path, (str, os.PathLike)) else path
@@ -172,13 +177,14 @@ class BPETokenizer:
         spec = vet.parse(text, file)
         try:
             vet.vet(spec, most)
+            padding.check(spec, most, context)
         except vet.TooManyTokens as e:
             raise vet.VocabularyTooLarge(file, e.count, most) from None
         except vet.Refused as e:
             raise CheckpointError(f"{file}: refused: {e}") from None
         steps = _steps_of(spec)
         del spec  # the vocabulary as Python objects goes before the library builds its own
-        with vet.guard(f"{file}: not a readable tokenizer.json", CheckpointError):
+        with guard(f"{file}: not a readable tokenizer.json", CheckpointError):
             tok = HFTokenizer.from_str(text)
         return cls(tok, str(file), special_tokens, steps)
 
@@ -207,7 +213,7 @@ class BPETokenizer:
             raise CheckpointError(
                 f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair ({_first(e)})"
             ) from None
-        with vet.guard(f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair", CheckpointError):
+        with guard(f"{vocab} / {merges}: not a readable vocab.json + merges.txt pair", CheckpointError):
             tok = HFTokenizer(models.BPE(entries, pairs))
             tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
             tok.decoder = decoders.ByteLevel()
@@ -247,7 +253,7 @@ class BPETokenizer:
     @property
     def vocab_size(self) -> int:
         """V, added tokens included."""
-        with vet.guard(self.source or "tokenizer"):
+        with guard(self.source or "tokenizer"):
             return self.tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str, unknown: Literal["error", "drop"] = "error") -> list[int]:
@@ -271,7 +277,7 @@ class BPETokenizer:
         yield suffix
 
     def _encode_one(self, text: str, unknown: str, special: bool) -> list[int]:
-        with vet.guard(f"{self.source or 'tokenizer'}: cannot encode this text"):
+        with guard(f"{self.source or 'tokenizer'}: cannot encode this text"):
             enc = self.tok.encode(text, add_special_tokens=special)
             unk = self.tok.model.unk_token if isinstance(self.tok.model, models.BPE) else None
             unk_id = self.tok.token_to_id(unk) if unk else None
@@ -286,7 +292,7 @@ class BPETokenizer:
     def _special_ids(self) -> tuple[list[int], list[int]]:
         """The ids the post-processor puts before and after a text (a BOS; an EOS for some)."""
         if self._specials is None:
-            with vet.guard(self.source or "tokenizer"):
+            with guard(self.source or "tokenizer"):
                 full = self.tok.encode("a", add_special_tokens=True).ids
                 plain = self.tok.encode("a", add_special_tokens=False).ids
             at = next((i for i in range(len(full)) if full[i : i + len(plain)] == plain), len(full))
@@ -295,11 +301,11 @@ class BPETokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of the ids, special tokens kept."""
-        with vet.guard(f"{self.source or 'tokenizer'}: cannot decode these ids"):
+        with guard(f"{self.source or 'tokenizer'}: cannot decode these ids"):
             return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
 
     def _to_token(self, i: int) -> str | None:
-        with vet.guard(self.source or "tokenizer", quiet=False):  # per token: no file juggling
+        with guard(self.source or "tokenizer", quiet=False):  # per token: no file juggling
             return self.tok.id_to_token(int(i))
 
     def token_bytes(self, i: int) -> bytes | None:

@@ -205,7 +205,9 @@ def evaluate(model, sae: SAE, windows: Sequence[Window]) -> dict:
         for b, w in enumerate(group):
             idx[b, : len(w.ids)] = torch.as_tensor(w.ids)
         idx = idx.to(model.device)
-        splice = {sae.site: lambda out: from_rows(sae.reconstruct(as_rows(out, sae.site, True)), out, sae.site)}
+        splice = {
+            sae.site: lambda out: from_rows(sae.reconstruct(as_rows(out, sae.site, True)).to(out.dtype), out, sae.site)
+        }
         for key, hooks in (("loss", {}), ("spliced_loss", splice)):
             with edited(model, hooks):
                 logits = model(idx)  # [B, T, V]
