@@ -27,7 +27,7 @@ def test_trace_writes_a_contract_npz_equal_to_the_library_trace(ckpt, tmp_path):
     out = tmp_path / "t.npz"
     p = run("trace", "--checkpoint", str(ckpt), "--prompt", "bad cafe", "--out", str(out))
     assert p.returncode == 0, p.stderr
-    assert "wrote 29 tensors for 8 tokens" in p.stdout  # 3 + 13 per layer (2nd round: z, out, hidden, mlp out)
+    assert "wrote 31 tensors for 8 tokens" in p.stdout  # 3 + 14 per layer (z, out, mlp.in, hidden, mlp out)
     bundle = gptviz.load(ckpt)
     expected = gptviz.trace(bundle.model, TOK.encode("bad cafe"), TOK)
     with np.load(out) as f:

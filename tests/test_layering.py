@@ -47,6 +47,7 @@ LAYERS = (
     "lessons",
     "scanning",
     "training",  # gptviz train and train_sae: they read corpora as the scan does
+    "transcoders",  # one per MLP: files, training (train_sae's streaming), fidelity, feature edits
     "__init__",  # the package's front door: `import gptviz` re-exports the library, never the dashboard
     "dashboard",
     "bench",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -13,12 +13,8 @@ from torch import Tensor
 
 from ..checks import real
 from ..interventions import Intervention, InterventionError, _ints
-from ..names import point
 from .activations import as_rows, from_rows
 from .sae import SAE
-
-if TYPE_CHECKING:
-    from ..transcoders import Transcoder
 
 
 def settle_features(edit: Intervention, count: int, owner: str) -> None:
@@ -80,7 +76,7 @@ class FeatureEdit(Intervention):
 
 
 def edit_features(
-    sae: SAE | Transcoder, features: Sequence[int], how: str | float = "zero", positions: Sequence[int] | None = None
+    sae: SAE | Any, features: Sequence[int], how: str | float = "zero", positions: Sequence[int] | None = None
 ) -> Intervention:
     """An intervention at sae.site: the named features set to zero (how="zero") or clamped to a
     number, the SAE's error term kept, so x becomes x + decode(f') - decode(f). positions: the
@@ -88,17 +84,8 @@ def edit_features(
     same way, out + decode(f') − decode(f), f the features of that pass's mlp.in."""
     if isinstance(features, (int, np.integer)):
         features = [int(features)]
-    from ..transcoders import Transcoder, TranscoderEdit  # they build on this module
-
-    if isinstance(sae, Transcoder):
-        return TranscoderEdit(
-            point("mlp.out", sae.layer),
-            None,
-            cast("tuple[int, ...] | None", positions),
-            sae,
-            cast("tuple[int, ...]", features),
-            how,
-        )
+    if not isinstance(sae, SAE) and hasattr(sae, "feature_edit"):  # a transcoder makes its own (transcoders/)
+        return sae.feature_edit(features, how, positions)
     # the fields hold __post_init__'s normalised tuples; it converts (and checks) these sequences with _ints
     return FeatureEdit(
         sae.site if isinstance(sae, SAE) else "embed",

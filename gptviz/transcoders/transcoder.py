@@ -77,6 +77,12 @@ class Transcoder(nn.Module):
         skip = ", skip" if self.W_skip is not None else ""
         return f"Transcoder(layer {self.layer}, {self.activation}{k}, d_model={self.d_model}, d_tc={self.d_tc}{skip})"
 
+    def feature_edit(self, features, how="zero", positions=None):
+        """gptviz.edit_features(tc, ...): an edit of this layer's mlp.out, the error term kept (edits.py)."""
+        from .edits import TranscoderEdit
+
+        return TranscoderEdit(self.output_site, None, positions, self, features, how)
+
     # --- the equations --------------------------------------------------------------------------
     def _check(self, x: Tensor, width: int, what: str) -> None:
         if x.dim() == 0 or x.size(-1) != width:
