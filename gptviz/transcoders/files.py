@@ -19,26 +19,25 @@ lowercase names; Gemma Scope 1's W_enc), w_dec, b_enc, b_dec, threshold, and Gem
 own (its layer from `layer=` or the path's `layer_12`).
 
 config.yaml is read with a safe loader (no tags that build objects, no aliases), and every weights
-file's header is read and checked (names, shapes, float dtypes, sizes) before any array is.
+file's header is read and checked (names, shapes, float dtypes, sizes; features/vetting.py, as SAE
+files are) before any array is.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import zipfile
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
 import torch
 import yaml
 from safetensors.torch import save_file
 
 from ..errors import CheckpointError
-from ..formats.inmemory import MemoryPath, on_disk
-from ..formats.safe import check_file, read_bytes, size_text, user_path
-from ..formats.weights import read_safetensors, safetensors_header
+from ..features.vetting import check_arrays, read_arrays, read_headers
+from ..formats.inmemory import MemoryPath
+from ..formats.safe import read_bytes, user_path
 from .transcoder import ACTIVATIONS, Transcoder, TranscoderError, TranscoderSet
 
 CONFIG = "config.yaml"
@@ -159,49 +158,9 @@ def layer_files(folder: Path, raw: dict, source: Path) -> dict[int, Path]:
 
 
 # --- one layer's weights ---------------------------------------------------------------------------
-def _readable(file: Path):
-    """What zipfile and np.load open: the path of a file on disk, the bytes of one held in memory."""
-    return file if on_disk(file) else file.open("rb")
-
-
-def _npz_headers(file: Path) -> dict[str, tuple[tuple[int, ...], str, int]]:
-    """name -> (shape, dtype, unpacked bytes) of an .npz's arrays, from its zip directory and .npy headers."""
-    out = {}
-    try:
-        with zipfile.ZipFile(_readable(file)) as z:
-            members = z.infolist()
-            if len(members) > 64:
-                raise TranscoderError(f"{file}: holds {len(members)} arrays; a transcoder's file holds a few")
-            for info in members:
-                with z.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    read = (
-                        np.lib.format.read_array_header_1_0
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0
-                    )
-                    shape, _, dtype = read(f, max_header_size=10_000)
-                kind = f"float{dtype.itemsize * 8}" if dtype.kind == "f" and dtype.itemsize in (2, 4, 8) else dtype.str
-                nbytes = math.prod(shape) * dtype.itemsize
-                if info.file_size < nbytes:  # the header claims more than the member holds
-                    raise TranscoderError(f"{file}: {info.filename} claims {size_text(nbytes)} but holds less")
-                out[info.filename.removesuffix(".npy")] = (tuple(shape), kind, nbytes)
-    except TranscoderError:
-        raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, NotImplementedError) as e:
-        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-        raise TranscoderError(f"{file}: not a readable .npz file ({why})") from None
-    return out
-
-
 def _headers(file: Path) -> dict[str, tuple[tuple[int, ...], str]]:
-    try:
-        check_file(file, None, "transcoder weights file")
-        if file.suffix == ".npz":
-            return {k: (shape, dtype) for k, (shape, dtype, _) in _npz_headers(file).items()}
-        return safetensors_header(file)
-    except CheckpointError as e:
-        raise TranscoderError(str(e)) from None
+    """name -> (shape, dtype) of a weights file's arrays, from its headers alone (features/vetting.py)."""
+    return {k: (h.shape, h.dtype) for k, h in read_headers(file, TranscoderError).items()}
 
 
 def _plan(found: dict, file: Path) -> tuple[dict[str, str], dict[str, tuple[int, ...]], bool, int, int]:
@@ -256,20 +215,10 @@ def read_layer(file: Path, layer: int, activation: str | None = None, k: int | N
     if act == "topk" and k is not None and k > d_tc:
         raise TranscoderError(f"{file}: k={k} is more than its {d_tc} features")
     needed = sum(8 * math.prod(s) for s in shapes.values()) + HEADER_ALLOWANCE
-    if file.suffix == ".npz":
-        unpacked = sum(n for _, _, n in _npz_headers(file).values())
-        if unpacked > needed:
-            raise TranscoderError(f"{file}: unpacks to {size_text(unpacked)}, more than its shapes need")
-        check_file(file, needed, "transcoder weights file")
-        with np.load(_readable(file), allow_pickle=False) as z:
-            arrays = {ours: torch.from_numpy(np.asarray(z[theirs])) for ours, theirs in names.items()}
-    else:
-        try:
-            check_file(file, needed, "transcoder weights file")
-            stored = read_safetensors(file)
-        except CheckpointError as e:
-            raise TranscoderError(str(e)) from None
-        arrays = {ours: stored[theirs] for ours, theirs in names.items()}
+    expected = {names[ours]: shape for ours, shape in shapes.items()}
+    check_arrays(file, expected, needed, TranscoderError)  # sizes, dtypes, an .npz's unpacked bytes
+    stored = read_arrays(file, list(expected), TranscoderError)
+    arrays = {ours: stored[theirs] for ours, theirs in names.items()}
     tc = Transcoder(d_model, d_tc, layer, act, k=k, skip="W_skip" in names)
     with torch.no_grad():
         for ours, t in arrays.items():
