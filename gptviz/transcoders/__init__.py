@@ -1,4 +1,4 @@
-"""Transcoders on the user's own model (docs/architecture.md, "Circuits"): one per layer, each
+"""Transcoders on the user's own model (docs/circuits.md, "Train, load, measure"): one per layer, each
 reading what the MLP reads (blocks.{l}.mlp.in) and writing an estimate of what it adds (mlp.out).
 
     tcs = gptviz.train_transcoders(model, "samples/shakespeare", out="my-transcoders")
@@ -12,9 +12,10 @@ fidelity.py measures the replacement model, edits.py edits features inside a run
 """
 
 from .edits import TranscoderEdit
+from .errors import TranscoderError
 from .files import load_transcoders, save_transcoders
 from .training import TranscoderReport, train_transcoders
-from .transcoder import Transcoder, TranscoderError, TranscoderSet
+from .transcoder import Transcoder, TranscoderSet
 
 __all__ = [
     "Transcoder",

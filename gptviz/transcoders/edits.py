@@ -1,10 +1,11 @@
 """Editing transcoder features inside a run: an edit of blocks.{l}.mlp.out that changes some of the
 layer's transcoder features and keeps its error term, out -> out + (f' − f) @ W_dec, f the features of
-the same pass's mlp.in (docs/architecture.md, "Circuits"). Editing nothing changes nothing."""
+the same pass's mlp.in (docs/circuits.md, "Train, load, measure"). Editing nothing changes nothing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -12,21 +13,20 @@ from torch import Tensor
 from ..features.edits import settle_features
 from ..interventions import Intervention, InterventionError, seen
 from ..names import point
-from .transcoder import Transcoder
 
 
 @dataclass(frozen=True, eq=False)
 class TranscoderEdit(Intervention):
     """Set some of a transcoder's features to zero or to a number in its layer's mlp.out; compared by identity."""
 
-    transcoder: Transcoder | None = field(default=None, repr=False)
+    transcoder: Any = field(default=None, repr=False)  # a Transcoder (transcoder.py builds these edits)
     features: tuple[int, ...] = ()
     how: str | float = "zero"
 
     def __post_init__(self):
         super().__post_init__()
         tc = self.transcoder
-        if not isinstance(tc, Transcoder):
+        if not all(hasattr(tc, a) for a in ("d_tc", "d_model", "edit")):
             raise InterventionError(f"a transcoder edit needs a Transcoder (tcs[l]), got {type(tc).__name__}")
         settle_features(self, tc.d_tc, "the transcoder")
 

@@ -19,7 +19,7 @@ from torch import Tensor
 from ..capture import edited
 from ..interventions import seen
 from ..names import point
-from .transcoder import Transcoder, TranscoderError, TranscoderSet
+from .errors import TranscoderError
 
 WINDOWS_PER_PASS = 16
 POOR_AGREEMENT = 0.8  # below it, a graph of the replacement model explains another model than yours
@@ -37,7 +37,7 @@ def _padded(windows) -> tuple[Tensor, Tensor]:
     return idx, real
 
 
-def _replace(tc: Transcoder):
+def _replace(tc):
     """mlp.out -> the transcoder's estimate from this pass's own mlp.in."""
 
     def fn(out: Tensor) -> Tensor:
@@ -46,7 +46,7 @@ def _replace(tc: Transcoder):
     return fn
 
 
-def _record(tcs: TranscoderSet, held: dict):
+def _record(tcs, held: dict):
     def keeper(name: str):
         def keep(out: Tensor) -> None:
             held[name] = out.detach()
@@ -57,7 +57,7 @@ def _record(tcs: TranscoderSet, held: dict):
 
 
 @torch.no_grad()
-def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int = 16384) -> dict:
+def fidelity(tcs, model, data, *, tokenizer=None, max_tokens: int = 16384) -> dict:
     """The replacement model's fidelity over the corpus `data` (what gptviz.scan reads; its first
     `max_tokens` tokens): top1_agreement, kl (nats / token), loss and replacement_loss (nats / token),
     nmse, dead and l0 per layer, tokens, and `warning` (a sentence, or None) when agreement is poor."""

@@ -38,7 +38,8 @@ from ..errors import CheckpointError
 from ..features.vetting import check_arrays, read_arrays, read_headers
 from ..formats.inmemory import MemoryPath
 from ..formats.safe import read_bytes, user_path
-from .transcoder import ACTIVATIONS, Transcoder, TranscoderError, TranscoderSet
+from .errors import TranscoderError
+from .transcoder import ACTIVATIONS, Transcoder, TranscoderSet
 
 CONFIG = "config.yaml"
 PARAMS = ("params.safetensors", "params.npz")

@@ -30,8 +30,9 @@ from ..errors import GptvizError
 from ..names import point
 from ..progress import ProgressFn, Reporter
 from ..training.sae import AUX_COEFF, DEAD_AFTER, held_and_stream
+from .errors import TranscoderError
 from .files import save_transcoders
-from .transcoder import Transcoder, TranscoderError, TranscoderSet
+from .transcoder import Transcoder, TranscoderSet
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""A transcoder: one MLP rewritten as a sparse sum of learned directions (docs/architecture.md,
-"Circuits"). It reads what the MLP reads (`blocks.{l}.mlp.in`) and writes an estimate of what the MLP
+"""A transcoder: one MLP rewritten as a sparse sum of learned directions (docs/circuits.md,
+"Train, load, measure"). It reads what the MLP reads (`blocks.{l}.mlp.in`) and writes an estimate of what the MLP
 adds (`blocks.{l}.mlp.out`). The layout is circuit-tracer's SingleLayerTranscoder, as its
 `layer_{l}.safetensors` files store it:
 
@@ -22,17 +22,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..errors import GptvizError
 from ..names import point
+from .errors import TranscoderError
 
 if TYPE_CHECKING:
     from .training import TranscoderReport
 
 ACTIVATIONS = ("topk", "jumprelu", "relu")
-
-
-class TranscoderError(GptvizError, ValueError):
-    """A transcoder file or argument that cannot be used: the message names the file or the mismatch."""
 
 
 class Transcoder(nn.Module):
