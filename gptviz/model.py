@@ -205,7 +205,7 @@ class MLP(nn.Module):
         return y if self.ln_post is None else self.ln_post(y)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self._modules["in"](x)
+        x = getattr(self, "in")(x)  # the probe registered as "in" (a keyword: no attribute syntax)
         return self.out(self.project(self.hidden(self.neurons(x))))
 
 

@@ -237,7 +237,7 @@ def test_a_decompression_bomb_is_refused_before_it_is_unpacked(tmp_path):
             with z.open(name + ".npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, a)
     assert (tmp_path / "params.npz").stat().st_size < 2_000_000
-    with pytest.raises(TranscoderError, match="unpacks to"):
+    with pytest.raises(TranscoderError, match="unpack to"):
         gptviz.load_transcoders(tmp_path / "params.npz", layer=0)
 
 

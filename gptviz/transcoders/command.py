@@ -71,8 +71,8 @@ def _train(args) -> None:
 
 
 def _info(args) -> None:
+    from .errors import TranscoderError
     from .files import load_transcoders
-    from .transcoder import TranscoderError
 
     tcs = load_transcoders(args.path)
     first = tcs[tcs.layers[0]]

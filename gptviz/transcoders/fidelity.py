@@ -7,11 +7,10 @@ they would in a graph built without error nodes.
     kl               KL(model ‖ replacement) in nats per token
     nmse             per layer: Σ‖mlp.out − tc(mlp.in)‖² / Σ‖mlp.out − mean‖², on the real model's mlp.in
     dead             per layer: share of features that fire on no token of the data
+    l0               per layer: features firing per token
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -20,10 +19,7 @@ from torch import Tensor
 from ..capture import edited
 from ..interventions import seen
 from ..names import point
-from .transcoder import Transcoder, TranscoderError
-
-if TYPE_CHECKING:
-    from .sets import TranscoderSet
+from .errors import TranscoderError
 
 WINDOWS_PER_PASS = 16
 POOR_AGREEMENT = 0.8  # below it, a graph of the replacement model explains another model than yours
@@ -41,7 +37,7 @@ def _padded(windows) -> tuple[Tensor, Tensor]:
     return idx, real
 
 
-def _replace(tc: Transcoder):
+def _replace(tc):
     """mlp.out -> the transcoder's estimate from this pass's own mlp.in."""
 
     def fn(out: Tensor) -> Tensor:
@@ -50,7 +46,7 @@ def _replace(tc: Transcoder):
     return fn
 
 
-def _record(tcs: TranscoderSet, held: dict):
+def _record(tcs, held: dict):
     def keeper(name: str):
         def keep(out: Tensor) -> None:
             held[name] = out.detach()
@@ -61,10 +57,10 @@ def _record(tcs: TranscoderSet, held: dict):
 
 
 @torch.no_grad()
-def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int = 16384) -> dict:
+def fidelity(tcs, model, data, *, tokenizer=None, max_tokens: int = 16384) -> dict:
     """The replacement model's fidelity over the corpus `data` (what gptviz.scan reads; its first
     `max_tokens` tokens): top1_agreement, kl (nats / token), loss and replacement_loss (nats / token),
-    nmse and dead per layer, tokens, and `warning` (a sentence, or None) when agreement is poor."""
+    nmse, dead and l0 per layer, tokens, and `warning` (a sentence, or None) when agreement is poor."""
     from ..scanning import _model_and_tokenizer
     from ..scanning.corpus import read_corpus
 
@@ -82,6 +78,7 @@ def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int
     sq = dict.fromkeys(layers, 0.0)
     total = {l: torch.zeros(tcs.d_model, dtype=torch.float64) for l in layers}
     fired = {l: torch.zeros(tcs[l].d_tc, dtype=torch.bool) for l in layers}
+    l0 = dict.fromkeys(layers, 0)
     n_tok = agree = 0
     kl = loss = rep_loss = 0.0
     replace = {point("mlp.out", l): _replace(tcs[l]) for l in layers}
@@ -113,6 +110,7 @@ def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int
             sq[l] += float(out.double().pow(2).sum())
             total[l] += out.double().sum(0).cpu()
             fired[l] |= (f > 0).any(0).cpu()
+            l0[l] += int((f > 0).sum())
     if not n_tok:
         raise TranscoderError("the data has no token to measure fidelity on")
     n_pred = max(sum(len(w.ids) - 1 for w in windows), 1)
@@ -127,6 +125,7 @@ def fidelity(tcs: TranscoderSet, model, data, *, tokenizer=None, max_tokens: int
         replacement_loss=rep_loss / n_pred,
         nmse=nmse,
         dead={l: 1.0 - float(fired[l].float().mean()) for l in layers},
+        l0={l: l0[l] / n_tok for l in layers},
         tokens=n_tok,
     )
     result["warning"] = warning(result)

@@ -19,7 +19,8 @@ lowercase names; Gemma Scope 1's W_enc), w_dec, b_enc, b_dec, threshold, and Gem
 own (its layer from `layer=` or the path's `layer_12`).
 
 config.yaml is read with a safe loader (no tags that build objects, no aliases), and every weights
-file's header is read and checked (names, shapes, float dtypes, sizes) before any array is.
+file's header is read and checked (names, shapes, float dtypes, sizes; features/vetting.py, as SAE
+files are) before any array is.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ import yaml
 from safetensors.torch import save_file
 
 from ..errors import CheckpointError
-from ..features import vetting
+from ..features.vetting import check_arrays, read_arrays, read_headers
 from ..formats.inmemory import MemoryPath
-from ..formats.safe import check_file, read_bytes, size_text, user_path
+from ..formats.safe import read_bytes, user_path
+from .errors import TranscoderError
 from .sets import TranscoderSet
-from .transcoder import ACTIVATIONS, Transcoder, TranscoderError
+from .transcoder import ACTIVATIONS, Transcoder
 
 CONFIG = "config.yaml"
 PARAMS = ("params.safetensors", "params.npz")
@@ -159,9 +161,8 @@ def layer_files(folder: Path, raw: dict, source: Path) -> dict[int, Path]:
 
 # --- one layer's weights ---------------------------------------------------------------------------
 def _headers(file: Path) -> dict[str, tuple[tuple[int, ...], str]]:
-    """name -> (shape, dtype) from the safetensors header or the .npz's zip directory and .npy headers
-    (features/vetting.py): nothing of an array is read."""
-    return {k: (h.shape, h.dtype) for k, h in vetting.read_headers(file, TranscoderError).items()}
+    """name -> (shape, dtype) of a weights file's arrays, from its headers alone (features/vetting.py)."""
+    return {k: (h.shape, h.dtype) for k, h in read_headers(file, TranscoderError).items()}
 
 
 def _plan(found: dict, file: Path) -> tuple[dict[str, str], dict[str, tuple[int, ...]], bool, int, int]:
@@ -216,18 +217,9 @@ def read_layer(file: Path, layer: int, activation: str | None = None, k: int | N
     if act == "topk" and k is not None and k > d_tc:
         raise TranscoderError(f"{file}: k={k} is more than its {d_tc} features")
     needed = sum(8 * math.prod(s) for s in shapes.values()) + HEADER_ALLOWANCE
-    if file.suffix == ".npz":
-        unpacked = vetting.unpacked_bytes(file, TranscoderError)  # every member, the ones not read too
-        if unpacked > needed:
-            raise TranscoderError(f"{file}: unpacks to {size_text(unpacked)}, more than its shapes need")
-    try:
-        check_file(file, needed, "transcoder weights file")
-    except CheckpointError as e:
-        raise TranscoderError(str(e)) from None
-    # shapes, dtypes and what the arrays unpack to (an .npz: at most 4x the file), then only they are read
-    expected = {theirs: shapes[ours] for ours, theirs in names.items()}
-    vetting.check_arrays(file, expected, needed, TranscoderError)
-    stored = vetting.read_arrays(file, list(expected), TranscoderError)
+    expected = {names[ours]: shape for ours, shape in shapes.items()}
+    check_arrays(file, expected, needed, TranscoderError)  # sizes, dtypes, an .npz's unpacked bytes
+    stored = read_arrays(file, list(expected), TranscoderError)
     arrays = {ours: stored[theirs] for ours, theirs in names.items()}
     tc = Transcoder(d_model, d_tc, layer, act, k=k, skip="W_skip" in names)
     with torch.no_grad():
@@ -260,9 +252,11 @@ def load_transcoders(path, layer: int | None = None) -> TranscoderSet:
         files, act, k, meta = layer_files(p, {}, p), None, None, {}
     elif p.name in PARAMS or p.suffix in (".npz", ".safetensors"):
         m = _LAYER.search(str(p))
-        if layer is None and m is None:
-            raise TranscoderError(f"{p}: does not say which layer it replaces; give layer= (e.g. layer=12)")
-        files, act, k, meta = {int(m.group(1)) if layer is None else int(layer): p}, None, None, {}
+        if layer is None:
+            if m is None:
+                raise TranscoderError(f"{p}: does not say which layer it replaces; give layer= (e.g. layer=12)")
+            layer = int(m.group(1))
+        files, act, k, meta = {int(layer): p}, None, None, {}
     elif not p.exists():
         raise TranscoderError(f"{p}: no such file or folder")
     else:

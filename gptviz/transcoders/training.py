@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,9 +30,10 @@ from ..errors import GptvizError
 from ..names import point
 from ..progress import ProgressFn, Reporter
 from ..training.sae import AUX_COEFF, DEAD_AFTER, held_and_stream
+from .errors import TranscoderError
 from .files import save_transcoders
 from .sets import TranscoderSet
-from .transcoder import Transcoder, TranscoderError
+from .transcoder import Transcoder
 
 
 @dataclass
@@ -156,39 +156,6 @@ def _train(tcs: list[Transcoder], batches: Iterator[Tensor], total: int, lr: flo
     return seen
 
 
-@torch.no_grad()
-def held_out(tcs: TranscoderSet, model, windows) -> dict[int, dict]:
-    """Per layer: FVU (on the true mlp.in), L0 and dead share over these windows."""
-    from ..features.activations import site_rows
-    from ..training.sae import WINDOWS_PER_PASS
-
-    layers = tcs.layers
-    C = tcs.d_model
-    sums: dict[int, dict[str, Any]] = {
-        l: dict(err=0.0, sq=0.0, total=torch.zeros(C, dtype=torch.float64), n=0, l0=0) for l in layers
-    }
-    fired = {l: torch.zeros(tcs[l].d_tc, dtype=torch.bool) for l in layers}
-    for start in range(0, len(windows), WINDOWS_PER_PASS):
-        group = [w.ids for w in windows[start : start + WINDOWS_PER_PASS]]
-        rows = site_rows(model, sites_of(layers), group).view(-1, len(layers), 2, C)
-        for i, l in enumerate(layers):
-            x_in, out = rows[:, i, 0], rows[:, i, 1]
-            out_hat, f = tcs[l](x_in)
-            s = sums[l]
-            s["err"] += float((out - out_hat).double().pow(2).sum())
-            s["sq"] += float(out.double().pow(2).sum())
-            s["total"] += out.double().sum(0).cpu()
-            s["n"] += len(out)
-            s["l0"] += int((f > 0).sum())
-            fired[l] |= (f > 0).any(0).cpu()
-    found = {}
-    for l, s in sums.items():
-        n = max(s["n"], 1)
-        var = s["sq"] - float(s["total"].pow(2).sum()) / n  # Σ‖out − mean‖²
-        found[l] = dict(fvu=s["err"] / max(var, 1e-12), l0=s["l0"] / n, dead=1.0 - float(fired[l].float().mean()))
-    return found
-
-
 def train_transcoders(
     model,
     data,
@@ -248,10 +215,12 @@ def train_transcoders(
         torch.set_num_threads(before)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     tset = TranscoderSet([tc.requires_grad_(False) for tc in tcs])
-    for l, measured in held_out(tset, model, held).items():
+    # measured on the held-out windows: each layer's FVU, L0 and dead share, and the replacement model's
+    measured = tset.fidelity(model, [w.ids for w in held], max_tokens=1 << 30)
+    for l in chosen:
         tset[l].report = TranscoderReport(
-            l, **measured, steps=total, tokens=seen, seconds=round(seconds, 2), cpu_seconds=round(cpu, 2),
-            tokens_per_s=round(seen / seconds, 1), engine=engine,
+            l, measured["nmse"][l], measured["l0"][l], measured["dead"][l], steps=total, tokens=seen,
+            seconds=round(seconds, 2), cpu_seconds=round(cpu, 2), tokens_per_s=round(seen / seconds, 1), engine=engine,
         )  # fmt: skip
     tset.meta = {
         "model_name": str(checkpoint) if checkpoint else "in-memory model",
@@ -261,10 +230,9 @@ def train_transcoders(
             "lr": lr,
             "seed": seed,
             "layers": {l: tset[l].report.to_dict() for l in chosen},
+            "held_out_fidelity": measured,
         },
     }
-    held_ids = [w.ids for w in held]
-    tset.meta["gptviz_training"]["held_out_fidelity"] = tset.fidelity(model, held_ids, max_tokens=1 << 30)
     if out is not None:
         save_transcoders(tset, out)
         tset.path = str(out)

@@ -23,19 +23,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..errors import GptvizError
 from ..features.edits import settle_features
 from ..interventions import Intervention, InterventionError, seen
 from ..names import point
+from .errors import TranscoderError
 
 if TYPE_CHECKING:
     from .training import TranscoderReport
 
 ACTIVATIONS = ("topk", "jumprelu", "relu")
-
-
-class TranscoderError(GptvizError, ValueError):
-    """A transcoder file or argument that cannot be used: the message names the file or the mismatch."""
 
 
 class Transcoder(nn.Module):
