@@ -49,7 +49,7 @@ def load_in_child(*paths) -> dict:
 def test_configs_claiming_huge_models_are_refused_fast_and_small(tmp_path):
     gpt2_xl = dict(n_layer=48, n_head=25, n_embd=1600)  # 1.5 B parameters: 6 GB if it were built
     cases = {
-        native(tmp_path / "a", {"block_size": 30000}): "block_size=30,000 is above",
+        native(tmp_path / "a", {"block_size": 20_000_000}): "block_size=20,000,000 is above",
         native(tmp_path / "b", {"n_layer": 1000}): "n_layer=1,000 is above",
         native(tmp_path / "c", {"n_layer": 10000}): "n_layer=10,000 is above",
         native(tmp_path / "d", {"n_embd": 10**6, "n_head": 1}): "n_embd=1,000,000 is above",
