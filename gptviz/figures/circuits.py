@@ -133,9 +133,9 @@ def graph_figure(
             tickvals=centres[::step].tolist(),
             ticktext=[plotly_text(token_text[i]) for i in range(0, T, step)],
             title="position",
-            range=[float(min(x.min(initial=0), centres[0])) - 0.7, float(max(x.max(initial=0), centres[-1])) + 0.7]
-            if T
-            else None,
+            # the positions that hold nodes: pruning usually keeps the last few, which would be a sliver of a
+            # long prompt's width
+            range=[float(x.min()) - 0.7, float(x.max()) + 0.7] if T and len(x) else None,
         ),
         yaxis=dict(tickmode="array", tickvals=ticks, ticktext=labels, title="layer", range=[-1.6, n_layer + 0.6]),
         legend=dict(orientation="h", y=-0.12, x=0),
