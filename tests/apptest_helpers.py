@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 import gptviz
 from gptviz.bench.checkpoints import NAME
 from gptviz.dashboard import state
-from gptviz.dashboard.sources import checkpoints
+from gptviz.dashboard.sources import checkpoints, classmode
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -40,6 +40,25 @@ def serve(monkeypatch, root: Path, default: str) -> None:
     monkeypatch.setenv(checkpoints.CHECKPOINTS_ENV, str(root))
     monkeypatch.setenv(checkpoints.DEFAULT_ENV, default)
     st.cache_resource.clear()
+
+
+# what dashboard/classroom/live.py holds for every class in this process: codes, followers, tallies, polls
+CLASS_REGISTRIES = ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls")
+
+
+def fresh_class(monkeypatch) -> None:
+    """Every class registry emptied for one test (they are process-wide, shared by AppTest sessions)."""
+    from gptviz.dashboard.classroom import live
+
+    for name in CLASS_REGISTRIES:
+        monkeypatch.setattr(live, name, {})
+
+
+def shipped_room(monkeypatch) -> None:
+    """The shipped checkpoints served on a teacher's own machine (not a class server), no class yet."""
+    serve(monkeypatch, Path(__file__).resolve().parents[1] / "checkpoints", "shakespeare-char")
+    monkeypatch.setenv(classmode.CLASS_ENV, "0")
+    fresh_class(monkeypatch)
 
 
 def app_session(page: str | None = None, timeout: int = 60, **query) -> AppTest:

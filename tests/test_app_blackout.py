@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_helpers import app_session, ok, serve
+from apptest_helpers import app_session, ok, shipped_room
 
-from gptviz.dashboard.classroom import blackout, live, slides
-from gptviz.dashboard.sources import classmode
+from gptviz.dashboard.classroom import blackout, slides
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = "how-attention-works"
@@ -18,10 +17,7 @@ LESSON = "how-attention-works"
 
 @pytest.fixture
 def room(monkeypatch):
-    serve(monkeypatch, ROOT / "checkpoints", "shakespeare-char")
-    monkeypatch.setenv(classmode.CLASS_ENV, "0")
-    for name in ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls"):
-        monkeypatch.setattr(live, name, {})
+    shipped_room(monkeypatch)
     monkeypatch.setattr(blackout, "_dark", blackout.OrderedDict())
 
 

@@ -12,11 +12,10 @@ from urllib.parse import parse_qs
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import app_session, ok, serve
+from apptest_helpers import app_session, ok, shipped_room
 
 import gptviz
-from gptviz.dashboard.classroom import live, slides
-from gptviz.dashboard.sources import classmode
+from gptviz.dashboard.classroom import slides
 from gptviz.figures import site_label
 from gptviz.lessons import parse_lesson, shipped_lesson
 from gptviz.lessons.class_round import class_round, depth_line
@@ -28,10 +27,7 @@ K = next(i for i, s in enumerate(shipped_lesson(LESSON).slides) if s.page == "pr
 
 @pytest.fixture
 def room(monkeypatch):
-    serve(monkeypatch, ROOT / "checkpoints", "shakespeare-char")
-    monkeypatch.setenv(classmode.CLASS_ENV, "0")
-    for name in ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls"):
-        monkeypatch.setattr(live, name, {})
+    shipped_room(monkeypatch)
 
 
 def test_the_reveal_scores_the_room_by_the_models_probabilities(room):

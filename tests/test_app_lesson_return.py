@@ -10,11 +10,10 @@ from urllib.parse import parse_qs
 
 import numpy as np
 import pytest
-from apptest_helpers import app_session, ok, serve
+from apptest_helpers import app_session, ok, shipped_room
 
 from gptviz.analysis import worked
 from gptviz.dashboard.classroom import live, slides
-from gptviz.dashboard.sources import classmode
 from gptviz.lessons import shipped_lesson
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,10 +23,7 @@ SLIDES = shipped_lesson(LESSON).slides
 
 @pytest.fixture
 def room(monkeypatch):
-    serve(monkeypatch, ROOT / "checkpoints", "shakespeare-char")
-    monkeypatch.setenv(classmode.CLASS_ENV, "0")
-    for name in ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls"):
-        monkeypatch.setattr(live, name, {})
+    shipped_room(monkeypatch)
 
 
 def link(at, label: str) -> dict[str, str]:

@@ -8,12 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_helpers import app_session, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, shipped_room
 
 import gptviz
 from gptviz.analysis import top_k
 from gptviz.dashboard.classroom import live, slides
-from gptviz.dashboard.sources import classmode
 from gptviz.dashboard.widgets import plain
 from gptviz.lessons import shipped_lesson
 
@@ -24,10 +23,7 @@ K = next(i for i, s in enumerate(shipped_lesson(LESSON).slides) if s.page == "pr
 
 @pytest.fixture
 def room(monkeypatch):
-    serve(monkeypatch, ROOT / "checkpoints", "shakespeare-char")
-    monkeypatch.setenv(classmode.CLASS_ENV, "0")
-    for name in ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls"):
-        monkeypatch.setattr(live, name, {})
+    shipped_room(monkeypatch)
 
 
 def guess(student, text=None, pick=None):

@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_helpers import app_session, ok, serve
+from apptest_helpers import app_session, ok, shipped_room
 from streamlit.testing.v1 import AppTest
 
 from gptviz.dashboard.classroom import live, slides
-from gptviz.dashboard.sources import classmode
 from gptviz.dashboard.widgets import plain
 from gptviz.lessons import shipped_lesson
 
@@ -25,10 +24,7 @@ TITLES = [s.title for s in shipped_lesson(LESSON).slides]
 @pytest.fixture
 def room(tmp_path, monkeypatch):
     """A server over the shipped checkpoints, an empty registry and a clock the test moves."""
-    serve(monkeypatch, ROOT / "checkpoints", "shakespeare-char")  # the shipped lesson's checkpoints
-    monkeypatch.setenv(classmode.CLASS_ENV, "0")
-    for name in ("_live", "_followers", "_owners", "_ended", "_guesses"):
-        monkeypatch.setattr(live, name, {})
+    shipped_room(monkeypatch)  # the shipped lesson's checkpoints
     clock = [1000.0]
     monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
     return clock

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_helpers import app_session, ok, serve
+from apptest_helpers import app_session, fresh_class, ok, serve
 
 from gptviz.dashboard.classroom import live, slides, voters
 from gptviz.dashboard.sources import classmode
@@ -22,8 +22,7 @@ KEY = "teacher-key-of-this-server-1234"
 
 @pytest.fixture
 def registry(monkeypatch):
-    for state in ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls"):
-        monkeypatch.setattr(live, state, {})
+    fresh_class(monkeypatch)
     clock = [1000.0]
     monkeypatch.setattr(live.time, "monotonic", lambda: clock[0])
     return clock
@@ -109,8 +108,7 @@ def room(monkeypatch):
     serve(monkeypatch, ROOT / "checkpoints", "shakespeare-char")
     monkeypatch.setenv(classmode.CLASS_ENV, "1")
     monkeypatch.delenv(voters.VOTES_ENV, raising=False)
-    for name in ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls"):
-        monkeypatch.setattr(live, name, {})
+    fresh_class(monkeypatch)
 
 
 def send(student, text):

@@ -5,6 +5,7 @@ code (gptviz.dashboard.live) and gone with it; and the predict slide in a lesson
 from __future__ import annotations
 
 import pytest
+from apptest_helpers import fresh_class
 
 from gptviz.dashboard.classroom import live
 from gptviz.lessons import LessonError, parse_lesson, poll, shipped_lesson
@@ -13,8 +14,7 @@ from gptviz.lessons.poll import GuessError, Tally, normal_guess, tally_table
 
 @pytest.fixture
 def registry(monkeypatch):
-    for state in ("_live", "_followers", "_owners", "_ended", "_guesses", "_polls"):
-        monkeypatch.setattr(live, state, {})
+    fresh_class(monkeypatch)
 
 
 def test_one_answer_per_student_a_second_replaces_the_first():
