@@ -1,13 +1,12 @@
-"""Capture: run a forward pass with hooks on every module and record it as a Trace.
+"""Capture: run a forward pass and record it as a Trace.
 
-Hooks are registered for one call and removed in `finally`. A model shared between threads
-(Streamlit serves every browser session from one cached model) sees the hooks of every
-concurrent call, so each hook checks that the forward pass it sees belongs to its own call
-(a ContextVar holds the current recorder per thread) and ignores the others.
+The model's probes hand each value to the capture running in their own thread (probes.LISTENER, a
+ContextVar), so a model shared between threads (Streamlit serves every browser session from one cached
+model) records each call's values for that call only. The final norm and the LM head, which are no
+probes, get one forward hook each for the call, removed in `finally`; it too checks whose pass it sees.
 
-Interventions (gptviz.interventions) act in the same hooks: a forward hook that returns a value
-replaces the module's output, so the probe that records a value is also where it is edited, and
-only for the call that asked.
+Interventions (gptviz.interventions) act at the same points: what the capture hands back replaces the
+value, so the point that records a value is also where it is edited, and only for the call that asked.
 """
 
 from __future__ import annotations
@@ -86,7 +85,9 @@ class _Recorder:
         if name == "logits" and name not in self.tensors:  # V floats: what most pages read of the logits
             self.last_logits = value[0, -1].clone()
         if self._keep(name):
-            self.tensors[name] = value[0] if batched else value  # batch of one: drop the axis
+            # as computed, batch axis and all (the Trace drops it when read): a view per value costs a GPU
+            # forward's worth of Python over a whole model; the mask alone has none
+            self.tensors[name] = value if batched else value[None]
         return edited
 
     def _keep(self, name: str) -> bool:
@@ -321,7 +322,7 @@ def trace(
     id_list = idx[0].tolist()
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
     shapes = partial(shape_rows, model.config, model.dtype, idx.size(1), explicit)
-    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), shapes, lazy, names=wanted)
+    out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), shapes, lazy, names=wanted, batched=True)
     if rec.last_logits is not None and (wanted is None or "logits" in wanted):
         out.keep_row("logits", rec.last_logits)
     out.interventions = edits

@@ -26,12 +26,13 @@ class Recorded(Protocol):
 
 
 def attention_maps(rec: Recorded, model: GPT, T: int, wanted: set[str] | None = None) -> dict:
-    """Per layer: its mask (kept, T² bools; one tensor shared by the layers of one window) and the
-    scores and weights as recipes that rebuild them from the captured q and k with the very functions
+    """Per layer: its mask (T² bools, built each time it is read: at T = 131,072 one mask is 17 GB) and
+    the scores and weights as recipes that rebuild them from the captured q and k with the very functions
     of the model's explicit path (the layer's AttentionSpec: scale, soft-cap, window), on the same
-    (1, H, T, D) views, so they are bit-identical to what that path computes. wanted: only the layers
-    one of whose maps or mask is in it (None: every layer)."""
-    maps, masks = {}, {}
+    (1, H, T, D) tensors, so they are bit-identical to what that path computes. Every value keeps the
+    forward's batch axis of one, as the capture holds them. wanted: only the layers one of whose maps or
+    mask is in it (None: every layer)."""
+    maps: dict[str, Callable[[], Tensor]] = {}
     for l, block in enumerate(model.transformer.h):
         if l in rec.kept_maps:  # recorded as the edited run computed them
             continue
@@ -39,18 +40,21 @@ def attention_maps(rec: Recorded, model: GPT, T: int, wanted: set[str] | None = 
         if wanted is not None and not wanted.intersection(names):
             continue
         spec: AttentionSpec = block.attn.spec
-        if spec.window not in masks:
-            masks[spec.window] = spec.mask(T, model.device)
-        mask = masks[spec.window]
-        rec.tensors[point("attn.mask", l)] = mask
+        maps[point("attn.mask", l)] = partial(_mask, spec, T, model.device)
         if wanted is not None and not wanted.intersection(names[:2]):
             continue
-        q, k = rec.tensors[point("attn.q", l)][None], rec.tensors[point("attn.k", l)][None]  # (1, H, T, D)
-        maps[point("attn.scores", l)] = partial(lambda s, q, k: s.scores(q, k)[0], spec, q, k)
-        maps[point("attn.weights", l)] = partial(
-            lambda s, q, k, m: attention_weights(s.scores(q, k), m, q.dtype)[0], spec, q, k, mask
-        )
+        q, k = rec.tensors[point("attn.q", l)], rec.tensors[point("attn.k", l)]  # (1, H, T, D)
+        maps[point("attn.scores", l)] = partial(spec.scores, q, k)
+        maps[point("attn.weights", l)] = partial(_weights, spec, q, k, T)
     return maps
+
+
+def _mask(spec: AttentionSpec, T: int, device: torch.device) -> Tensor:
+    return spec.mask(T, device)[None]
+
+
+def _weights(spec: AttentionSpec, q: Tensor, k: Tensor, T: int) -> Tensor:
+    return attention_weights(spec.scores(q, k), spec.mask(T, q.device), q.dtype)
 
 
 # What each sub-layer adds, the residual after attention, what the MLP reads and its neurons: rebuilt from
@@ -77,7 +81,7 @@ def _unchanged(module: nn.Module) -> Callable[[], None]:
 @torch.no_grad()
 def _attn_out(block: Block, z: Tensor, check: Callable[[], None]) -> Tensor:
     check()
-    return block.attn.project(z[None])[0]  # merge, c_proj, post-norm: as the forward does
+    return block.attn.project(z)  # merge, c_proj, post-norm: as the forward does
 
 
 @torch.no_grad()
@@ -88,19 +92,19 @@ def _resid_mid(resid_pre: Tensor, attn_out: Callable[[], Tensor]) -> Tensor:
 @torch.no_grad()
 def _mlp_in(block: Block, resid_pre: Tensor, resid_mid: Callable[[], Tensor], check) -> Tensor:
     check()
-    return block.mlp_input(resid_pre[None], resid_mid()[None])[0]
+    return block.mlp_input(resid_pre, resid_mid())
 
 
 @torch.no_grad()
 def _mlp_hidden(block: Block, mlp_in: Callable[[], Tensor], check) -> Tensor:
     check()
-    return block.mlp.neurons(mlp_in()[None])[0]
+    return block.mlp.neurons(mlp_in())
 
 
 @torch.no_grad()
 def _mlp_out(block: Block, hidden: Callable[[], Tensor], check: Callable[[], None]) -> Tensor:
     check()
-    return block.mlp.project(hidden()[None])[0]
+    return block.mlp.project(hidden())
 
 
 def _held(t: Tensor) -> Tensor:
@@ -137,7 +141,7 @@ def sublayer_outputs(rec: Recorded, model: GPT, wanted: set[str] | None = None) 
 @torch.no_grad()
 def _logits(head: nn.Module, ln_f: Tensor, check: Callable[[], None]) -> Tensor:
     check()
-    return head(ln_f[None])[0]  # the LM head (and its soft-cap) on the forward's own (1, T, C) shape
+    return head(ln_f)  # the LM head (and its soft-cap) on the forward's own (1, T, C) shape
 
 
 def final_logits(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> dict:

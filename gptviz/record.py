@@ -59,12 +59,15 @@ class Trace(Mapping):
         shapes: list[dict] | Callable[[], list[dict]],
         lazy: dict[str, Callable[[], Tensor]] | None = None,
         names: set[str] | None = None,
+        batched: bool = False,
     ) -> None:
         """tensors: captured values. lazy: values computed from them when asked for, and not kept
         (the attention maps grow as L·H·T²; q and k are enough to rebuild them exactly). names: the
-        names it answers (what was asked for; the tensors may hold more, to rebuild them); None: all."""
+        names it answers (what was asked for; the tensors may hold more, to rebuild them); None: all.
+        batched: every value, held or rebuilt, still has the forward's batch axis of one, dropped when read."""
         self._tensors = tensors
         self._lazy = lazy or {}
+        self._batched = batched
         self._rows: dict[str, Tensor] = {}  # name -> its last position's value, kept where the rest is rebuilt
         self.tokens = list(tokens)
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
@@ -89,9 +92,8 @@ class Trace(Mapping):
         """The value as a torch tensor on the model's device: for computation, not display."""
         if name not in self._names_set:
             raise KeyError(f"{name!r} is not in this Trace; names look like {self._names[:3]} ...")
-        if name in self._tensors:
-            return self._tensors[name]
-        return self._lazy[name]()
+        value = self._tensors[name] if name in self._tensors else self._lazy[name]()
+        return value[0] if self._batched else value
 
     @cached_property
     def _names_set(self) -> frozenset[str]:

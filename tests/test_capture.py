@@ -117,8 +117,8 @@ def test_attention_maps_and_sublayer_outputs_are_not_held(model):
     assert tr.nbytes == held
     T, C, V, L = len(IDS), 16, 11, 2
     # what is kept: c_attn output (q, k, v) per layer, embed = resid_pre 0, resid_mid and resid_post
-    # per layer (resid_post l is resid_pre l+1), ln_f, logits, and one T x T mask that every layer shares
-    old = 4 * (L * T * 3 * C + T * C + L * 2 * T * C + T * C + T * V) + T * T
+    # per layer (resid_post l is resid_pre l+1), ln_f and logits; the T x T mask is built when read
+    old = 4 * (L * T * 3 * C + T * C + L * 2 * T * C + T * C + T * V)
     # of the sub-layer outputs' points only attn.z (T x C per layer) is new memory: attn.out, mlp.hidden and
     # mlp.out are rebuilt from z and resid_mid when asked for; still no T x T map per head. The logits
     # are rebuilt from ln_f: of them only the last position's V floats are held; resid_mid

@@ -9,6 +9,8 @@ weights, made on the device in the compute dtype (`--dtype`, bfloat16 by default
 - the time of Hugging Face's SDPA forward, gptviz's plain forward, the full `trace` and `trace(names=
   ["logits"])` (runs interleaved, medians; ratios against HF's forward of the same T);
 - the device memory each run peaks at above the model (the GPU's allocator; malloc's on a CPU);
+- where nnsight is installed, nnsight on HF's model saving each layer's q, k, v, attention output, MLP
+  output and block output and the logits (the peer's way to see inside; not a requirement of gptviz);
 - the ops each dispatches (every aten op after autograd, counted by a dispatch mode: the CPU proxy for
   kernel launches) and, on a GPU, the kernels it really launched (the profiler);
 
@@ -124,10 +126,33 @@ def kernels(f: Callable[[], object], device: torch.device) -> int | None:
     return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
 
 
+def nnsight_saver(hf) -> Callable[[torch.Tensor], list] | None:
+    """A run of HF's model under nnsight saving what a full trace's pages read most (every layer's q, k,
+    v, attention output, MLP output and block output, then the logits); None where nnsight is absent."""
+    try:
+        from nnsight import NNsight
+    except ImportError:
+        return None
+    wrapped = NNsight(hf)
+
+    def save(idx: torch.Tensor) -> list:
+        saved = []
+        with wrapped.trace(idx):  # nnsight asks for the points in the order the forward reaches them
+            for layer in wrapped.model.layers:
+                attn = layer.self_attn
+                saved += [attn.q_proj.output.save(), attn.k_proj.output.save(), attn.v_proj.output.save()]
+                saved += [attn.o_proj.output.save(), layer.mlp.output.save(), layer.output.save()]
+            saved.append(wrapped.lm_head.output.save())
+        return saved
+
+    return save
+
+
 @torch.no_grad()
 def forward_rows(model: GPT, hf, lengths: list[int], repeats: int) -> list[dict]:
     device = model.device
     rows = []
+    peer = nnsight_saver(hf)
     for T in lengths:
         g = torch.Generator().manual_seed(T)
         idx = torch.randint(0, model.config.vocab_size, (1, T), generator=g).to(device)
@@ -137,6 +162,8 @@ def forward_rows(model: GPT, hf, lengths: list[int], repeats: int) -> list[dict]
             "gptviz trace": lambda: trace(model, idx[0]),
             "gptviz trace logits": lambda: trace(model, idx[0], names=["logits"]),
         }
+        if peer is not None:
+            runs["nnsight save"] = lambda: peer(idx)
         wall, _ = timed(runs, repeats, device)
         base = statistics.median(wall["hf forward (sdpa)"])
         for name, f in runs.items():
@@ -256,6 +283,8 @@ def format_table(r: dict, peak_tflops: float | None, peak_tbps: float | None) ->
             f"{row['peak_mb']:>9.1f} {row['ops']:>6} {k:>8}  {share}"
         )
     lines.append("ratio: median time / median time of HF's SDPA forward at the same T (runs interleaved)")
+    if not any(row["run"] == "nnsight save" for row in r["forward"]):
+        lines.append("nnsight is not installed: no row for it (pip install nnsight to time it beside these)")
     d = r["decode"]
     lines += [
         "",
