@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
-from apptest_helpers import app_session, figure, ok, serve
+from apptest_helpers import app_session, figure, ok, serve, slide_counter
 
 from gptviz.dashboard.classroom import live, slides
 from gptviz.lessons import parse_lesson, shipped_lesson
@@ -24,7 +24,7 @@ def env(monkeypatch):
 
 
 def where(at) -> str:
-    return next(m.value for m in at.markdown if " · slide " in m.value)
+    return slide_counter(at)
 
 
 def test_the_slide_list_and_the_ends(env):
