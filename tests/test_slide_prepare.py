@@ -25,11 +25,11 @@ def test_the_next_slide_is_computed_ahead_once(monkeypatch):
     monkeypatch.setattr(content, "build", lambda *a, **k: calls.append(a[0].title) or real(*a, **k))
     slide = next(s for s in LESSON.slides if s.page == "predict")
     assert slide_view.prepare(slide) is None  # no server here (AppTest counts its own computations)
-    worker = slide_view.prepare(slide, force=True)
+    worker = slide_view.prepare(slide, force=True, after=0.0)
     assert worker is not None
     worker.join(120)
     assert not worker.is_alive() and calls == [slide.title]
-    assert slide_view.prepare(slide, force=True) is None  # once per slide and process
+    assert slide_view.prepare(slide, force=True, after=0.0) is None  # once per slide and process
     shown = slide_view.slide_content(slide, model_key(slide))  # the press: cached, not computed again
     assert not isinstance(shown, str) and calls == [slide.title]
     assert shown is slide_view.slide_content(slide, model_key(slide))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -82,11 +83,15 @@ _PREPARED_LOCK = threading.Lock()
 PREPARED_MAX = 256  # the set is forgotten past this (slide_content's own cache keeps 64)
 
 
-def prepare(slide: Slide, force: bool = False) -> threading.Thread | None:
+PREPARE_AFTER_S = 3.0  # the room first: the followers' reruns of the slide just shown go before it
+
+
+def prepare(slide: Slide, force: bool = False, after: float = PREPARE_AFTER_S) -> threading.Thread | None:
     """Compute the slide the class will see next, in a thread, while the teacher talks about this one:
     a slide never shown before was computed on the press, and the class waited for it (a reloaded
-    teacher's first Next onto the predict slide: 3 s). Once per slide and process; only on a real
-    server (AppTest counts each computation), unless forced. Returns the thread started, if one was."""
+    teacher's first Next onto the predict slide: 3 s). It starts `after` seconds on, once the followers
+    have redrawn the slide just shown (its CPU would slow theirs). Once per slide and process; only on
+    a real server (AppTest counts each computation), unless forced. Returns the thread started, if any."""
     key = model_key(slide)
     if not (force or Runtime.exists()):
         return None
@@ -96,12 +101,13 @@ def prepare(slide: Slide, force: bool = False) -> threading.Thread | None:
         if len(_PREPARED) >= PREPARED_MAX:
             _PREPARED.clear()
         _PREPARED.add((slide, key))
-    worker = threading.Thread(target=_prepare, args=(slide, key), name="gptviz-next-slide", daemon=True)
+    worker = threading.Thread(target=_prepare, args=(slide, key, after), name="gptviz-next-slide", daemon=True)
     worker.start()
     return worker
 
 
-def _prepare(slide: Slide, key: ModelKey | None) -> None:
+def _prepare(slide: Slide, key: ModelKey | None, after: float) -> None:
+    time.sleep(after)
     try:
         slide_content(slide, key)  # a slide that cannot be shown is cached as its reason: no raise
     except Exception:  # a thread's error must not go unseen, nor stop the class: the press computes it
