@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, ViewportSize, sync_playwright
 
 from ..lessons import shipped_lesson
 from .browser import CHROMIUM, CHROMIUM_ARGS, server_process, wait_for_app_run, wait_for_slide
@@ -65,7 +65,7 @@ def whole_slides(url: str, presses: int = PRESSES, n_followers: int = FOLLOWERS)
     out: dict = {"load_before": os.getloadavg(), "followers": n_followers, "presses": presses}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        size = {"width": 1280, "height": 720}
+        size: ViewportSize = {"width": 1280, "height": 720}
         teacher = browser.new_context(viewport=size).new_page()
         teacher.goto(f"{url}/lesson?lesson={LESSON}&slide={first}&present=1")
         wait_for_slide(teacher, first, n, TIMEOUT_MS * 2)
@@ -80,7 +80,7 @@ def whole_slides(url: str, presses: int = PRESSES, n_followers: int = FOLLOWERS)
             page.get_by_text(f"slide {first} of {n}").first.wait_for(timeout=TIMEOUT_MS * 2)
             followers.append(page)
         time.sleep(TALK_S)
-        rows = []
+        rows: list[dict] = []
         for k in range(first + 1, first + presses + 1):
             slide = lesson.slides[k - 1]
             args = [" ".join(slide.title.split()), slide.page == "predict"]
@@ -95,8 +95,9 @@ def whole_slides(url: str, presses: int = PRESSES, n_followers: int = FOLLOWERS)
             time.sleep(TALK_S)
         teacher.get_by_role("button", name="End class").click()
         browser.close()
-    every = [s for r in rows for s in r["seconds"]]
-    room = [max(r["seconds"]) for r in rows]  # when the last follower had the slide whole
+    seconds: list[list[float]] = [r["seconds"] for r in rows]
+    every = [s for r in seconds for s in r]
+    room = [max(r) for r in seconds]  # when the last follower had the slide whole
     out.update(
         per_press=rows,
         whole_slide_every_follower=summary(every),
