@@ -113,6 +113,17 @@ def shown(md: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", rendered(md))).strip()
 
 
+def html_texts(at: AppTest) -> list[str]:
+    """The text of every st.html element, tags stripped (a script's or a style's body left out)."""
+    bodies = (re.sub(r"<(script|style)\b.*?</\1>", "", e.proto.body, flags=re.S) for e in at.get("html"))
+    return [html.unescape(re.sub(r"<[^>]+>", "", b)).strip() for b in bodies]
+
+
+def slide_counter(at: AppTest) -> str:
+    """The teacher's slide counter ('title · slide i of n'), as the page shows it."""
+    return next(t for t in html_texts(at) if " · slide " in t)
+
+
 def errors(at: AppTest) -> str:
     assert not at.exception, [e.value for e in at.exception]
     return " ".join(shown(e.value) for e in at.error)
@@ -146,6 +157,7 @@ def page_text(at: AppTest) -> str:
         for e in at.get(kind)
     ]
     parts += [df.value.to_csv() for df in at.dataframe]
+    parts += [t for t in html_texts(at) if t]
     return "\n".join(map(str, parts))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from apptest_helpers import app_session, array, figure, ok, serve
+from apptest_helpers import app_session, array, figure, ok, serve, slide_counter
 from streamlit.testing.v1 import AppTest
 
 import gptviz
@@ -32,7 +32,7 @@ def opened(**query) -> AppTest:
 
 
 def where(at: AppTest) -> str:
-    return next(m.value for m in at.markdown if " · slide " in m.value)
+    return slide_counter(at)
 
 
 def test_a_lesson_link_opens_its_slide_and_next_moves_on(env):

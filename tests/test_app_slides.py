@@ -8,9 +8,10 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
-from apptest_helpers import app_session, figure, ok, serve
+from apptest_helpers import app_session, figure, ok, serve, slide_counter
 
 from gptviz.dashboard.classroom import live, slides
+from gptviz.dashboard.classroom.slide_style import counter_html
 from gptviz.lessons import parse_lesson, shipped_lesson
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,7 @@ def env(monkeypatch):
 
 
 def where(at) -> str:
-    return next(m.value for m in at.markdown if " · slide " in m.value)
+    return slide_counter(at)
 
 
 def test_the_slide_list_and_the_ends(env):
@@ -113,3 +114,12 @@ def test_next_pressed_twice_quickly_moves_two_slides(env):
     at.query_params["slide"] = "1"  # the browser's URL when it sent the second press
     ok(at.button(key="slide_next").click().run())
     assert where(at).endswith(f"slide 3 of {N}") and at.query_params["slide"] == "3"
+
+
+def test_the_counter_shows_a_lessons_title_as_text():
+    """The counter is st.html (drawn with the clicker's script): a lesson's title never becomes markup."""
+    body = counter_html('<img src=x onerror="alert(1)"> & <b>bold</b>', 1, 3)
+    assert body == (
+        "<p><strong>&lt;img src=x onerror=&quot;alert(1)&quot;&gt; &amp; &lt;b&gt;bold&lt;/b&gt;</strong>"
+        " · slide 2 of 3</p>"
+    )

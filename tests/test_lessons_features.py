@@ -99,7 +99,12 @@ def test_the_shipped_feature_slide_says_what_the_model_does():
     bundle = gptviz.load(ROOT / "checkpoints" / "shakespeare-char")
     sae = gptviz.load_sae(ROOT / "checkpoints" / "shakespeare-char" / "saes" / slide.sae, model=bundle.model)
     ids = bundle.tokenizer.encode(slide.prompt)
-    c = content.build(slide, bundle, gptviz.trace(bundle.model, ids), sae)
-    fired = np.flatnonzero(np.asarray(c.figure.data[0].y) > 0).tolist()
+    trace = gptviz.trace(bundle.model, ids)
+    c = content.build(slide, bundle, trace, sae)
+    acts = gptviz.feature_activations(trace, sae)[:, slide.feature]
+    fired = np.flatnonzero(acts > 0).tolist()
     assert fired == [i for i in range(len(slide.prompt)) if slide.prompt[i - 4 : i + 1] == "upon "]
     assert len(fired) == 3 and slide.position in fired
+    # the bars are a window around the slide's position (lessons.zoom): the table names every place it fires
+    assert sorted(int(t.split(" ")[0]) for t in c.table["token"]) == fired
+    assert dict(c.facts)["fires on"] == f"3 of {len(ids)} tokens"

@@ -13,8 +13,9 @@ from apptest_helpers import array
 
 import gptviz
 from gptviz import analysis
+from gptviz.figures.style import ORANGE
 from gptviz.lessons import Highlight, content, shipped_lesson
-from gptviz.lessons.zoom import ZOOM_TOKENS, window
+from gptviz.lessons.zoom import BAR_TOKENS, HEAD_TOKENS, ZOOM_TOKENS, window
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,3 +61,40 @@ def test_the_induction_slide_shows_its_cell_and_the_models_weights():
     # the frame sits on the window's own row and column
     xs = {s["xanchor"] for s in fig["layout"]["shapes"] if s.get("xsizemode") == "pixel"}
     assert {col - first - 0.5, col - first + 0.5} <= xs
+
+
+def shipped_slide(page: str):
+    slide = next(s for s in shipped_lesson("how-attention-works").slides if s.page == page)
+    bundle = gptviz.load(ROOT / "checkpoints" / slide.checkpoint)
+    return slide, bundle, gptviz.trace(bundle.model, bundle.tokenizer.encode(slide.prompt), bundle.tokenizer)
+
+
+def test_the_heads_slide_shows_one_layers_heads_zoomed_to_the_models_weights():
+    slide, bundle, trace = shipped_slide("heads")
+    c = content.build(slide, bundle, trace)
+    fig = json.loads(c.figure.to_json())
+    H, T = bundle.model.config.n_head, trace.n_tokens
+    assert len(fig["data"]) == H and T > HEAD_TOKENS  # one tile a head of the slide's layer, a window of each
+    w = analysis.layer_weights(trace, slide.layer)  # [H, T, T]
+    lo = T - HEAD_TOKENS  # no highlight: the window ends at the prompt's last position
+    for h, tile in enumerate(fig["data"]):
+        assert len(tile["y"]) == HEAD_TOKENS and str(tile["y"][0]).startswith(f"{lo} ")
+        np.testing.assert_allclose(array(tile["z"]).astype(float), w[h, lo:, lo:], atol=1e-6)  # causal: no NaN here
+    (frame,) = fig["layout"]["shapes"]  # the slide's head outlined, on its own tile
+    n = slide.head + 1
+    assert frame["xref"] == f"x{n} domain" and frame["yref"] == f"y{n} domain"
+    assert f"Shown: positions {lo}–{T - 1} of {T}." in c.caption
+
+
+def test_the_features_slide_shows_bars_a_class_can_tell_apart():
+    slide, bundle, trace = shipped_slide("features")
+    sae = gptviz.load_sae(ROOT / "checkpoints" / slide.checkpoint / "saes" / slide.sae, model=bundle.model)
+    c = content.build(slide, bundle, trace, sae)
+    bars = c.figure.data[0]
+    x = [int(i) for i in bars.x]
+    T = trace.n_tokens
+    assert len(x) == BAR_TOKENS < T and x == list(range(x[0], x[0] + BAR_TOKENS)) and slide.position in x
+    acts = gptviz.feature_activations(trace, sae)[:, slide.feature]
+    np.testing.assert_allclose(np.asarray(bars.y), acts[x[0] : x[-1] + 1], atol=1e-6)
+    assert [i for i, colour in zip(x, bars.marker.color) if colour == ORANGE] == [slide.position]
+    assert f"Shown: positions {x[0]}–{x[-1]} of {T}." in c.caption

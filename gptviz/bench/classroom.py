@@ -14,13 +14,16 @@ real Chromium pages, all on 127.0.0.1, each step bounded in time.
 
     .venv/bin/gptviz bench --classroom -- [--students 30] [--browsers 3] [--app-dir DIR]
                                          [--label after] [--json FILE] [--every-page]
-                                         [--class-lesson]
+                                         [--class-lesson] [--whole-slide]
 
 --class-lesson runs instead a lesson on a class-mode server (GPTVIZ_CLASS=1): the teacher's Next (to
 every follower), the teacher's tab reloaded (its ?teach= link in a real Chromium page) and its next
 Next onto the predict slide, every student sending a guess at once (until the teacher's screen counts
 it), the teacher's reveal (until the scored round is on the teacher's screen and each student's), the
 server's RSS and the load average before and after.
+
+--whole-slide runs instead bench/class_slides.py: 5 followers in Chromium, 8 presses, the seconds from
+the teacher's key until each follower shows the new slide whole (title and figure).
 
 --app-dir runs another copy of the dashboard (e.g. `git archive main | tar -x -C DIR` for the
 figures before a change); its own checkpoints/ are used. Prints a table and writes JSON
@@ -43,6 +46,7 @@ from typing import Any
 from playwright.async_api import async_playwright
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
+from . import class_slides
 from .browser import ALL_CHARTS_DRAWN, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, server_process
 from .ws_client import Student
 
@@ -403,6 +407,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--generate", action="store_true", help="only: every student presses Generate 20 at once")
     ap.add_argument(
+        "--whole-slide",
+        action="store_true",
+        help="only: 5 Chromium followers, 8 PageDown presses, seconds until each follower shows the new slide whole",
+    )
+    ap.add_argument(
         "--class-lesson",
         action="store_true",
         help="only: a lesson on a class-mode server (GPTVIZ_CLASS=1): Next, a reloaded teacher, every student guessing",
@@ -411,6 +420,12 @@ def main(argv: list[str] | None = None) -> None:
     if not 1 <= args.students <= 60 or not 0 <= args.browsers <= 5:
         ap.error("--students 1..60, --browsers 0..5: the machine is shared")
     result: dict[str, Any]
+    if args.whole_slide:  # a server of its own (class mode); its figures alone
+        result = class_slides.run(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log")
+        result.update(label=args.label, load=os.getloadavg())
+        (args.json or ARTIFACTS / f"class_bench_whole-{args.label}.json").write_text(json.dumps(result, indent=1))
+        print(json.dumps({k: v for k, v in result.items() if k != "per_press"}, indent=1))
+        return
     env = {"GPTVIZ_CLASS": "1"} if args.class_lesson else None
     with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log", env) as (url, pid):
         if args.class_lesson:

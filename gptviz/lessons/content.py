@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from .. import analysis, figures
 from ..analysis import leak, worked
@@ -19,11 +20,11 @@ from ..analysis.heads import LABEL_NAMES, LABEL_THRESHOLDS
 from ..features import SAE, SAEError
 from ..features.activations import feature_activations
 from ..features.reading import logit_effect
-from ..figures.style import BLUE, ORANGE, plotly_text, style
+from ..figures.style import BLUE, MASKED, ORANGE, plotly_text, style
 from ..formats import Bundle
 from ..record import Trace
 from . import Slide, chain, zoom
-from .drawing import FIGURE_HEIGHT, Content, mark, mass_label, num, shown, small_heatmap
+from .drawing import FIGURE_HEIGHT, MARK_WIDTH, Content, mark, mass_label, num, shown, small_heatmap
 
 TOY_TOKENS = ["t0", "t1", "t2"]
 HEAD_THRESHOLD = max(LABEL_THRESHOLDS.values())  # the score that names a head's kind (the same for every kind)
@@ -153,12 +154,46 @@ def _attention(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     )
 
 
+def heads_tiles(weights: np.ndarray, mask: np.ndarray, labels: list[str], head: int, title: str) -> go.Figure:
+    """One layer's heads side by side (two rows of tiles when there are more than three), each its
+    [T, T] weights ([H, T, T]; mask [T, T], True where a query reads a key: the rest is grey), the
+    chosen head outlined."""
+    H = len(weights)
+    rows = 1 if H <= 3 else 2
+    cols = -(-H // rows)
+    fig = make_subplots(
+        rows, cols, subplot_titles=[f"head {h}" for h in range(H)], shared_xaxes=True, shared_yaxes=True,
+        horizontal_spacing=0.03, vertical_spacing=0.14,
+    )  # fmt: skip
+    for h in range(H):
+        z = np.where(mask, weights[h], np.nan)
+        trace = go.Heatmap(z=z, x=labels, y=labels, coloraxis="coloraxis", hovertemplate="%{y} → %{x}: %{z:.4f}")
+        fig.add_trace(trace, h // cols + 1, h % cols + 1)
+    style(fig, title, height=FIGURE_HEIGHT)
+    fig.update_layout(
+        coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1, showscale=False), plot_bgcolor=MASKED, margin_r=10
+    )
+    fig.update_xaxes(type="category", showgrid=False, tickangle=-90)
+    fig.update_yaxes(type="category", showgrid=False, autorange="reversed")
+    n = head + 1  # the chosen head's axes: x, x2, x3, ...
+    ref = "" if n == 1 else str(n)
+    fig.add_shape(
+        type="rect", xref=f"x{ref} domain", yref=f"y{ref} domain", x0=0, x1=1, y0=0, y1=1,
+        line=dict(color=ORANGE, width=MARK_WIDTH),
+    )  # fmt: skip
+    return fig
+
+
 def _heads(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
     layer, head = _clamp(slide, bundle, trace)
-    weights = (analysis.layer_weights(trace, l) for l in range(trace.n_layer))
-    masks = (attention_mask(trace, l) for l in range(trace.n_layer))
-    grid = figures.mark_tile(figures.layer_head_grid(weights, masks=masks), layer, head, inplace=True)
-    grid.update_layout(height=FIGURE_HEIGHT, title_text=f"{slide.checkpoint}: every layer × head")
+    labels = _labels(bundle, trace)
+    T = len(labels)
+    z = zoom.window(T, None, _row(slide, T), zoom.HEAD_TOKENS)
+    w = analysis.layer_weights(trace, layer)  # [H, T, T]
+    tiles = heads_tiles(
+        np.stack([z.square(x) for x in w]), z.square(attention_mask(trace, layer)), labels[z.lo : z.hi], head,
+        f"{slide.checkpoint}: layer {layer}, every head",
+    )  # fmt: skip
     scores = analysis.head_scores(trace)
     named = scores[scores.label != ""]
     table = pd.DataFrame(
@@ -169,11 +204,11 @@ def _heads(slide: Slide, bundle: Bundle, trace: Trace) -> Content:
         }
     )
     return Content(
-        grid,
+        tiles,
         f"heads with a clear kind on this prompt (score ≥ {HEAD_THRESHOLD:g})",
         table,
         (("layers", str(trace.n_layer)), ("heads per layer", str(bundle.model.config.n_head))),
-        f"Each tile is one head's attention map; the outlined one is layer {layer}, head {head}.",
+        f"Each tile is one head of layer {layer} (grey: masked); the outlined one is head {head}." + z.note(),
     )
 
 
@@ -256,14 +291,23 @@ def _features(slide: Slide, bundle: Bundle, trace: Trace, sae: SAE) -> Content:
     f = slide_feature(slide, acts)
     a = acts[:, f]  # [T]
     T, row = len(a), _row(slide, len(a))
+    z = zoom.window(T, None, row, zoom.BAR_TOKENS)  # bars a class can tell apart, the slide's among them
+    shown_at = range(z.lo, z.hi)
     labels = _labels(bundle, trace)
     ids = [int(i) for i in trace.token_ids]
     chars = [plotly_text(t) for t in (bundle.tokenizer.display(ids) if bundle.tokenizer else map(str, ids))]
-    colours = [ORANGE if i == row else BLUE for i in range(T)]
-    fig = go.Figure(go.Bar(x=list(range(T)), y=a, marker_color=colours, hovertext=labels, hoverinfo="text+y"))
+    colours = [ORANGE if i == row else BLUE for i in shown_at]
+    fig = go.Figure(
+        go.Bar(
+            x=list(shown_at), y=a[z.lo : z.hi], marker_color=colours, hovertext=labels[z.lo : z.hi], hoverinfo="text+y"
+        )
+    )
     style(fig, f"feature {f} at {sae.site}", height=FIGURE_HEIGHT)
-    # the tokens alone, upright: a slide's 70 'index token' labels turned on their side could not be read
-    fig.update_xaxes(tickvals=list(range(T)), ticktext=chars, tickangle=0, tickfont=dict(size=10), title_text="token")
+    fig.update_layout(bargap=0.15)
+    # the tokens alone, upright: 'index token' labels turned on their side could not be read
+    fig.update_xaxes(
+        tickvals=list(shown_at), ticktext=chars[z.lo : z.hi], tickangle=0, tickfont=dict(size=14), title_text="token"
+    )
     fig.update_yaxes(title_text="activation")
     words = _labels(bundle, trace, for_plotly=False)
     order = np.argsort(-a, kind="stable")[:5]
@@ -284,7 +328,7 @@ def _features(slide: Slide, bundle: Bundle, trace: Trace, sae: SAE) -> Content:
         table,
         tuple(facts),
         "Each bar is the feature's activation at one token (0: it does not fire); the orange bar is the "
-        f"slide's position.{steered}",
+        f"slide's position.{steered}" + z.note(keys=False),
     )
 
 

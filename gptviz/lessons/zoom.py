@@ -3,6 +3,9 @@ positions around the highlight (or ending at the slide's position), so that on a
 least 12 px tall and a highlighted cell's frame at least as wide. A 60-token map drawn whole in a 300 px
 plot gives each row 5 px, and the class cannot find the cell the teacher points at.
 
+The heads slide shows the slide's layer, each head a tile of HEAD_TOKENS positions; a features slide
+BAR_TOKENS bars: the same window, as wide as the screen allows a bar of 12 px.
+
 The window is square (queries and keys are the same positions) and keeps each position's own label
 ('index token'), so a class reads where in the prompt it is; the caption says which part is shown."""
 
@@ -15,6 +18,8 @@ import numpy as np
 from . import Highlight
 
 ZOOM_TOKENS = 16  # positions a slide's heatmap shows: ≥ 12 px a row in the ~195 px plot of 1280 × 720
+HEAD_TOKENS = 6  # positions each tile of the heads slide shows: two rows of tiles in ~185 px (1024 × 768)
+BAR_TOKENS = 24  # bars a features slide shows: a bar ≥ 12 px wide in the ~400 px plot of 1024 × 768
 AFTER = 2  # positions shown after the highlight's last (the mask's edge is part of the picture)
 
 
@@ -38,12 +43,13 @@ class Window:
             return None
         return Highlight(h.kind, tuple(min(a, self.T - 1) - self.lo for a in h.at))
 
-    def note(self) -> str:
-        """What the caption says of the window ('' when the map is whole)."""
+    def note(self, keys: bool = True) -> str:
+        """What the caption says of the window ('' when the map is whole); keys: the window is of an
+        attention map, whose rows also weigh the keys before it."""
         if self.whole:
             return ""
         return f" Shown: positions {self.lo}–{self.hi - 1} of {self.T}." + (
-            " Earlier keys hold the rest." if self.lo else ""
+            " Earlier keys hold the rest." if self.lo and keys else ""
         )
 
 

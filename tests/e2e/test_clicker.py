@@ -92,3 +92,38 @@ def test_a_tally_tick_after_next_does_not_send_the_teacher_back(browser: Browser
     assert re.search(rf"[?&]slide={K + 2}(&|$)", page.url), page.url
     page.get_by_role("button", name="End class").click()
     page.close()
+
+
+def test_the_first_press_in_a_reopened_tab_moves_the_class(browser: Browser, url):
+    """A teacher's tab closed and opened again (its ?teach= link): the first PageDown pressed as soon as
+    the slide counter shows moves the teacher and the follower. (The counter showed before the clicker's
+    script was loaded, and that press was lost.)"""
+    teacher = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = teacher.new_page()
+    page.goto(f"{url}/?lesson={LESSON.name}&slide=1&present=1")
+    on_slide(page, 1, timeout=120_000)
+    page.get_by_role("button", name="Start teaching").click()
+    code = page.locator(".st-key-class_bar strong")
+    expect(code).to_be_visible(timeout=30_000)
+    wait_for_app_run(page)
+    student = browser.new_page(viewport={"width": 1280, "height": 720})
+    student.goto(f"{url}/?follow={code.text_content()}")
+    expect(student.get_by_text(re.compile(f"slide 1 of {N}$"))).to_be_visible(timeout=120_000)
+    link = page.url
+    assert "teach=" in link, link
+    page.close()  # the tab closed, and opened again on its link
+    page = teacher.new_page()
+    page.goto(link)
+    expect(page.get_by_text(re.compile(f"slide 1 of {N}$"))).to_be_visible(timeout=120_000)
+    page.keyboard.press("PageDown")  # at once: no wait for the run or the figure
+    on_slide(page, 2, timeout=60_000)
+    assert re.search(r"[?&]slide=2(&|$)", page.url), page.url
+    expect(student.get_by_text(re.compile(f"slide 2 of {N}$"))).to_be_visible(timeout=60_000)
+    # and the next press, after the reopened tab's first, moves the follower on again
+    wait_for_app_run(page)
+    page.keyboard.press("PageDown")
+    on_slide(page, 3)
+    expect(student.get_by_text(re.compile(f"slide 3 of {N}$"))).to_be_visible(timeout=60_000)
+    page.get_by_role("button", name="End class").click()
+    student.close()
+    teacher.close()

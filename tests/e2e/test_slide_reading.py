@@ -1,7 +1,8 @@
 """Every slide of the shipped lesson read from the back of the room (issue 38), at 1280 × 720 in
 presentation mode, light and dark, in a real Chromium: a caption is at least 22 px and at least 4.5 : 1
 against the page (its opacity counted), every figure text at least 4.5 : 1 against its paper, and a real
-model's heatmap has rows of at least 12 px (lessons.zoom) with a highlight frame at least 12 px across."""
+model's heatmap (each tile of the heads slide too) has rows of at least 12 px (lessons.zoom) with a highlight
+frame at least 12 px across, and a features slide's bars are at least 12 px wide."""
 
 from __future__ import annotations
 
@@ -35,12 +36,18 @@ READ = r"""() => {
     const texts = [...p.querySelectorAll('.main-svg text')]
       .filter(t => t.textContent.trim() && !t.closest('.heatmaplayer'))
       .map(t => [t.textContent.slice(0, 30), getComputedStyle(t).fill]);
-    const L = p._fullLayout, heat = p.data && p.data[0].type === 'heatmap' && L.yaxis._categories;
+    const L = p._fullLayout;  // every heatmap's rows (a tile of the heads slide each), every bar's width
+    const rows = (p.data || []).filter(t => t.type === 'heatmap').map(t => {
+      const ax = L['yaxis' + (t.yaxis || 'y').slice(1)];
+      return ax && ax._categories && ax._categories.length ? ax._length / ax._categories.length : null; })
+      .filter(r => r !== null);
+    const bars = [...p.querySelectorAll('.bars path')].map(b => b.getBoundingClientRect().width);
     const frames = [...p.querySelectorAll('.shapelayer path')].map(s => { const r = s.getBoundingClientRect();
       return [r.left, r.right, r.top, r.bottom]; });
     const extent = (a, b) => Math.max(...frames.map(f => f[b])) - Math.min(...frames.map(f => f[a]));
     const span = frames.length ? Math.min(extent(0, 1), extent(2, 3)) : null;
-    return {paper, texts, row: heat ? L.yaxis._length / L.yaxis._categories.length : null, frame: span};
+    return {paper, texts, row: rows.length ? Math.min(...rows) : null, frame: span,
+            bar: bars.length ? Math.min(...bars) : null};
   });
   return {caps, figs};
 }"""
@@ -62,7 +69,7 @@ def url():
 def test_every_slide_reads_from_the_back(browser: Browser, url, shot, scheme):
     page = browser.new_page(viewport={"width": 1280, "height": 720}, color_scheme=scheme)
     page.goto(f"{url}/?lesson=how-attention-works&slide=1&present=1")
-    problems, heatmaps = [], 0
+    problems, heatmaps, bars = [], 0, 0
     for i, slide in enumerate(LESSON.slides, start=1):
         wait_for_slide(page, i, N, 120_000)
         expect(page.locator(".st-key-slide_figure .main-svg").first).to_be_visible(timeout=120_000)
@@ -83,9 +90,14 @@ def test_every_slide_reads_from_the_back(browser: Browser, url, shot, scheme):
                     problems.append(f"{where}: heatmap rows of {f['row']:.1f} px")
                 if slide.highlight is not None and (f["frame"] or 0) < ROW_PX:
                     problems.append(f"{where}: a highlight frame {f['frame']} px across")
+            if content.real_model(slide) and f["bar"] is not None and slide.page == "features":
+                bars += 1  # every bar (the orange one at the slide's position among them) wide enough to tell apart
+                if f["bar"] < ROW_PX:
+                    problems.append(f"{where}: bars {f['bar']:.1f} px wide")
         shot(page, f"reading_{scheme}_{i}")
         if i < N:
             page.keyboard.press("PageDown")
     page.close()
-    assert heatmaps >= 3  # the real-model heatmaps were measured (two attention slides, the mask leak)
+    assert heatmaps >= 4  # the real-model heatmaps were measured (two attention slides, the heads, the mask leak)
+    assert bars == 1  # the features slide's bars
     assert not problems, problems[:12]

@@ -3,6 +3,8 @@ projector: the slide is the whole screen) and the script of a clicker's keys (CL
 slides.py; the selectors name the keys of the elements slides.py draws (slide_*, follow_*,
 lesson_tools, class_bar)."""
 
+import html
+
 # The keys a presentation clicker sends (PageDown / PageUp), the arrows and Space press the slide's
 # Next and Back buttons, Home and End its first and last; `b` and `.` (a clicker's "blank" key) press
 # the hidden Black screen button: the projector and every follower go black, and the same key (or
@@ -10,12 +12,35 @@ lesson_tools, class_bar)."""
 # per browser tab on the page's own document (st.html runs it outside any iframe); it ignores keys
 # typed into a field and keys with a modifier. The slide list is a field until a slide is picked:
 # then the clicker's keys move the slides again, not the list.
+#
+# A freshly opened tab loads st.html's code and the buttons' code (Streamlit loads an element's code
+# when the first such element comes) after the page's Markdown is drawn: a press made on seeing the
+# slide counter found no listener, or no button, and was lost. So the counter is drawn by st.html too
+# (counter_html), after this script, and a press made before its button is drawn is held until the
+# button is there (at most HOLD_MS).
 CLICKER_JS = """<script>
 (() => {
   if (window.__gptvizClicker) return;
   window.__gptvizClicker = true;
   const BUTTONS = {PageDown: "next", ArrowRight: "next", " ": "next", PageUp: "back", ArrowLeft: "back",
                    Home: "first", End: "last"};
+  const HOLD_MS = 10000;
+  let held = null;  // [button name, when]: a press made before its button was drawn
+  const press = (name) => {
+    const b = document.querySelector(".st-key-slide_" + name + " button");
+    if (b) { held = null; if (!b.disabled) b.click(); return; }
+    const first = held === null;
+    held = [name, Date.now()];
+    if (!first) return;
+    const retry = () => {
+      if (held === null) return;
+      const [n, t] = held;
+      if (document.querySelector(".st-key-slide_" + n + " button")) press(n);
+      else if (Date.now() - t < HOLD_MS) setTimeout(retry, 50);
+      else held = null;
+    };
+    setTimeout(retry, 50);
+  };
   document.addEventListener("keydown", (e) => {
     if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
     const t = e.target;
@@ -23,21 +48,28 @@ CLICKER_JS = """<script>
     if (list && t.getAttribute("aria-expanded") !== "true") t.blur();
     else if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)
               || t.getAttribute("role") === "slider")) return;
-    if (!document.querySelector(".st-key-slide_next")) return;  // not on a slide
+    if (!document.querySelector(".st-key-slide_bar")) return;  // not on a slide
     if (e.key === "b" || e.key === "." || (e.key === "Escape" && document.getElementById("gptviz-blank"))) {
       e.preventDefault();
-      const dark = document.querySelector(".st-key-slide_blackout button");
-      if (dark) dark.click();
+      press("blackout");
       return;
     }
-    const b = BUTTONS[e.key] && document.querySelector(".st-key-slide_" + BUTTONS[e.key] + " button");
-    if (!b) return;
+    if (!BUTTONS[e.key]) return;
     e.preventDefault();
     e.stopPropagation();
-    if (!b.disabled) b.click();
+    press(BUTTONS[e.key]);
   }, true);
+  document.documentElement.classList.add("gptviz-keys");
 })();
 </script>"""
+
+
+def counter_html(title: str, i: int, n: int) -> str:
+    """The teacher's slide counter ('**title** · slide i+1 of n'), as st.html draws it: it shows only
+    once CLICKER_JS, drawn before it by the same code, has run, so a slide that shows its counter takes
+    a clicker's press. The title is escaped: a lesson's text never becomes markup."""
+    return f"<p><strong>{html.escape(title)}</strong> · slide {i + 1} of {n}</p>"
+
 
 # A slide on any screen: less padding above the page, the note and the facts large, the class code
 # at least 24 px (1.5rem of Streamlit's 16 px root font), the Home / End buttons out of sight.
@@ -56,7 +88,7 @@ SLIDE_CSS = """<style>
 [data-testid=stLayoutWrapper]:has(> .st-key-slide_where) {
   flex: 0 1 auto; width: auto; min-width: 0; max-width: calc(100% - 10rem); }  /* 10rem: Back and Next */
 .st-key-slide_where, .st-key-slide_where [data-testid=stElementContainer] { min-width: 0; }
-.st-key-slide_where [data-testid=stMarkdownContainer] { min-width: 0; margin-bottom: 0; }
+.st-key-slide_where [data-testid=stHtml] { min-width: 0; margin-bottom: 0; }
 .st-key-slide_where p { display: flex; white-space: pre; margin: 0; }
 .st-key-slide_where strong { overflow: hidden; text-overflow: ellipsis; }
 [data-testid=stLayoutWrapper]:has(> .st-key-slide_share) { margin-left: auto; }

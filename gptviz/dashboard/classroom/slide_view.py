@@ -6,11 +6,15 @@ alike."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from typing import Literal
 
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.runtime import Runtime
 
 from ... import figures
 from ...errors import GptvizError
@@ -25,6 +29,7 @@ from . import predict
 from .lesson_check import model_key, slide_prompt, slide_sae
 from .slide_style import PRESENT_CSS, SLIDE_CSS
 
+log = logging.getLogger("gptviz.dashboard")
 NUMBER_PX = 24  # the smallest a number a slide is about may be on a projector
 
 
@@ -71,6 +76,42 @@ def slide_content(slide: Slide, key: ModelKey | None) -> Shown | str:
         textfont_size=NUMBER_PX, showscale=False, selector=lambda t: t.type == "heatmap" and bool(t.texttemplate)
     )
     return Shown(c, figures.presentation(c.figure, False), presented)
+
+
+_PREPARED: set[tuple[Slide, ModelKey | None]] = set()  # slides handed to a thread, per process
+_PREPARED_LOCK = threading.Lock()
+PREPARED_MAX = 256  # the set is forgotten past this (slide_content's own cache keeps 64)
+
+
+PREPARE_AFTER_S = 3.0  # the room first: the followers' reruns of the slide just shown go before it
+
+
+def prepare(slide: Slide, force: bool = False, after: float = PREPARE_AFTER_S) -> threading.Thread | None:
+    """Compute the slide the class will see next, in a thread, while the teacher talks about this one:
+    a slide never shown before was computed on the press, and the class waited for it (a reloaded
+    teacher's first Next onto the predict slide: 3 s). It starts `after` seconds on, once the followers
+    have redrawn the slide just shown (its CPU would slow theirs). Once per slide and process; only on
+    a real server (AppTest counts each computation), unless forced. Returns the thread started, if any."""
+    key = model_key(slide)
+    if not (force or Runtime.exists()):
+        return None
+    with _PREPARED_LOCK:
+        if (slide, key) in _PREPARED:
+            return None
+        if len(_PREPARED) >= PREPARED_MAX:
+            _PREPARED.clear()
+        _PREPARED.add((slide, key))
+    worker = threading.Thread(target=_prepare, args=(slide, key, after), name="gptviz-next-slide", daemon=True)
+    worker.start()
+    return worker
+
+
+def _prepare(slide: Slide, key: ModelKey | None, after: float) -> None:
+    time.sleep(after)
+    try:
+        slide_content(slide, key)  # a slide that cannot be shown is cached as its reason: no raise
+    except Exception:  # a thread's error must not go unseen, nor stop the class: the press computes it
+        log.warning("could not prepare the slide %r ahead", slide.title, exc_info=True)
 
 
 def _run(slide: Slide, run: RunKey):

@@ -20,8 +20,8 @@ from ..widgets import plain
 from . import blackout, join, lesson_return, live, predict, reveal
 from .follow import nudge
 from .lesson_check import check_lesson, model_key
-from .slide_style import CLICKER_JS
-from .slide_view import draw, slide_content
+from .slide_style import CLICKER_JS, counter_html
+from .slide_view import draw, prepare, slide_content
 from .voters import browser_id, is_reserved
 
 log = logging.getLogger("gptviz.dashboard")
@@ -254,8 +254,8 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     # lines): each part is as wide as what it shows; SLIDE_CSS keeps the counter on one line.
     with st.container(horizontal=True, vertical_alignment="center", gap="xsmall", key="slide_bar"):
         st.button("◀ Back", key="slide_back", on_click=_move, args=(n, -1), disabled=i == 0)
-        with st.container(key="slide_where"):
-            st.markdown(f"**{plain(lesson.title)}** · slide {i + 1} of {n}")
+        with st.container(key="slide_where"):  # drawn with the keys' script (slide_style.counter_html)
+            st.html(counter_html(lesson.title, i, n))
         st.button("Next ▶", key="slide_next", on_click=_move, args=(n, 1), disabled=i == n - 1, type="primary")
         with st.container(key="slide_share", width="content"):
             class_bar()
@@ -266,6 +266,8 @@ def teacher(lesson: Lesson, presentation: bool) -> None:
     if blackout.is_dark(code):
         blackout.blank()
     draw(lesson.slides[i], presentation, at=predict.At(code, lesson, i, nudge))
+    if i + 1 < n:  # the next slide, computed while this one is on screen
+        prepare(lesson.slides[i + 1])
 
 
 def leave_presentation() -> None:
