@@ -61,7 +61,12 @@ def test_the_threshold_and_the_scores_are_named_where_they_show():
     assert "10 symbols, said twice" in induction.note
     p = induction.prompt
     assert len(p) == 20 and len(set(p[:10])) == 10 and p[:10] == p[10:]
-    heads = slide("Every head")
+    heads = slide("The heads of one layer")
     bundle = gptviz.load(ROOT / "checkpoints" / heads.checkpoint)
     trace = gptviz.trace(bundle.model, bundle.tokenizer.encode(heads.prompt), bundle.tokenizer)
     assert f"score ≥ {threshold:g}" in content.build(heads, bundle, trace).table_title
+    # "head 3 mostly reads the token one step back, head 2 two steps back, head 4 three or four": how
+    # far back the key each head weighs most lies, at the 6 positions its tile shows
+    weights, T = trace[f"blocks.{heads.layer}.attn.weights"], trace.n_tokens
+    back = {h: [T - 6 + i - int(weights[h, T - 6 + i].argmax()) for i in range(6)] for h in (2, 3, 4)}
+    assert back[3].count(1) >= 4 and set(back[2]) == {2} and set(back[4]) <= {3, 4}, back
