@@ -77,3 +77,51 @@ def test_transcoders_that_do_not_fit_are_one_line(monkeypatch, root):
     at.get_by_key("graph_tcs_upload").set_value([("notes.txt", b"hello", "text/plain")]).run()
     assert "a transcoder set is config.yaml and layer_N.safetensors files" in errors(at)
     assert Upload  # the helper the uploader's files mimic
+
+
+def test_fidelity_comes_first_and_a_feature_shows_its_contexts_from_a_scan(monkeypatch, root, tmp_path):
+    """Before the graph: the set's fidelity as the library measures it on the sample corpus's start, with
+    the library's own warning. For the chosen feature node: no scan yet -> how to make one; a scan made
+    with these transcoders in the page's scans folder -> found by itself, its contexts in rank order."""
+    from gptviz.dashboard.panels import transcoder_card as card
+    from gptviz.scanning import jobs as scan_jobs
+    from gptviz.scanning import queries
+
+    serve(monkeypatch, root, NAME)
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    at = ok(app_session(PAGE, timeout=240))
+    bundle = gptviz.load(root / NAME)
+    tcs = gptviz.load_transcoders(root / NAME / "transcoders")
+    first = sorted((Path(__file__).resolve().parents[1] / "samples" / "shakespeare").glob("*.txt"))[0]
+    text = first.read_text(encoding="utf-8")[: card.SAMPLE_CHARS]
+    want = tcs.fidelity(bundle.model, [text], tokenizer=bundle.tokenizer, max_tokens=card.FIDELITY_TOKENS)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Top-1 agreement"] == f"{100 * want['top1_agreement']:.1f} %"
+    assert metrics["KL (nats / token)"] == f"{want['kl']:.3f}"
+    assert metrics["NMSE (worst layer)"] == f"{max(want['nmse'].values()):.3f}"
+    assert want["warning"] and any(w.value.startswith("Poor fidelity") for w in at.warning)  # random: poor
+    assert any("No corpus scan with these transcoders yet" in i.value for i in at.info)
+    assert any("--transcoders" in c.value for c in at.code)
+
+    ids = gptviz.encode_prompt(bundle.tokenizer, PRESET_PROMPT, bundle.model.config.block_size)
+    g = gptviz.attribution_graph(bundle.model, tcs, ids, tokenizer=bundle.tokenizer, max_feature_nodes=1024)
+    chosen = at.selectbox(key="graph_node").value
+    node = g.nodes.set_index("node_id").loc[chosen]
+    layer, feature = int(node["layer"]), int(node["feature"])
+    # the prompt is a document of the scan: the node's own activation is among the feature's contexts
+    folder = tmp_path / "scans" / "0123456789ab" / "scan"
+    docs = [PRESET_PROMPT, "Speak, speak. We are resolved rather to die than to famish?", text[:2000]]
+    s = gptviz.scan(bundle.model, docs, bundle.tokenizer, window=64, k=4, transcoders=tcs, out=folder)
+    ok(at.run())
+    assert at.selectbox(key="graph_node").value == chosen
+    shown = [h.proto.body for h in at.get("html") if "window " in h.proto.body and "activation" in h.proto.body]
+    rows = queries.transcoder_contexts(s, layer, feature)
+    assert len(rows) >= 1 and len(shown) == min(len(rows), card.CONTEXTS)
+    for body, r in zip(shown, rows.itertuples()):
+        assert body.startswith(f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · ")
+    assert rows["value"].iloc[0] >= float(node["activation"]) - 1e-4
+
+    # a folder typed that is a scan without these transcoders: one line
+    gptviz.scan(bundle.model, docs, bundle.tokenizer, window=64, k=2, out=tmp_path / "plain")
+    at.text_input(key="graph_scan").input(str(tmp_path / "plain")).run()
+    assert "not a scan made with these transcoders" in errors(at)

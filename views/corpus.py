@@ -10,6 +10,7 @@ from gptviz.dashboard.corpus import scan_form
 from gptviz.dashboard.corpus import scans as cp
 from gptviz.dashboard.corpus.compare_tab import compare_tab, remember
 from gptviz.dashboard.corpus.heads_tab import heads_tab
+from gptviz.dashboard.panels.circuit import shipped_sets
 from gptviz.dashboard.sources.checkpoints import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.sources.classmode import class_mode, client_address, scans_allowed, uploads_allowed
 from gptviz.dashboard.state import switch_page, view
@@ -66,12 +67,17 @@ elif mode == "run a new scan":
     kept = scan_jobs.MAX_KEPT
     st.caption(f"This server keeps the newest {kept} scans and uploaded corpora; a new one removes the oldest.")
     data = scan_form.corpus_data(kind)
+    sets = shipped_sets(v.source)  # shipped transcoders: their features' contexts, for the Graph page
+    tc_help = "Also keep each transcoder feature's strongest contexts: the Graph page shows them"
+    tc = st.selectbox("Transcoders", ["none", *sets], key="corpus_transcoders", disabled=not sets, help=tc_help)
     busy = scan_jobs.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     run = st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy)
     if run and data is not None:
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
             client = client_address() if class_mode() else ""  # a class server: one scan per computer
-            job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device, client)
+            job = scan_jobs.start_scan(
+                checkpoint_path(v.source), data, int(window), int(k), v.device, client, transcoders=sets.get(tc)
+            )
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")

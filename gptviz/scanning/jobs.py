@@ -86,7 +86,7 @@ def start_scan(
     k: int,
     device: str = "cpu",
     client: str = "",
-    transcoders: Path | None = None,
+    transcoders: str | Path | None = None,
 ) -> Job:
     """Start `gptviz scan` for this checkpoint and corpus (a path, or an upload's (name,
     bytes), saved first), reading a transcoder set's features too when `transcoders` names its folder;
@@ -105,7 +105,9 @@ def start_scan(
         return job
 
 
-def _start(checkpoint: Path, data: Path, window: int, k: int, device: str, transcoders: Path | None = None) -> Job:
+def _start(
+    checkpoint: Path, data: Path, window: int, k: int, device: str, transcoders: str | Path | None = None
+) -> Job:
     job_id = uuid.uuid4().hex[:12]
     folder = private_folder(prune(scans_root(), using=data), job_id)
     job = Job(job_id, str(folder / "scan"), str(folder / "progress.json"), str(folder / "scan.log"))
