@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import Upload, app_session, errors, figure, ok, serve
+from apptest_helpers import Upload, app_session, errors, figure, ok, serve, shipped_room
 
 import gptviz
 from gptviz.bench.checkpoints import NAME, make_checkpoints
@@ -125,3 +125,32 @@ def test_fidelity_comes_first_and_a_feature_shows_its_contexts_from_a_scan(monke
     gptviz.scan(bundle.model, docs, bundle.tokenizer, window=64, k=2, out=tmp_path / "plain")
     at.text_input(key="graph_scan").input(str(tmp_path / "plain")).run()
     assert "not a scan made with these transcoders" in errors(at)
+
+
+def test_the_shipped_set_shows_its_stored_fidelity_and_the_shipped_scans_contexts(monkeypatch, tmp_path):
+    """The shipped transcoders carry their held-out fidelity (config.yaml, written by training on this
+    checkpoint): shown as stored, nothing measured. The shipped scan was made with them: a feature's
+    contexts come from it without any scan run here."""
+    import re
+
+    import yaml
+
+    from gptviz.scanning import jobs as scan_jobs
+    from gptviz.scanning import queries
+
+    shipped_room(monkeypatch)
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))  # none of the page's own
+    at = ok(app_session(PAGE, timeout=240))
+    root = Path(__file__).resolve().parents[1]
+    card = yaml.safe_load((root / "checkpoints/shakespeare-char/transcoders/config.yaml").read_text())
+    stored = card["gptviz_training"]["held_out_fidelity"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Top-1 agreement"] == f"{100 * stored['top1_agreement']:.1f} %"
+    assert metrics["KL (nats / token)"] == f"{stored['kl']:.3f}"
+    assert any("measured when they were trained" in c.value for c in at.caption)
+    title = next(h.value for h in at.subheader if h.value.startswith("Where feature"))
+    feature, layer = (int(x) for x in re.findall(r"\d+", title))
+    rows = queries.transcoder_contexts(gptviz.load_scan(root / "samples/scans/shakespeare-char"), layer, feature)
+    shown = [h.proto.body for h in at.get("html") if "window " in h.proto.body and "activation" in h.proto.body]
+    assert len(rows) and len(shown) == min(len(rows), 8)
+    assert shown[0].startswith(f"<b>#0</b> · {rows['value'].iloc[0]:.3f} · window {rows['window'].iloc[0]} · ")

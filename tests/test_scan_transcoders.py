@@ -102,12 +102,25 @@ def test_the_folder_names_the_set_and_is_found_again_from_another_copy(tmp_path)
     assert gptviz.load_scan(tmp_path / "scan").transcoder_features.empty
 
 
-def test_old_scan_folders_still_open():
-    """The shipped scan was written before transcoder tables existed: it opens, with none."""
-    old = gptviz.load_scan(ROOT / "samples" / "scans" / "shakespeare-char")
-    assert "transcoders" not in old.summary and old.transcoder_features.empty and old.transcoder_density.empty
-    assert queries.transcoder_contexts(old, 0, 0).empty and queries.transcoder_density(old, 0, 0) is None
-    assert queries.scans_of_transcoders("0" * 32, [ROOT / "samples" / "scans" / "shakespeare-char"]) == []
+def test_old_scan_folders_still_open(tmp_path):
+    """A folder as scans wrote it before transcoder tables (and the summary's table list) existed opens,
+    with none; the shipped scan holds the shipped transcoders' tables, for the Graph page."""
+    shipped = ROOT / "samples" / "scans" / "shakespeare-char"
+    old = tmp_path / "old"
+    shutil.copytree(shipped, old)
+    for name in ("transcoder_features", "transcoder_density"):
+        (old / f"{name}.parquet").unlink()
+    summary = json.loads((old / "summary.json").read_text())
+    (old / "summary.json").write_text(
+        json.dumps({k: v for k, v in summary.items() if k not in ("transcoders", "tables")})
+    )
+    s = gptviz.load_scan(old)
+    assert "transcoders" not in s.summary and s.transcoder_features.empty and s.transcoder_density.empty
+    assert queries.transcoder_contexts(s, 0, 0).empty and queries.transcoder_density(s, 0, 0) is None
+    tcs = gptviz.load_transcoders(ROOT / "checkpoints" / "shakespeare-char" / "transcoders")
+    assert queries.scans_of_transcoders(tcs.fingerprint(), [old, shipped]) == [shipped]
+    full = gptviz.load_scan(shipped)
+    assert full.windows.equals(s.windows) and len(full.transcoder_density) == sum(tcs[l].d_tc for l in tcs.layers)
 
 
 def test_bad_records_and_engines_are_one_line(tmp_path):
