@@ -80,7 +80,7 @@ def test_the_folder_names_the_set_and_is_found_again_from_another_copy(tmp_path)
     model = tiny_model(seed=1)
     save_transcoders(random_set(model, d_tc=20, seed=2), tmp_path / "tcs")
     tcs = gptviz.load_transcoders(tmp_path / "tcs")
-    s = gptviz.scan(model, DOCS, window=WINDOW, k=K, transcoders=tmp_path / "tcs", out=tmp_path / "scan")
+    s = gptviz.scan(model, DOCS, window=WINDOW, k=K, transcoders=tcs, out=tmp_path / "scan")
     back = gptviz.load_scan(tmp_path / "scan")
     record = back.summary["transcoders"]
     assert record["path"] == str((tmp_path / "tcs").resolve()) and record["name"] == "tcs"
@@ -157,3 +157,4 @@ def test_cli_scans_with_a_transcoder_folder(tmp_path):
     s = gptviz.load_scan(tmp_path / "o")
     assert s.summary["transcoders"]["fingerprint"] == gptviz.load_transcoders(tmp_path / "tcs").fingerprint()
     assert len(s.transcoder_features) and s.transcoder_features["rank"].max() == 1
+    assert main([*args, "--transcoders", str(tmp_path / "nowhere")]) == 2  # one line, before the model runs

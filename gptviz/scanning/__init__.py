@@ -208,7 +208,7 @@ def scan(
     The summary records the threads used (`threads`; with Ray, `ray_workers` as the workers reported them).
     saes: SAEs (gptviz.load_sae) read in the same pass: `scan.features` (feature, rank, value, window,
     position, and `sae`, its index in saes) and `scan.feature_density` (how often each fires).
-    transcoders: a TranscoderSet (gptviz.load_transcoders) or its folder, read in the same pass (each
+    transcoders: a TranscoderSet (gptviz.load_transcoders), read in the same pass (each
     layer's transcoder at blocks.{l}.mlp.in): `scan.transcoder_features` (layer, feature, rank, value,
     window, position) and `scan.transcoder_density`; summary["transcoders"] names the set.
     """
@@ -231,10 +231,6 @@ def scan(
         raise GptvizError("a scan with saes= or transcoders= runs on the local engine for now")
     for sae in saes:
         check_fits(sae, model)
-    if isinstance(transcoders, (str, Path)):
-        from ..transcoders import load_transcoders
-
-        transcoders = load_transcoders(transcoders)
     if transcoders is not None:
         transcoders.check_fits(model)
         transcoders = transcoders.to(model.device)
