@@ -154,3 +154,17 @@ def test_the_shipped_set_shows_its_stored_fidelity_and_the_shipped_scans_context
     shown = [h.proto.body for h in at.get("html") if "window " in h.proto.body and "activation" in h.proto.body]
     assert len(rows) and len(shown) == min(len(rows), 8)
     assert shown[0].startswith(f"<b>#0</b> · {rows['value'].iloc[0]:.3f} · window {rows['window'].iloc[0]} · ")
+
+
+def test_a_stored_fidelity_card_is_read_only_for_this_checkpoint_and_plain_numbers():
+    """config.yaml is someone else's file: its held-out fidelity is shown only when it was measured on a
+    checkpoint of this name and holds finite, non-negative numbers; otherwise the page measures."""
+    from gptviz.dashboard.panels.transcoder_card import _stored
+
+    card = {"top1_agreement": 0.9, "kl": 0.1, "nmse": {0: 0.05, 1: 0.1}, "dead": {0: 0.0, 1: 0.2}, "tokens": 512}
+    meta = {"model_name": "checkpoints/tiny", "gptviz_training": {"held_out_fidelity": card}}
+    assert _stored(meta, Path("/anywhere/tiny")) == card
+    assert _stored(meta, Path("/anywhere/other")) is None  # trained on another checkpoint
+    for bad in ({"kl": float("nan")}, {"kl": -1.0}, {"nmse": "all"}, {"nmse": {}}, {"top1_agreement": "high"}):
+        assert _stored({**meta, "gptviz_training": {"held_out_fidelity": {**card, **bad}}}, Path("tiny")) is None
+    assert _stored({"model_name": "tiny", "gptviz_training": ["x"]}, Path("tiny")) is None

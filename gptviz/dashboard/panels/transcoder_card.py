@@ -43,16 +43,14 @@ def _stored(meta: dict, checkpoint: Path) -> dict | None:
     if not isinstance(card, dict) or not isinstance(name, str) or Path(name).name != checkpoint.name:
         return None
     try:
-        result = {key: float(card[key]) for key in ("top1_agreement", "kl")}
-        for key in ("nmse", "dead"):
-            result[key] = {int(l): float(x) for l, x in card[key].items()}
-        result["tokens"] = int(card.get("tokens") or 0)
+        agree, kl = float(card["top1_agreement"]), float(card["kl"])
+        nmse, dead = ({int(l): float(x) for l, x in card[key].items()} for key in ("nmse", "dead"))
+        tokens = int(card.get("tokens") or 0)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    numbers = [result["top1_agreement"], result["kl"], *result["nmse"].values(), *result["dead"].values()]
-    if not all(math.isfinite(x) and x >= 0 for x in numbers) or not result["nmse"]:
+    if not nmse or not all(math.isfinite(x) and x >= 0 for x in (agree, kl, *nmse.values(), *dead.values())):
         return None
-    return result
+    return {"top1_agreement": agree, "kl": kl, "nmse": nmse, "dead": dead, "tokens": tokens}
 
 
 @cached(max_entries=8, show_spinner="Measuring the transcoders' fidelity on the sample corpus…")
