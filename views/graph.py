@@ -104,7 +104,7 @@ found = card.scan_for(tcs, typed.strip())
 if isinstance(found, str):
     st.error(f"Scan not used: {widgets.plain(found)}")
 elif found is None:
-    card.how_to_scan(path, str(checkpoint))
+    card.how_to_scan(path, str(checkpoint), shipped=path in circuit.shipped_sets(v.source).values())
 else:
     card.show_contexts(found, v.model_key, layer, feature, v.display, v.bundle.tokenizer)
 

@@ -231,9 +231,8 @@ def scan(
         raise GptvizError("a scan with saes= or transcoders= runs on the local engine for now")
     for sae in saes:
         check_fits(sae, model)
-    if transcoders is not None:
+    if transcoders is not None:  # each transcoder is applied where the activations are (Transcoder.on)
         transcoders.check_fits(model)
-        transcoders = transcoders.to(model.device)
     readers = sae_readers(saes) + (transcoder_readers(transcoders) if transcoders is not None else [])
     corpus = read_corpus(data, tokenizer, window, cfg.vocab_size)
     n_neurons = model.transformer.h[0].mlp.c_proj.in_features

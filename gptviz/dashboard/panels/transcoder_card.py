@@ -162,10 +162,11 @@ def show_contexts(found: tuple[str, float], model: ModelKey, layer: int, feature
         st.html(cfig.ranked_context_html(r.rank, r.value, r.window, queries.token_texts(tok, ids), int(r.position)))
 
 
-def how_to_scan(tcs_path: str, checkpoint: str) -> None:
+def how_to_scan(tcs_path: str, checkpoint: str, shipped: bool) -> None:
     """What the page shows when no scan with this set exists: where to run one, and the command."""
+    page = "on the Corpus page (run a new scan, with these transcoders) or " if shipped else ""
     st.info(
-        "No corpus scan with these transcoders yet, so no contexts to show. Run one on the Corpus page (run a new "
-        "scan, Transcoders: these), or with the command below, and give its folder here."
+        f"No corpus scan with these transcoders yet, so no contexts to show. Run one {page}with the command "
+        "below, and give its folder here."
     )
     st.code(f"gptviz scan --checkpoint {checkpoint} --data CORPUS --transcoders {tcs_path} --out DIR", language="bash")
