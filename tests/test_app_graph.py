@@ -168,3 +168,24 @@ def test_a_stored_fidelity_card_is_read_only_for_this_checkpoint_and_plain_numbe
     for bad in ({"kl": float("nan")}, {"kl": -1.0}, {"nmse": "all"}, {"nmse": {}}, {"top1_agreement": "high"}):
         assert _stored({**meta, "gptviz_training": {"held_out_fidelity": {**card, **bad}}}, Path("tiny")) is None
     assert _stored({"model_name": "tiny", "gptviz_training": ["x"]}, Path("tiny")) is None
+
+
+def test_a_class_server_shows_no_other_sessions_scan(monkeypatch, root, tmp_path):
+    """On a class server the page's own scans of other sessions are other students' corpora: a scan made
+    with these transcoders there is not searched (the Corpus page's scan B list keeps the same rule)."""
+    from gptviz.dashboard.sources import classmode
+    from gptviz.scanning import jobs as scan_jobs
+
+    serve(monkeypatch, root, NAME)
+    monkeypatch.setenv(scan_jobs.SCANS_ENV, str(tmp_path / "scans"))
+    bundle = gptviz.load(root / NAME)
+    tcs = gptviz.load_transcoders(root / NAME / "transcoders")
+    texts = [PRESET_PROMPT, "Speak, speak. We are resolved rather to die than to famish?"]
+    gptviz.scan(bundle.model, texts, bundle.tokenizer, window=64, k=2, transcoders=tcs,
+                out=tmp_path / "scans" / "0123456789ab" / "scan")  # fmt: skip
+    monkeypatch.setenv(classmode.CLASS_ENV, "1")
+    at = ok(app_session(PAGE, timeout=240))
+    assert any("No corpus scan with these transcoders yet" in i.value for i in at.info)
+    monkeypatch.setenv(classmode.CLASS_ENV, "0")
+    at = ok(app_session(PAGE, timeout=240))
+    assert any(c.value.startswith("From the scan") for c in at.caption)

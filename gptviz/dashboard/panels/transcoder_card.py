@@ -19,12 +19,12 @@ import streamlit as st
 from ...errors import GptvizError
 from ...figures import corpus as cfig
 from ...scanning import Scan, queries
-from ...scanning import jobs as scan_jobs
 from ...scanning.validate import against_model
 from ...shipped import shipped_dir
 from ...transcoders.fidelity import warning
 from ..caches import FORWARD, ModelKey, bundle_for, cached
 from ..corpus import scans as cp
+from ..corpus.compare_tab import page_scans
 from ..corpus.scan_form import scan_folder
 from ..widgets import plain
 
@@ -107,8 +107,9 @@ def show_fidelity(result: dict | str, where: str) -> None:
 
 # --- a feature's strongest contexts ------------------------------------------------------------------
 def _candidates() -> list[Path]:
-    """The scans the page looks in by itself: the Corpus page's own (newest first), then the shipped ones."""
-    return [*queries.finished_scans(scan_jobs.scans_path()), *queries.shipped_scans()]
+    """The scans the page looks in by itself: the Corpus page's this session may open (newest first; on a
+    class server only this session's), then the shipped ones."""
+    return [*map(Path, page_scans()), *queries.shipped_scans()]
 
 
 @cached(max_entries=16, show_spinner=False)
