@@ -10,6 +10,7 @@ from gptviz.dashboard.corpus import scan_form
 from gptviz.dashboard.corpus import scans as cp
 from gptviz.dashboard.corpus.compare_tab import compare_tab, remember
 from gptviz.dashboard.corpus.heads_tab import heads_tab
+from gptviz.dashboard.panels import transcoder_card as card
 from gptviz.dashboard.panels.circuit import shipped_sets
 from gptviz.dashboard.sources.checkpoints import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.sources.classmode import class_mode, client_address, scans_allowed, uploads_allowed
@@ -121,7 +122,9 @@ st.caption(
 )
 if runnable and sm.get("checkpoint") and Path(sm["checkpoint"]).name != checkpoint_path(v.source).name:
     st.warning("This scan was made with another checkpoint than the sidebar's: its tokens are shown with this one's.")
-tab_w, tab_h, tab_n, tab_c = st.tabs(["Windows by loss", "Heads over windows", "Neurons", "Compare two scans"])
+names = ["Windows by loss", "Heads over windows", "Neurons", "Compare two scans"]
+has_tc = len(scan.transcoder_features) > 0  # a scan made with transcoders: their features' contexts too
+tab_w, tab_h, tab_n, tab_c, *tab_t = st.tabs(names + (["Transcoder features"] if has_tc else []))
 
 with tab_w:
     ranked = cp.ranked_windows(*version, v.model_key)
@@ -181,3 +184,13 @@ with tab_n:
 
 with tab_c:
     compare_tab(version, v.model_key)
+
+if tab_t:
+    with tab_t[0]:
+        tf = scan.transcoder_density
+        c1, c2 = st.columns(2)
+        layers = sorted(int(x) for x in tf["layer"].unique())
+        tc_layer = c1.selectbox("Layer", layers, key="corpus_tc_layer")
+        width = int(tf.loc[tf["layer"] == tc_layer, "feature"].max()) + 1
+        tc_feature = int(c2.number_input(f"Feature (0–{width - 1})", 0, width - 1, 0, key="corpus_tc_feature"))
+        card.show_contexts(version, v.model_key, tc_layer, tc_feature, tok)

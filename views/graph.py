@@ -106,7 +106,7 @@ if isinstance(found, str):
 elif found is None:
     card.how_to_scan(path, str(checkpoint), shipped=path in circuit.shipped_sets(v.source).values())
 else:
-    card.show_contexts(found, v.model_key, layer, feature, v.display, v.bundle.tokenizer)
+    card.show_contexts(found, v.model_key, layer, feature, v.bundle.tokenizer)
 
 st.subheader(f"Edit feature {feature} of layer {layer} at {widgets.plain(v.texts[pos])}")
 h1, h2 = st.columns([1, 2])

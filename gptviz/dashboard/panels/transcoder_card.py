@@ -140,7 +140,7 @@ def _fingerprint(tcs) -> str:
     return tcs.__dict__["_fingerprint"]
 
 
-def show_contexts(found: tuple[str, float], model: ModelKey, layer: int, feature: int, display, tok) -> None:
+def show_contexts(found: tuple[str, float], model: ModelKey, layer: int, feature: int, tok) -> None:
     """The feature's strongest contexts in the scan, the firing token highlighted, with its density."""
     try:
         scan: Scan = cp.scan_at(*found)
