@@ -236,6 +236,10 @@ def cmd_dashboard(args) -> int:
 def cmd_scan(args) -> None:
     from .scanning.command import run
 
+    if args.transcoders is not None:  # read here: the scan takes a set, and scanning sits below transcoders
+        from .transcoders import load_transcoders
+
+        args.transcoders = load_transcoders(args.transcoders)
     run(args)
 
 

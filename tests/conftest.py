@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import os
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 import gptviz
 from gptviz.bench.checkpoints import CONFIG, NAME, make_checkpoints
+from gptviz.bench.cluster import free_port, leftovers, stop
 from gptviz.dashboard import caches
 from gptviz.dashboard.sources import checkpoints
 
@@ -134,3 +140,55 @@ def ray_files_here(monkeypatch, _ray_session_root):
     monkeypatch.setenv("RAY_TMPDIR", str(_ray_session_root))
     monkeypatch.setenv("HOME", str(_ray_session_root / "home"))
     return _ray_session_root
+
+
+@pytest.fixture
+def ray_head(tmp_path_factory):
+    """`ray start --head --block` as its own process; yields its environment (RAY_ADDRESS, the token).
+    Stopped by terminating that process, which stops what it started: `ray stop` would stop every
+    Ray on the machine, other people's too."""
+    port = free_port()
+    temp = Path(os.path.realpath(f"/tmp/rs{port}"))  # short: Ray's socket paths must fit in 107 bytes
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"},  # a head started without gptviz's
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),  # the workers import this gptviz
+        "RAY_AUTH_MODE": "token",  # a cluster with a token, as Ray makes by default
+        "RAY_AUTH_TOKEN": os.urandom(32).hex(),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # stop at once: nothing to drain in a test
+    }
+    cmd = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        f"--port={port}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=2",
+        f"--object-store-memory={96 * 2**20}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp}",
+        "--block",
+    ]
+    log = tmp_path_factory.mktemp("ray") / "head.log"
+    with open(log, "w") as out:
+        head = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert head.poll() is None, log.read_text()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the Ray head did not come up in 90 s"
+                time.sleep(0.2)
+        yield {**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
+    finally:
+        stop(head)  # SIGTERM, then its own session killed if it does not end in 60 s
+        time.sleep(1)
+        mine = leftovers(temp, port)
+        for pid in mine:  # never expected; killed by pid so no later test inherits them
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)  # the head's sessions and logs: nothing of it stays in /tmp
+        assert not mine, f"Ray processes left behind: {mine}"

@@ -48,6 +48,7 @@ def test_the_shipped_scan_opens_at_once_with_the_librarys_numbers(at, roots):
     scan = gptviz.load_scan(samples / "scans" / NAME)
     assert at.title[0].value == "Corpus"
     assert at.radio(key="corpus_mode").value == "the shipped scan"
+    assert "Transcoder features" not in [t.label for t in at.tabs]  # scanned without transcoders
     metrics = {m.label: m.value for m in at.metric}
     assert (
         metrics["Windows"] == f"{len(scan.windows):,}" and metrics["Mean loss (nats)"] == f"{scan.summary['loss']:.3f}"
@@ -412,3 +413,46 @@ def test_scan_b_is_picked_from_the_scans_found_and_a_class_server_lists_only_its
     at.session_state[keys.CORPUS_MINE] = [str(ran)]  # what the page keeps when a scan it started ends
     ok(at.run())
     assert at.selectbox(key="corpus_compare_pick").options[1].startswith(f"this session: {NAME} on hamlet")
+
+
+@pytest.mark.slow  # starts the scan as its own process, as the page does
+def test_a_scan_with_the_shipped_transcoders_gives_the_graph_page_its_contexts(at, roots):
+    """Transcoders shipped beside the checkpoint are offered by the scan form; the scan it runs (its own
+    process) reads them, and the Graph page then finds it by itself for a feature's contexts."""
+    from test_app_graph import random_set
+
+    from gptviz.transcoders.files import save_transcoders
+
+    ckpts, _ = roots
+    cfg = gptviz.load(ckpts / NAME).model.config
+    save_transcoders(random_set(cfg.n_embd, cfg.n_layer), ckpts / NAME / "transcoders")
+    ok(at.radio(key="corpus_mode").set_value("run a new scan").run())
+    assert at.selectbox(key="corpus_transcoders").options == ["none", "transcoders"]
+    at.selectbox(key="corpus_transcoders").set_value("transcoders")
+    at.number_input(key="corpus_window_size").set_value(32)
+    ok(at.button(key="corpus_run").click().run())
+    ok(wait_for_scan(at))
+    made = gptviz.load_scan(at.session_state["corpus_scan"])
+    tcs = gptviz.load_transcoders(ckpts / NAME / "transcoders")
+    assert made.summary["transcoders"]["fingerprint"] == tcs.fingerprint() and len(made.transcoder_features)
+    ok(at.switch_page("views/graph.py").run())
+    assert not any("No corpus scan" in i.value for i in at.info)
+    assert any(c.value.startswith("From the scan") for c in at.caption)
+
+
+def test_the_shipped_scans_transcoder_features_tab(monkeypatch):
+    """The shipped scan was made with the shipped transcoders: a tab lists a feature's strongest contexts,
+    the library's rows in rank order (a scan without transcoders has no such tab: the first test)."""
+    from apptest_helpers import shipped_room
+
+    shipped_room(monkeypatch)
+    at = ok(ok(app_session()).switch_page("views/corpus.py").run())
+    assert [t.label for t in at.tabs][-1] == "Transcoder features"
+    at.selectbox(key="corpus_tc_layer").set_value(2)
+    ok(at.number_input(key="corpus_tc_feature").set_value(5).run())
+    root = Path(__file__).resolve().parents[1]
+    rows = queries.transcoder_contexts(gptviz.load_scan(root / "samples/scans/shakespeare-char"), 2, 5)
+    shown = [h.proto.body for h in at.tabs[-1].get("html")]
+    assert len(rows) and len(shown) == min(len(rows), 8)
+    for body, r in zip(shown, rows.itertuples()):
+        assert body.startswith(f"<b>#{r.rank}</b> · {r.value:.3f} · window {r.window} · ")

@@ -10,6 +10,8 @@ from gptviz.dashboard.corpus import scan_form
 from gptviz.dashboard.corpus import scans as cp
 from gptviz.dashboard.corpus.compare_tab import compare_tab, remember
 from gptviz.dashboard.corpus.heads_tab import heads_tab
+from gptviz.dashboard.panels import transcoder_card as card
+from gptviz.dashboard.panels.circuit import shipped_sets
 from gptviz.dashboard.sources.checkpoints import DEMO, checkpoint_path, is_upload, shipped, upload_limit_mb
 from gptviz.dashboard.sources.classmode import class_mode, client_address, scans_allowed, uploads_allowed
 from gptviz.dashboard.state import switch_page, view
@@ -66,12 +68,17 @@ elif mode == "run a new scan":
     kept = scan_jobs.MAX_KEPT
     st.caption(f"This server keeps the newest {kept} scans and uploaded corpora; a new one removes the oldest.")
     data = scan_form.corpus_data(kind)
+    sets = shipped_sets(v.source)  # shipped transcoders: their features' contexts, for the Graph page
+    tc_help = "Also keep each transcoder feature's strongest contexts: the Graph page shows them"
+    tc = st.selectbox("Transcoders", ["none", *sets], key="corpus_transcoders", disabled=not sets, help=tc_help)
     busy = scan_jobs.running((st.session_state.get("corpus_job") or {}).get("id"))  # one scan per session at a time
     run = st.button("Run scan", key="corpus_run", type="primary", disabled=not runnable or data is None or busy)
     if run and data is not None:
         try:  # the scans folder may be refused: a symlink, or another user's (private.py)
             client = client_address() if class_mode() else ""  # a class server: one scan per computer
-            job = scan_jobs.start_scan(checkpoint_path(v.source), data, int(window), int(k), v.device, client)
+            job = scan_jobs.start_scan(
+                checkpoint_path(v.source), data, int(window), int(k), v.device, client, transcoders=sets.get(tc)
+            )
             st.session_state["corpus_job"] = job.__dict__
         except GptvizError as e:
             st.error(f"Scan not started: {widgets.plain(e)}")
@@ -115,7 +122,9 @@ st.caption(
 )
 if runnable and sm.get("checkpoint") and Path(sm["checkpoint"]).name != checkpoint_path(v.source).name:
     st.warning("This scan was made with another checkpoint than the sidebar's: its tokens are shown with this one's.")
-tab_w, tab_h, tab_n, tab_c = st.tabs(["Windows by loss", "Heads over windows", "Neurons", "Compare two scans"])
+names = ["Windows by loss", "Heads over windows", "Neurons", "Compare two scans"]
+has_tc = len(scan.transcoder_features) > 0  # a scan made with transcoders: their features' contexts too
+tab_w, tab_h, tab_n, tab_c, *tab_t = st.tabs(names + (["Transcoder features"] if has_tc else []))
 
 with tab_w:
     ranked = cp.ranked_windows(*version, v.model_key)
@@ -175,3 +184,13 @@ with tab_n:
 
 with tab_c:
     compare_tab(version, v.model_key)
+
+if tab_t:
+    with tab_t[0]:
+        tf = scan.transcoder_density
+        c1, c2 = st.columns(2)
+        layers = sorted(int(x) for x in tf["layer"].unique())
+        tc_layer = c1.selectbox("Layer", layers, key="corpus_tc_layer")
+        width = int(tf.loc[tf["layer"] == tc_layer, "feature"].max()) + 1
+        tc_feature = int(c2.number_input(f"Feature (0–{width - 1})", 0, width - 1, 0, key="corpus_tc_feature"))
+        card.show_contexts(version, v.model_key, tc_layer, tc_feature, tok)

@@ -8,6 +8,7 @@ import streamlit as st
 from gptviz.dashboard import widgets
 from gptviz.dashboard.panels import features as fc
 from gptviz.features.reading import top_features
+from gptviz.scanning import queries
 
 CONTEXT = 24  # tokens shown on each side of a context's firing token
 
@@ -62,7 +63,7 @@ with right:
     widgets.figure_chart(fc.histogram_figure(v.key, v.sae, feature, corpus, v.presentation), key="ft_hist")
 
 if st.session_state.get("ft_scan"):
-    rows = s.features[s.features.feature == feature].sort_values("rank")
+    rows = queries.feature_contexts(s, feature)  # the one SAE of the scan
     windows = s.windows.set_index("window")
     shown_rows = []
     for r in rows.itertuples():

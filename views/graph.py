@@ -7,6 +7,7 @@ import streamlit as st
 from gptviz import figures
 from gptviz.dashboard import progress, widgets
 from gptviz.dashboard.panels import circuit
+from gptviz.dashboard.panels import transcoder_card as card
 from gptviz.figures.circuits import graph_figure
 
 v = widgets.require_trace() or st.stop()
@@ -25,6 +26,8 @@ tcs = circuit.transcoders_for(path, v.model_key)
 if isinstance(tcs, str):
     st.error(f"Cannot use these transcoders: {widgets.plain(tcs)}")
     st.stop()
+checkpoint = circuit.checkpoint_of(v.source)
+card.show_fidelity(*card.fidelity(tcs, path, circuit.set_version(path), v.model_key, checkpoint))
 
 last = v.trace.part("logits", -1)
 top = [int(i) for i in last.argsort()[::-1][:10]]
@@ -94,6 +97,16 @@ right.dataframe(
     pd.DataFrame({"suppresses": v.display([i for i, _ in down]), "by": [x for _, x in down]}), hide_index=True
 )
 st.caption("Its decoder row through the unembedding (the final norm left out).")
+
+st.subheader(f"Where feature {feature} of layer {layer} fires most")
+typed = st.text_input("Scan folder (one made with these transcoders; empty: found by itself)", key="graph_scan")
+found = card.scan_for(tcs, typed.strip())
+if isinstance(found, str):
+    st.error(f"Scan not used: {widgets.plain(found)}")
+elif found is None:
+    card.how_to_scan(path, str(checkpoint), shipped=path in circuit.shipped_sets(v.source).values())
+else:
+    card.show_contexts(found, v.model_key, layer, feature, v.bundle.tokenizer)
 
 st.subheader(f"Edit feature {feature} of layer {layer} at {widgets.plain(v.texts[pos])}")
 h1, h2 = st.columns([1, 2])

@@ -26,7 +26,7 @@ from ..errors import GptvizError
 from ..features.sites import check_fits
 from ..progress import ProgressFn, Reporter
 from .corpus import Corpus, ScanDataError, read_corpus
-from .features import FeatureScan
+from .features import FeatureScan, sae_readers, transcoder_readers
 from .local import default_batch_size, run_local
 from .reduce import EXTRAS, Partial
 from .store import COLUMNS, OPTIONAL, ScanFolderError, check_space, estimate_bytes, read, write
@@ -34,7 +34,7 @@ from .validate import check
 
 ENGINES = ("local", "ray")
 DEFAULT_WINDOW = 128
-__all__ = ["Scan", "scan", "load_scan", "ScanDataError", "ScanFolderError"]
+__all__ = ["Scan", "scan", "load_scan", "transcoder_record", "ScanDataError", "ScanFolderError"]
 
 
 @dataclass
@@ -55,6 +55,13 @@ class Scan:
     feature_density: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["feature_density"]))
     )
+    # with transcoders=tcs: the same per layer's transcoder (summary["transcoders"] names the set)
+    transcoder_features: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["transcoder_features"]))
+    )
+    transcoder_density: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=list(COLUMNS["transcoder_density"]))
+    )
 
     def tables(self) -> dict[str, pd.DataFrame]:
         return {
@@ -65,7 +72,27 @@ class Scan:
             "head_windows": self.head_windows,
             "head_attention": self.head_attention,
             **({"features": self.features, "feature_density": self.feature_density} if len(self.features) else {}),
+            **(
+                {"transcoder_features": self.transcoder_features, "transcoder_density": self.transcoder_density}
+                if len(self.transcoder_features)
+                else {}
+            ),
         }
+
+
+def transcoder_record(tcs) -> dict:
+    """What a scan's summary says of the transcoder set it read: its folder (absolute, or None for a set
+    made in memory), a name, its layers and fingerprint (TranscoderSet.fingerprint: how a page finds the
+    scan of the set it shows, from whatever folder either was read)."""
+    path = getattr(tcs, "path", None)
+    name = tcs.meta.get("model_name") if isinstance(tcs.meta.get("model_name"), str) else None
+    return {
+        "path": str(Path(path).expanduser().resolve()) if path else None,
+        "name": Path(path).name if path else (name or "transcoders in memory"),
+        "layers": [int(l) for l in tcs.layers],
+        "d_tc": int(tcs[tcs.layers[0]].d_tc),
+        "fingerprint": tcs.fingerprint(),
+    }
 
 
 def _model_and_tokenizer(model, tokenizer, device):
@@ -162,6 +189,7 @@ def scan(
     ray_timeout: float | None = None,
     progress: ProgressFn | None = None,
     saes: Sequence = (),
+    transcoders=None,
     threads: int | None = None,
 ) -> Scan:
     """Scan a corpus (see docs/architecture.md, "The corpus scan").
@@ -180,6 +208,9 @@ def scan(
     The summary records the threads used (`threads`; with Ray, `ray_workers` as the workers reported them).
     saes: SAEs (gptviz.load_sae) read in the same pass: `scan.features` (feature, rank, value, window,
     position, and `sae`, its index in saes) and `scan.feature_density` (how often each fires).
+    transcoders: a TranscoderSet (gptviz.load_transcoders), read in the same pass (each
+    layer's transcoder at blocks.{l}.mlp.in): `scan.transcoder_features` (layer, feature, rank, value,
+    window, position) and `scan.transcoder_density`; summary["transcoders"] names the set.
     """
     if engine not in ENGINES:
         raise GptvizError(f"unknown engine {engine!r}; choose local or ray")
@@ -196,21 +227,25 @@ def scan(
     if not isinstance(k, int) or k < 1:
         raise GptvizError(f"k must be a positive integer, got {k!r}")
     saes = list(saes)
-    if saes and engine != "local":
-        raise GptvizError("a scan with saes= runs on the local engine for now")
+    if (saes or transcoders is not None) and engine != "local":
+        raise GptvizError("a scan with saes= or transcoders= runs on the local engine for now")
     for sae in saes:
         check_fits(sae, model)
+    if transcoders is not None:  # each transcoder is applied where the activations are (Transcoder.on)
+        transcoders.check_fits(model)
+    readers = sae_readers(saes) + (transcoder_readers(transcoders) if transcoders is not None else [])
     corpus = read_corpus(data, tokenizer, window, cfg.vocab_size)
     n_neurons = model.transformer.h[0].mlp.c_proj.in_features
     if out is not None:  # before the model runs: a corpus too large for the disk costs nothing
-        need = estimate_bytes(corpus.tokens, len(corpus.windows), cfg.n_layer, n_neurons, cfg.n_head, k)
+        n_features = sum(r.width for r in readers)
+        need = estimate_bytes(corpus.tokens, len(corpus.windows), cfg.n_layer, n_neurons, cfg.n_head, k, n_features)
         check_space(Path(out), need)
     # a batch of 0 or -1 made no batches (or failed deep in NumPy); None means the default
     batch_size = default_batch_size(window) if batch_size is None else whole(batch_size, "batch_size", low=1)
     reporter = Reporter(progress, "windows", len(corpus.windows))
     step = reporter.tick
     reporter.start()
-    features = FeatureScan(saes, k) if saes else None
+    features = FeatureScan(readers, k) if readers else None
     threads = None if threads is None else whole(threads, "threads", low=1)
     ran: dict = {}
     if engine == "local":
@@ -255,15 +290,15 @@ def scan(
         **ran,
     }
     s = Scan(**result, summary=summary)
-    if features is not None:
-        found = features.tables()
-        s.features, s.feature_density = found["features"], found["feature_density"]
+    for name, table in (features.tables() if features is not None else {}).items():
+        setattr(s, name, table)
+    if saes:
         summary["saes"] = [getattr(sae, "path", None) or repr(sae) for sae in saes]
+    if transcoders is not None:
+        summary["transcoders"] = transcoder_record(transcoders)
     if out is not None:
-        if (
-            features is None and Path(out).is_dir()
-        ):  # a previous scan's feature tables in this folder would be read as this one's
-            for name in ("features", "feature_density"):
+        if Path(out).is_dir():  # a previous scan's feature tables in this folder would be read as this one's
+            for name in set(OPTIONAL[2:]) - set(s.tables()):
                 (Path(out) / f"{name}.parquet").unlink(missing_ok=True)
         summary["tables"] = sorted(s.tables())  # as write() records them: the summary read back is this one
         write(Path(out), s.tables(), summary)

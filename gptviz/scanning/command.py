@@ -26,6 +26,12 @@ def add_arguments(p) -> None:
         "--window", type=cli_args.whole(2), default=128, help="tokens per window (default: 128, or block_size)"
     )
     p.add_argument("--k", type=cli_args.whole(1), default=20, help="strongest contexts kept per neuron (default: 20)")
+    p.add_argument(
+        "--transcoders",
+        type=path,
+        help="also read this transcoder set (config.yaml + layer_N.safetensors) and keep each feature's top "
+        "contexts (the Graph page shows them); local engine",
+    )
     p.add_argument("--engine", choices=("local", "ray"), default="local", help="local (default) or ray")
     p.add_argument("--ray-address", help="a Ray cluster to use (default: $RAY_ADDRESS, else a Ray started here)")
     p.add_argument(
@@ -90,6 +96,7 @@ def run(args) -> None:
             ray_timeout=args.ray_timeout,
             progress=progress,
             threads=args.threads,
+            transcoders=args.transcoders,
         )
     except BaseException as e:
         bar.close()
@@ -109,6 +116,8 @@ def run(args) -> None:
             f"({1 + took / max(s.summary['seconds'], 1e-9):.2f}x the scan's time)"
         )
     sm = s.summary
+    if "transcoders" in sm:
+        print(f"read the transcoders of layers {sm['transcoders']['layers']}: {len(s.transcoder_features):,} contexts")
     write_progress(args.progress_file, done=sm["windows"], total=sm["windows"], state="done", out=str(args.out))
     print(
         f"scanned {sm['docs']:,} document(s), {sm['windows']:,} windows, {sm['tokens']:,} tokens in "

@@ -80,10 +80,17 @@ def check_room(client: str = "") -> None:
 
 
 def start_scan(
-    checkpoint: Path, data: Path | tuple[str, bytes], window: int, k: int, device: str = "cpu", client: str = ""
+    checkpoint: Path,
+    data: Path | tuple[str, bytes],
+    window: int,
+    k: int,
+    device: str = "cpu",
+    client: str = "",
+    transcoders: str | Path | None = None,
 ) -> Job:
     """Start `gptviz scan` for this checkpoint and corpus (a path, or an upload's (name,
-    bytes), saved first); return at once. GptvizError when MAX_RUNNING_SCANS already run, or this
+    bytes), saved first), reading a transcoder set's features too when `transcoders` names its folder;
+    return at once. GptvizError when MAX_RUNNING_SCANS already run, or this
     client runs one (check_room; a class server passes the address), and then nothing is saved."""
     # room checked, upload saved, folders pruned, made and the scan registered at once: another
     # session's prune or upload cannot come in between and remove this scan's corpus
@@ -91,21 +98,23 @@ def start_scan(
         check_room(client)
         if isinstance(data, tuple):
             data = _save_upload(*data)
-        job = _start(checkpoint, data, window, k, device)
+        job = _start(checkpoint, data, window, k, device, transcoders)
         for old in [i for i in list(_CLIENTS) if not running(i)]:  # ended scans: their clients may start anew
             _CLIENTS.pop(old, None)
         _CLIENTS[job.id] = client
         return job
 
 
-def _start(checkpoint: Path, data: Path, window: int, k: int, device: str) -> Job:
+def _start(
+    checkpoint: Path, data: Path, window: int, k: int, device: str, transcoders: str | Path | None = None
+) -> Job:
     job_id = uuid.uuid4().hex[:12]
     folder = private_folder(prune(scans_root(), using=data), job_id)
     job = Job(job_id, str(folder / "scan"), str(folder / "progress.json"), str(folder / "scan.log"))
     # --flag=value: a path that starts with "-" stays a value, never a flag
     cmd = [sys.executable, "-m", "gptviz", "scan", f"--checkpoint={checkpoint}", f"--data={data}"]
     cmd += [f"--out={job.out}", "--window", str(window), "--k", str(k), "--device", device]
-    cmd += ["--progress-file", job.progress]
+    cmd += ["--progress-file", job.progress] + ([f"--transcoders={transcoders}"] if transcoders else [])
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(

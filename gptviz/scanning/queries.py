@@ -108,6 +108,53 @@ def neuron_contexts(scan: Scan, layer: int, neuron: int) -> pd.DataFrame:
     return n.loc[(n["layer"] == layer) & (n["neuron"] == neuron)].sort_values("rank").reset_index(drop=True)
 
 
+def _top_rows(table: pd.DataFrame, column: str, label: int, feature: int) -> pd.DataFrame:
+    rows = table.loc[(table[column] == label) & (table["feature"] == feature)]
+    return rows[["rank", "value", "window", "position"]].sort_values("rank").reset_index(drop=True)
+
+
+def feature_contexts(scan: Scan, feature: int, sae: int = 0) -> pd.DataFrame:
+    """An SAE feature's top-k rows (rank, value, window, position), rank 0 first: of saes[sae] in a scan
+    made with saes=."""
+    return _top_rows(scan.features, "sae", sae, feature)
+
+
+def transcoder_contexts(scan: Scan, layer: int, feature: int) -> pd.DataFrame:
+    """A transcoder feature's top-k rows (rank, value, window, position), rank 0 first, in a scan made
+    with transcoders= (its layer's transcoder): empty where it never fired, or the scan did not read that layer."""
+    return _top_rows(scan.transcoder_features, "layer", layer, feature)
+
+
+def transcoder_density(scan: Scan, layer: int, feature: int) -> float | None:
+    """The share of the scan's tokens on which a transcoder feature fires; None when the scan has no such feature."""
+    d = scan.transcoder_density
+    row = d.loc[(d["layer"] == layer) & (d["feature"] == feature), "density"]
+    return float(row.iloc[0]) if len(row) else None
+
+
+def scans_of_transcoders(fingerprint: str, folders) -> list[Path]:
+    """The scan folders among `folders` made with the transcoder set of this fingerprint
+    (TranscoderSet.fingerprint, which the scan's summary records), in the order given. Only each
+    summary.json is read (sized first); a folder that is not a scan, or unreadable, is passed over."""
+    import json
+
+    from .store import MAX_SUMMARY_BYTES
+
+    found = []
+    for folder in folders:
+        f = Path(folder) / "summary.json"
+        try:
+            if f.stat().st_size > MAX_SUMMARY_BYTES:
+                continue
+            summary = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            continue
+        record = summary.get("transcoders") if isinstance(summary, dict) else None
+        if isinstance(record, dict) and record.get("fingerprint") == fingerprint:
+            found.append(Path(folder))
+    return found
+
+
 def context(scan: Scan, window: int, position: int) -> tuple[list[int], int]:
     """The context of a position: its whole window (ids; what the model read, and what followed) and
     where the position falls in it."""

@@ -31,11 +31,27 @@ COLUMNS = {
     "head_attention": ("window", "layer", "head", *EXTRAS, "induction_queries"),
     "features": ("feature", "rank", "value", "window", "position", "sae"),  # with saes=: optional
     "feature_density": ("sae", "feature", "fires", "density"),
+    "transcoder_features": ("layer", "feature", "rank", "value", "window", "position"),  # with transcoders=
+    "transcoder_density": ("layer", "feature", "fires", "density"),
 }
 REQUIRED = ("windows", "tokens", "neurons", "heads")
-OPTIONAL = ("head_windows", "head_attention", "features", "feature_density")  # histograms; HeadVis; with saes=
+# histograms; HeadVis; with saes=; with transcoders= (older scans lack the later ones)
+OPTIONAL = (
+    "head_windows",
+    "head_attention",
+    "features",
+    "feature_density",
+    "transcoder_features",
+    "transcoder_density",
+)
 SUMMARY_KEYS = ("docs", "windows", "tokens", "loss", "seconds", "engine")
-TOGETHER = {"head_attention": "head_windows", "features": "feature_density", "feature_density": "features"}
+TOGETHER = {
+    "head_attention": "head_windows",
+    "features": "feature_density",
+    "feature_density": "features",
+    "transcoder_features": "transcoder_density",
+    "transcoder_density": "transcoder_features",
+}
 MAX_TABLE_BYTES = 4 * GiB  # a table file larger than this is refused before it is read
 MAX_SUMMARY_BYTES = 1 * MiB
 TABLE_EXPANSION = 64  # a table's rows, as numbers in memory, may take this many times its file ...
@@ -46,14 +62,18 @@ class ScanFolderError(GptvizError, OSError):
     """A scan folder cannot be read or written; the message names the file."""
 
 
-def estimate_bytes(tokens: int, windows: int, n_layer: int, n_neurons: int, n_head: int, k: int) -> int:
-    """A generous upper bound of what write() puts on disk (uncompressed), from the corpus's sizes."""
+def estimate_bytes(
+    tokens: int, windows: int, n_layer: int, n_neurons: int, n_head: int, k: int, n_features: int = 0
+) -> int:
+    """A generous upper bound of what write() puts on disk (uncompressed), from the corpus's sizes.
+    n_features: the features of every SAE and transcoder read in the scan."""
     return (
         tokens * (8 + 8 + 8 + 4)  # tokens.parquet: window, position, token_id, loss
         + tokens * 8  # windows.parquet: token_ids
         + windows * 48  # windows.parquet: the other columns
         + n_layer * n_neurons * k * 32  # neurons.parquet
         + windows * n_layer * n_head * 112  # head_windows.parquet, head_attention.parquet
+        + n_features * (k * 48 + 32)  # the feature tables: k contexts each, and its density
         + MiB  # summary, heads, Parquet's own metadata
     )
 

@@ -27,6 +27,8 @@ INTEGER_COLUMNS = {
     "head_attention": ("window", "layer", "head", "induction_queries"),
     "features": ("feature", "rank", "window", "position", "sae"),  # with saes= only
     "feature_density": ("sae", "feature", "fires"),
+    "transcoder_features": ("layer", "feature", "rank", "window", "position"),  # with transcoders= only
+    "transcoder_density": ("layer", "feature", "fires"),
 }
 SAFE_ID = 2**53 - 1  # a page sends an id to the browser as a JavaScript number: exact only up to here
 MOST = {  # the largest value an integer column may hold, whatever the model
@@ -64,14 +66,14 @@ def check(folder: Path, tables: dict[str, pd.DataFrame], summary: dict) -> None:
     if not np.array_equal(lengths, windows["n_tokens"].to_numpy()):
         raise ScanFolderError(f"{w_file}: n_tokens differs from the length of token_ids")
     _losses(w_file, windows["loss"])
-    for name in ("tokens", "neurons", "head_windows", "head_attention", "features"):
+    for name in ("tokens", "neurons", "head_windows", "head_attention", "features", "transcoder_features"):
         if name in tables:
             _rows_in_windows(folder / f"{name}.parquet", tables[name], n_tokens, first=1 if name == "tokens" else 0)
     _losses(folder / "tokens.parquet", tables["tokens"]["loss"])
     heads = tables["heads"]
     if heads.duplicated(["layer", "head"]).any():
         raise ScanFolderError(f"{folder / 'heads.parquet'}: a (layer, head) appears twice")
-    for name in ("neurons", "features"):  # at most one row per window: a rank counts windows
+    for name in ("neurons", "features", "transcoder_features"):  # at most one row per window: a rank counts windows
         if name in tables:
             _ranks(folder / f"{name}.parquet", tables[name]["rank"], len(windows), summary.get("k"))
     _summary(folder / "summary.json", summary, len(windows))
@@ -176,6 +178,22 @@ def _summary(file: Path, summary: dict, windows: int) -> None:
             or not all(isinstance(v, str) and len(v) <= MAX_TEXT for v in value)
         ):
             raise ScanFolderError(f"{file}: {key} must be a list of at most {most:,} names")
+    if summary.get("transcoders") is not None:
+        _transcoder_record(file, summary["transcoders"])
+
+
+def _transcoder_record(file: Path, record: object) -> None:
+    """The summary's `transcoders` (scanning.transcoder_record): which set the scan read, named well enough
+    for a page to find it again."""
+    texts = ("path", "name", "fingerprint")
+    ok = isinstance(record, dict) and all(
+        record.get(key) is None or (isinstance(record.get(key), str) and len(record[key]) <= MAX_TEXT) for key in texts
+    )
+    layers = record.get("layers") if isinstance(record, dict) else None
+    if not ok or not isinstance(layers, list) or len(layers) > MOST["layer"] + 1:
+        raise ScanFolderError(f"{file}: transcoders must say the set's path, name, fingerprint and layers")
+    if not all(isinstance(l, int) and not isinstance(l, bool) and 0 <= l <= MOST["layer"] for l in layers):
+        raise ScanFolderError(f"{file}: transcoders' layers must be layer numbers")
 
 
 def against_model(scan, config, max_id: int) -> str | None:

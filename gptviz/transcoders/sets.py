@@ -3,6 +3,7 @@ reads, with the replacement model's fidelity (fidelity.py)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -61,6 +62,17 @@ class TranscoderSet(Mapping):
     @property
     def d_model(self) -> int:
         return next(iter(self._tcs.values())).d_model
+
+    def fingerprint(self) -> str:
+        """A short digest of the weights (each layer's biases and some of its encoder rows): names this set
+        whatever folder it is read from, so a scan made with it is found again (scanning.transcoder_record)."""
+        digest = hashlib.sha256()
+        for l, tc in self._tcs.items():
+            rows = tc.W_enc[:: max(1, tc.d_tc // 64)]  # [<= 128, d_model]: a sample, cheap for any width
+            digest.update(f"{l}:{tc.activation}:{tc.k}:{tc.d_tc}:{tc.d_model};".encode())
+            for t in (tc.b_enc, tc.b_dec, rows):
+                digest.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:32]
 
     def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> TranscoderSet:
         """Move every transcoder (in place, as nn.Module.to) and return the set."""

@@ -125,6 +125,17 @@ class Transcoder(nn.Module):
         f = self.act(self.pre(t))
         return f.detach().cpu().numpy() if isinstance(x, np.ndarray) else f
 
+    @torch.no_grad()
+    def encode_topk(self, x: Tensor) -> tuple[Tensor, Tensor] | None:
+        """A topk transcoder's features as (values, indices), each [..., k]: the k places encode() fills
+        (relu'd: a 0 there is a place it left at 0), without the dense [..., d_tc] matrix; None for the
+        other activations. What the scan reads (scanning/features.py), as an SAE's encode_topk."""
+        if self.activation != "topk":
+            return None
+        assert self.k is not None  # __init__ refuses a topk transcoder without k
+        top = torch.topk(self.pre(x), self.k, dim=-1)
+        return top.values.relu(), top.indices
+
     def decode(self, f, x=None):
         """[..., d_tc] -> [..., d_model]: f @ W_dec + b_dec, plus the skip x @ W_skip.T when the
         transcoder has one (then x, its input, is needed). A NumPy array in gives one back."""

@@ -57,13 +57,18 @@ def remember(folder: str) -> None:
         mine.append(folder)
 
 
-def found_scans() -> dict[str, str]:
-    """The scans the tab offers, folder -> how the list names it: the shipped ones, then the page's own
-    (on a class server only this session's: the others' are other students' corpora), newest first."""
+def page_scans() -> list[str]:
+    """The scans the Corpus page ran that this session may open, newest first: this session's, then (but
+    not on a class server: the others' are other students' corpora) every one this server ran."""
     mine = list(reversed(st.session_state.get(keys.CORPUS_MINE, [])))
-    ran = mine if class_mode() else [*mine, *map(str, finished_scans(scans_path()))]
+    return mine if class_mode() else [*mine, *map(str, finished_scans(scans_path()))]
+
+
+def found_scans() -> dict[str, str]:
+    """The scans the tab offers, folder -> how the list names it: the shipped ones, then page_scans."""
+    mine = st.session_state.get(keys.CORPUS_MINE, [])
     out = {str(p): f"shipped: {describe(p, when=False)}" for p in shipped_scans()}
-    for folder in ran:
+    for folder in page_scans():
         out.setdefault(folder, f"{'this session' if folder in mine else 'ran here'}: {describe(Path(folder))}")
     return out
 

@@ -26,7 +26,7 @@ from ...errors import GptvizError
 from ...features.edits import edit_features
 from ...progress import ProgressFn
 from ..caches import FORWARD, ModelKey, RunKey, bundle_for, cached, run_trace
-from ..sources.checkpoints import checkpoints_dir, shipped, upload_limit_mb
+from ..sources.checkpoints import checkpoint_path, checkpoints_dir, shipped, upload_limit_mb
 from ..sources.classmode import allowed_path, uploads_allowed
 from ..widgets import plain
 
@@ -49,7 +49,16 @@ def shipped_sets(source: str) -> dict[str, str]:
         return {}
 
 
-def _version(path: str) -> str:
+def checkpoint_of(source: str) -> Path:
+    """The sidebar's checkpoint as a folder path (a shipped name's folder; an upload's own name)."""
+    try:
+        return checkpoint_path(source)
+    except GptvizError:
+        return Path(source)
+
+
+def set_version(path: str) -> str:
+    """When a transcoder folder's files last changed: part of every cache key of the set."""
     try:
         return str(max(p.stat().st_mtime_ns for p in Path(path).iterdir()))
     except (OSError, ValueError):
@@ -131,7 +140,7 @@ def _load(path: str, version: str, model: ModelKey):
 
 def transcoders_for(path: str, model: ModelKey):
     """The transcoders at `path` for this model, loaded once per process; or why not, in one line."""
-    return _load(path, _version(path), model)
+    return _load(path, set_version(path), model)
 
 
 @cached(max_entries=4, show_spinner=False)  # the page's own progress bar says more
