@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import torch
+from torch import nn
 
 from .errors import DeviceError
 
@@ -46,6 +50,24 @@ HALF_DTYPES = ("bfloat16", "float16")
 # what a model needs beyond its weights to run a page at all (activations, the tokenizer, Python): an
 # "auto" load keeps float32 only when the weights leave this much of the free memory
 HEADROOM = 1.25
+
+
+M = TypeVar("M", bound=nn.Module)
+
+
+def kept_copy(module: M, device: torch.device | str, copies: dict[torch.device, M], twin: Callable[[], M]) -> M:
+    """`module` on `device`: itself if it is there, else its copy there, made once (by `twin`, a like
+    module that gets module's weights) and kept in `copies`. For what is applied where the activations
+    are (an SAE or a transcoder loaded on the CPU, a model on a GPU): one copy, not one per call."""
+    device = torch.device(device)
+    here = next(module.parameters()).device
+    if device.type == here.type and (device.index is None or device.index == here.index):
+        return module
+    if device not in copies:
+        copy = twin()
+        copy.load_state_dict(module.state_dict())
+        copies[device] = copy.to(device).requires_grad_(False)
+    return copies[device]
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..devices import kept_copy
 from .sites import SAEError, contract_site
 
 if TYPE_CHECKING:
@@ -137,16 +138,12 @@ class SAE(nn.Module):
         """This SAE on `device`: itself if it is there, else a copy made once and kept. An SAE is applied
         where the activations are (a model on a GPU, the SAE loaded on the CPU); it keeps its own dtype
         (float32 as saved), and what it writes back is cast to the model's."""
-        device = torch.device(device)
-        here = self.W_enc.device
-        if device.type == here.type and (device.index is None or device.index == here.index):
-            return self
-        if device not in self._copies:
-            copy = SAE(self.cfg)
-            copy.load_state_dict(self.state_dict())
-            copy.path = self.path
-            self._copies[device] = copy.to(device)
-        return self._copies[device]
+        return kept_copy(self, device, self._copies, self._twin)
+
+    def _twin(self) -> SAE:
+        twin = SAE(self.cfg)
+        twin.path = self.path
+        return twin
 
     # --- the equations --------------------------------------------------------------------------
     def _pre(self, x: Tensor, norm: _Norm) -> Tensor:

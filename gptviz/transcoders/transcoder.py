@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..devices import kept_copy
 from ..features.edits import settle_features
 from ..interventions import Intervention, InterventionError, seen
 from ..names import point
@@ -80,16 +81,12 @@ class Transcoder(nn.Module):
     def on(self, device: torch.device | str) -> Transcoder:
         """This transcoder on `device`: itself if it is there, else a copy made once and kept. It is applied
         where the activations are (a model on a GPU, the transcoders loaded on the CPU), in its own dtype."""
-        device, here = torch.device(device), self.W_enc.device
-        if device.type == here.type and (device.index is None or device.index == here.index):
-            return self
-        if device not in self._copies:
-            copy = Transcoder(self.d_model, self.d_tc, self.layer, self.activation, k=self.k,
-                              skip=self.W_skip is not None)  # fmt: skip
-            copy.load_state_dict(self.state_dict())
-            copy.__dict__.update({k: v for k, v in self.__dict__.items() if k in ("report", "path")})
-            self._copies[device] = copy.to(device).requires_grad_(False)
-        return self._copies[device]
+        return kept_copy(self, device, self._copies, self._twin)
+
+    def _twin(self) -> Transcoder:
+        twin = Transcoder(self.d_model, self.d_tc, self.layer, self.activation, k=self.k, skip=self.W_skip is not None)
+        twin.__dict__.update({k: v for k, v in self.__dict__.items() if k in ("report", "path")})
+        return twin
 
     def feature_edit(self, features, how: str | float = "zero", positions=None):
         """The intervention gptviz.edit_features(tc, ...) makes: blocks.{layer}.mlp.out edited, out +
