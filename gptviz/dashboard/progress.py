@@ -16,12 +16,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from ..progress import Cancelled, Progress, ProgressFn
+
+R = TypeVar("R")
 
 
 def _flag(name: str) -> str:
@@ -145,6 +148,18 @@ def bar(what: str, name: str, key: object, again: str) -> Iterator[ProgressFn]:
         drawn.end(empty=False)
         raise
     drawn.end()
+
+
+def waited(what: str, name: str, key: object, work: Callable[[ProgressFn], R]) -> R:
+    """work(report) under a bar (see bar(): drawn once it has run SHOW_AFTER_S, nothing for a cached
+    value), for a page's own long step (scoring every head, the health checks); a Cancel stops the page
+    there, its place saying so with a Run again button."""
+    try:
+        with bar(what, name, key, "Run again") as report:
+            return work(report)
+    except Cancelled:
+        st.stop()
+        raise  # st.stop() raises; this keeps type checkers from expecting a return
 
 
 class _LateBar:
