@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from gptviz.dashboard import widgets
+from gptviz.dashboard import progress, widgets
 from gptviz.dashboard.panels import features as fc
 from gptviz.features.reading import top_features
 
@@ -56,7 +56,12 @@ with left:
 with right:
     corpus = None  # the bars are this prompt's; a scan's density is the corpus's, said apart
     if st.toggle("Contexts from the sample corpus", key="ft_scan", help="Scans the sample corpus once per process"):
-        s = fc.sample_scan(v.model_key, v.sae)
+        s = progress.waited(
+            "Scanning the sample corpus with the SAE",
+            "ft_sample_scan",
+            (v.model_key, v.sae),
+            lambda report: fc.sample_scan(v.model_key, v.sae, report),
+        )
         dens = s.feature_density.set_index("feature")
         corpus = float(dens.loc[feature, "density"]), f"the sample corpus's {s.summary['tokens']:,} tokens"
     widgets.figure_chart(fc.histogram_figure(v.key, v.sae, feature, corpus, v.presentation), key="ft_hist")

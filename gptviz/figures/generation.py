@@ -43,13 +43,16 @@ def step_alternatives(tokens: Sequence[str], probs: Sequence[float], chosen: int
     return fig
 
 
-def step_attention(row: np.ndarray, labels: Sequence[str], prompt_len: int, *, title: str) -> go.Figure:
+def step_attention(
+    row: np.ndarray, labels: Sequence[str], prompt_len: int, *, title: str, first: int = 0, own: int | None = None
+) -> go.Figure:
     """One generated token's attention row: a bar per key it may read (prompt in grey, generated
-    tokens in blue, itself in orange). row: [t] weights, labels: the t keys' labels."""
+    tokens in blue, itself in orange). row: [t] weights, labels: the t keys' labels. first: the position
+    of row[0] (a long row is drawn a window at a time); own: the token's own position (default the last)."""
     w = np.asarray(row, dtype=np.float64)
     t = len(w)
-    colours = [GREY if j < prompt_len else BLUE for j in range(t)]
-    colours[-1] = ORANGE
+    own = first + t - 1 if own is None else own
+    colours = [ORANGE if first + j == own else GREY if first + j < prompt_len else BLUE for j in range(t)]
     fig = go.Figure(
         go.Bar(
             x=list(labels[:t]),

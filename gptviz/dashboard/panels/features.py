@@ -21,6 +21,7 @@ from ...features.edits import edit_features
 from ...features.reading import logit_effect, top_features
 from ...formats import MemoryPath
 from ...generation import generate
+from ...progress import ProgressFn
 from ...record import Trace
 from ...scanning import Scan, scan
 from ...shipped import shipped_dir
@@ -86,11 +87,13 @@ def feature_edit_run(key: RunKey, sae_key: SAEKey, features: tuple[int, ...], ho
         return trace(bundle.model, list(key.ids), bundle.tokenizer, [edit_features(sae, list(features), how)])
 
 
-@cached(max_entries=2, show_spinner="Scanning the sample corpus with the SAE (once per process)…")
-def sample_scan(model: ModelKey, sae: SAEKey) -> Scan:
-    """The shipped sample corpus scanned with the SAE: each feature's strongest contexts and density."""
+@cached(max_entries=2, show_spinner=False)  # the page's progress.waited bar says more
+def sample_scan(model: ModelKey, sae: SAEKey, _progress: ProgressFn | None = None) -> Scan:
+    """The shipped sample corpus scanned with the SAE: each feature's strongest contexts and density.
+    _progress: each batch of windows (not part of the cache key)."""
     bundle = bundle_for(model)
-    return scan(bundle.model, shipped_dir("samples") / SAMPLE_CORPUS, bundle.tokenizer, k=8, saes=[_sae(model, sae)])
+    corpus = shipped_dir("samples") / SAMPLE_CORPUS
+    return scan(bundle.model, corpus, bundle.tokenizer, k=8, saes=[_sae(model, sae)], progress=_progress)
 
 
 @cached(max_entries=16, show_spinner="Building the steering vector…")
