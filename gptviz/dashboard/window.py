@@ -44,15 +44,18 @@ def caption(lo: int, hi: int, T: int) -> str:
 def positions(T: int, key: str, around: int | None = None, what: str = "positions", width: int = SHOW) -> range:
     """The positions this page draws: range(T) for a prompt of up to LONG positions; else a window the
     person sets with a range slider (key: its widget key), at most LONG wide, captioned. `around`: the
-    position the page is about (the chosen query): a window that does not hold it moves to it.
+    position the page is about (the chosen query): when it changes to one outside the window, the window
+    moves to it; else the window stays where the person put it.
     width: the window's width when the page opens (a costly step per position opens on fewer)."""
     if T <= LONG:
         return range(T)
-    state = f"window_{key}"
+    state, followed = f"window_{key}", f"window_{key}_around"
     held = st.session_state.get(state)
     fits = isinstance(held, tuple) and len(held) == 2 and all(0 <= p < T for p in held)
-    if not fits or (around is not None and not held[0] <= around <= held[1]):
+    moved = around is not None and st.session_state.get(followed) != around  # a position chosen since
+    if not fits or (moved and not held[0] <= around <= held[1]):
         st.session_state[state] = default_window(T, around, width)
+    st.session_state[followed] = around
     lo, hi = st.slider(
         f"Positions shown (a window of at most {LONG:,} of the {T:,} {what})",
         0,
