@@ -92,7 +92,7 @@ def step(name: str, what: str, fresh: bool = False) -> Iterator[ProgressFn | Non
     box.empty()
 
 
-SHOW_AFTER_S = 0.5  # a step quicker than this (a small model's load, its run) draws no bar at all
+SHOW_AFTER_S = 0.25  # a step quicker than this (a small model's load, its run) draws no bar at all
 
 
 def describe(p: Progress) -> str:
