@@ -61,11 +61,11 @@ else:
     values = [None, *loss["loss_nats"].tolist()]  # None: the first token, which nothing predicts
     uniform = float(np.log(logits.size))  # the loss of a uniform guess over the vocabulary
     unit = figures.LOSS_UNIT
-    shown = window.positions(t.n_tokens, "loss", around=pos)  # a chip and a bar per token: a window of them
-    a, b = shown.start, shown.stop
+    drawn = window.positions(t.n_tokens, "loss", around=pos)  # a chip and a bar per token: a window of them
+    lo, hi = drawn.start, drawn.stop
     st.markdown(
         figures.token_chips_html(
-            v.display(t.token_ids[a:b]), t.token_ids[a:b], values[a:b], vmax=uniform, unit=unit, first=a
+            v.display(t.token_ids[lo:hi]), t.token_ids[lo:hi], values[lo:hi], vmax=uniform, unit=unit, first=lo
         ),
         unsafe_allow_html=True,
     )
@@ -76,7 +76,7 @@ else:
         "The first token is not predicted (grey)."
         + (f" Bright red = NaN: the logits before {nan} of the tokens are NaN." if nan else "")
     )
-    in_window = loss["position"].between(a, b - 1)
+    in_window = loss["position"].between(lo, hi - 1)
     widgets.chart(figures.loss_bars(loss[in_window], v.labels), key="loss_bars")
     widgets.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")
 

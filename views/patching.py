@@ -175,9 +175,9 @@ for site in sites:
         st.error(widgets.plain(e))
         st.stop()
     windowed = site != "attn.z" and positions is not None and len(texts) > window.LONG
-    a, b = (positions[0], positions[-1] + 1) if windowed else (0, s.shape[1])
+    lo, hi = (positions[0], positions[-1] + 1) if windowed and positions else (0, s.shape[1])
     widgets.chart(  # a long prompt's window of columns, at their positions: a click opens that cell
-        patching_heatmap(s[:, a:b], site, labels[a:b] if windowed else labels, first=a),
+        patching_heatmap(s[:, lo:hi], site, labels[lo:hi] if windowed else labels, first=lo),
         key=f"pt_map_{site}",
         on_select=partial(edited_runs.open_cell, f"pt_map_{site}", site, "pt_cell"),
         selection_mode="points",

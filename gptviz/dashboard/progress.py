@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from ..progress import Cancelled, Progress, ProgressFn
@@ -171,7 +172,7 @@ class _LateBar:
         self.box, self.what, self.name, self.key = box, what, name, key
         self.lock = threading.Lock()
         self.latest: Progress | None = None
-        self.shown = None
+        self.shown: DeltaGenerator | None = None
         self.drawn: Progress | None = None  # the report on the bar now (each is drawn once)
         self.over = False
         self.started = time.perf_counter()

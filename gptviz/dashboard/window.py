@@ -14,6 +14,8 @@ softmax over every key), never recomputed on the window alone.
 
 from __future__ import annotations
 
+from typing import cast
+
 import streamlit as st
 
 LONG = 1024  # positions drawn whole; a longer prompt is drawn in a window at most this wide
@@ -51,17 +53,21 @@ def positions(T: int, key: str, around: int | None = None, what: str = "position
         return range(T)
     state, followed = f"window_{key}", f"window_{key}_around"
     held = st.session_state.get(state)
-    fits = isinstance(held, tuple) and len(held) == 2 and all(0 <= p < T for p in held)
+    if not (isinstance(held, tuple) and len(held) == 2 and all(isinstance(p, int) and 0 <= p < T for p in held)):
+        held = None
     moved = around is not None and st.session_state.get(followed) != around  # a position chosen since
-    if not fits or (moved and not held[0] <= around <= held[1]):
+    if held is None or (moved and around is not None and not held[0] <= around <= held[1]):
         st.session_state[state] = default_window(T, around, width)
     st.session_state[followed] = around
-    lo, hi = st.slider(
-        f"Positions shown (a window of at most {LONG:,} of the {T:,} {what})",
-        0,
-        T - 1,
-        key=state,
-        help="A long prompt is drawn a window at a time; the numbers are the whole run's.",
+    lo, hi = cast(
+        tuple[int, int],
+        st.slider(
+            f"Positions shown (a window of at most {LONG:,} of the {T:,} {what})",
+            0,
+            T - 1,
+            key=state,
+            help="A long prompt is drawn a window at a time; the numbers are the whole run's.",
+        ),
     )
     wide = abs(hi - lo) + 1 > LONG
     lo, hi = clamp(lo, hi, T)
