@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from gptviz.dashboard import progress, widgets
+from gptviz.dashboard import progress, widgets, window
 from gptviz.dashboard.panels import features as fc
 from gptviz.features.reading import top_features
 
@@ -27,7 +27,9 @@ st.caption(
 
 acts = fc.activations(v.key, v.sae)  # [T, d_sae]
 n = st.slider("Features shown", 4, 40, 12, key="ft_n")
-heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation, v.labels)  # built once per process (panels/features.py)
+drawn = window.positions(len(acts), "ft_rows", around=v.position)  # a row per token: a long prompt's window
+rows = (drawn.start, drawn.stop)
+heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation, v.labels, rows)  # built once per process (panels/features.py)
 if heat is None:
     st.warning("No feature fires anywhere on this prompt.")
     st.stop()

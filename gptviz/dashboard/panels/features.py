@@ -162,14 +162,19 @@ def activations(key: RunKey, sae: SAEKey) -> np.ndarray:
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
-def heatmap_figure(key: RunKey, sae: SAEKey, n: int, presentation: bool, _labels: Sequence[str]) -> go.Figure | None:
-    """The prompt's n strongest features at each token; None when no feature fires. _labels: the run's
-    (View.labels), not hashed, as caches.py's figures take them."""
+def heatmap_figure(
+    key: RunKey, sae: SAEKey, n: int, presentation: bool, _labels: Sequence[str], rows: tuple[int, int] | None = None
+) -> go.Figure | None:
+    """The prompt's n strongest features (over the whole prompt) at each token of `rows` (first, stop: a long
+    prompt's window; None: every token); None when no feature fires. _labels: the run's (View.labels), not
+    hashed, as caches.py's figures take them."""
     acts = activations(key, sae)
     shown = top_features(acts, n)
     if not len(shown):
         return None
-    return figures.presentation(figures.feature_heatmap(acts[:, shown], list(_labels), shown.tolist()), presentation)
+    lo, hi = rows or (0, len(acts))
+    heat = figures.feature_heatmap(acts[lo:hi, shown], list(_labels)[lo:hi], shown.tolist(), lo, len(acts))
+    return figures.presentation(heat, presentation)
 
 
 def _display(model: ModelKey):
