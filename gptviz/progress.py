@@ -33,6 +33,12 @@ class Progress:
     done: int
     total: int
     seconds: float  # since the step started
+    stage: str = ""  # what the step is doing now, where it has parts ("reading the tokenizer"); "" if one
+
+    @property
+    def counts(self) -> bool:
+        """False for a note of a stage begun before any unit can be counted (begin()): total 0."""
+        return self.total > 0
 
     @property
     def fraction(self) -> float:
@@ -58,6 +64,10 @@ def terminal_bar(desc: str, always: bool = False) -> ProgressFn:
 
     def show(p: Progress) -> None:
         nonlocal bar
+        if not p.counts:  # a stage's note: said on the bar once it is drawn
+            if bar is not None:
+                bar.set_postfix_str(p.stage)
+            return
         if bar is None:
             unit = p.what.rstrip("s") or "step"
             bar = tqdm(total=p.total, unit=unit, desc=desc, file=sys.stderr, disable=False if always else None)
@@ -67,6 +77,14 @@ def terminal_bar(desc: str, always: bool = False) -> ProgressFn:
             bar.close()
 
     return show
+
+
+def begin(callback: ProgressFn | None, stage: str) -> None:
+    """Report that a stage begins before anything can be counted (reading a tokenizer, the files' headers):
+    a Progress with total 0 and `stage` set, so that a bar can be drawn, saying so, before the counted
+    work starts. A Cancelled raised by the callback stops the step here too."""
+    if callback is not None:
+        callback(Progress("", 0, 0, 0.0, stage))
 
 
 @dataclass

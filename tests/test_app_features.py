@@ -14,7 +14,7 @@ from sae_helpers import random_sae
 
 import gptviz
 from gptviz.bench.checkpoints import NAME, make_checkpoints
-from gptviz.dashboard import keys
+from gptviz.dashboard import keys, progress
 from gptviz.dashboard.sources.classmode import CLASS_ENV
 from gptviz.dashboard.sources.saes import SAEPick
 from gptviz.dashboard.state import PRESET_PROMPT
@@ -92,6 +92,19 @@ def test_features_page_draws_the_prompts_features_and_edits_one(monkeypatch, ckp
     density = float(s.feature_density.set_index("feature").loc[feature, "density"])
     corpus = f"in the sample corpus's {s.summary['tokens']:,} tokens it fires on {100 * density:.2f}%"
     assert corpus in hist["layout"]["title"]["subtitle"]["text"]
+
+
+def test_the_sample_scan_reports_its_windows_into_a_bar(monkeypatch, ckpt_root):
+    at = open_page(monkeypatch, ckpt_root, "views/features.py")
+    got: list[gptviz.Progress] = []
+    real = progress.describe
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)  # every step counts as slow
+    monkeypatch.setattr(progress, "describe", lambda p: got.append(p) or real(p))
+    at.toggle(key="ft_scan").set_value(True)
+    ok(at.run())
+    windows = [p.done for p in got if p.what == "windows"]
+    assert windows[0] == 0 and windows[-1] == got[-1].total > 0 and windows == sorted(windows)
+    assert not at.get("progress") and at.dataframe  # gone once done; the contexts shown
 
 
 def test_a_bad_or_mismatched_sae_is_one_line(monkeypatch, ckpt_root):

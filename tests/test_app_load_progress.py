@@ -6,6 +6,9 @@ load or the run, says so, and holds for that checkpoint or prompt until its butt
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from apptest_helpers import app_session, ok, run_prompt
 from streamlit.testing.v1 import AppTest
@@ -36,6 +39,42 @@ def test_a_slow_load_and_first_run_draw_bars_that_go_when_done(env, monkeypatch,
     drawn.clear()
     ok(app_session())  # another session: the model and the run are cached
     assert not drawn
+
+
+def test_a_load_that_reports_nothing_for_a_while_has_its_bar_drawn_by_then(env, monkeypatch):
+    """A Llama-3 tokenizer is read and checked before the load counts its first byte: the bar must not
+    wait for that count. Here the load says its stage, then is silent for longer than SHOW_AFTER_S: the
+    timer draws the bar, saying the stage, during the silence; the load's counts then move it on."""
+    silence = progress.SHOW_AFTER_S + 1.0
+    real_load = caches.load
+
+    def slow(path, device, dtype, progress=None):
+        gptviz.progress.begin(progress, "reading the tokenizer")
+        time.sleep(silence)  # nothing reported meanwhile
+        return real_load(path, device, dtype, progress=progress)
+
+    monkeypatch.setattr(caches, "load", slow)
+    draws: list[tuple[float, bool, gptviz.Progress | None]] = []
+    real_draw = progress._LateBar._draw
+
+    def draw(self) -> None:
+        real_draw(self)
+        if self.shown is not None:  # seconds since the step began, drawn by the timer, what it drew
+            draws.append(
+                (
+                    time.perf_counter() - self.started,
+                    isinstance(threading.current_thread(), threading.Timer),
+                    self.drawn,
+                )
+            )
+
+    monkeypatch.setattr(progress._LateBar, "_draw", draw)
+    at = ok(app_session())
+    seconds, by_timer, shown = draws[0]
+    assert by_timer and progress.SHOW_AFTER_S <= seconds < silence
+    assert shown is not None and shown.stage == "reading the tokenizer" and not shown.counts
+    assert any(p is not None and p.what == "kB" for _, _, p in draws[1:])  # the counts followed, by the load
+    assert not at.get("progress") and at.get("plotly_chart")  # gone once loaded; the page drawn
 
 
 def test_a_quick_load_draws_no_bar(env, drawn):

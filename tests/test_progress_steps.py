@@ -44,6 +44,17 @@ def test_lens_attribution_and_patching_report_and_cancel():
     assert seen[-1].total == 1 + 6 and (full[:, :2] == 0).all() and (full[0, 3:] == 0).all()
 
 
+def test_head_scores_and_health_report_each_layer_and_cancel():
+    model = tiny_model()
+    t = gptviz.trace(model, IDS)
+    table, seen = _run(lambda cb: analysis.head_scores(t, progress=cb))
+    assert seen[-1].what == "layers" and seen[-1].total == model.config.n_layer
+    assert table.equals(analysis.head_scores(t))  # the same numbers with or without a callback
+    found, seen = _run(lambda cb: gptviz.health(model, t, progress=cb))
+    assert seen[-1].what == "layers" and seen[-1].total == model.config.n_layer
+    assert found == gptviz.health(model, t)
+
+
 def test_patching_limited_to_chosen_layers_and_positions():
     model = tiny_model()
     corrupt = [3, 1, 4, 1, 5, 9, 2, 7]

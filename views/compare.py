@@ -8,7 +8,7 @@ from gptviz import analysis, figures
 from gptviz.analysis import compare as cmp
 from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.heads import SCORES
-from gptviz.dashboard import caches, widgets
+from gptviz.dashboard import caches, widgets, window
 from gptviz.dashboard.panels import comparisons
 from gptviz.dashboard.sources.checkpoints import checkpoints_dir, shipped, version
 from gptviz.errors import GptvizError
@@ -155,12 +155,15 @@ widgets.chart(
 widgets.download("head scores of A and B (CSV)", lambda: heads, "head_score_change.csv", key="cmp_dl_heads")
 
 st.subheader("Next-token distributions")
-widgets.chart(cfig.kl_bars(div["kl_ab"].to_numpy(), labels_a, title="KL(A ‖ B) at each position"), key="cmp_kl")
+shown = window.positions(a.n_tokens, "cmp", around=v.position)  # a bar and a row per position: a window
+near = div.iloc[shown.start : shown.stop]
+kl = near["kl_ab"].to_numpy()
+widgets.chart(cfig.kl_bars(kl, labels_a[shown.start : shown.stop], title="KL(A ‖ B) at each position"), key="cmp_kl")
 st.dataframe(  # tokens as the rest of the dashboard shows them: a space is ␣, not a blank cell
-    div.assign(
-        **{c: div[c].map(display_token) for c in ("token_a", "token_b", "top_a", "top_b")},
-        p_top_a=div["p_top_a"].map(lambda p: figures.number(p, ".1%")),
-        p_top_b=div["p_top_b"].map(lambda p: figures.number(p, ".1%")),
+    near.assign(
+        **{c: near[c].map(display_token) for c in ("token_a", "token_b", "top_a", "top_b")},
+        p_top_a=near["p_top_a"].map(lambda p: figures.number(p, ".1%")),
+        p_top_b=near["p_top_b"].map(lambda p: figures.number(p, ".1%")),
     ),
     hide_index=True,
     width="stretch",
@@ -169,9 +172,10 @@ st.dataframe(  # tokens as the rest of the dashboard shows them: a space is ␣,
 widgets.download("next-token divergence (CSV)", lambda: div, "next_token_kl.csv", key="cmp_dl_kl")
 
 st.subheader("Per-token loss")
-loss_labels = [labels_a[p] for p in loss["position"]]
+in_window = loss[loss["position"].between(shown.start, shown.stop - 1)]
+loss_labels = [labels_a[p] for p in in_window["position"]]
 widgets.chart(
-    cfig.loss_pair(loss, loss_labels, title="Loss of each token, A and B", names=(name_a, name_b)),
+    cfig.loss_pair(in_window, loss_labels, title="Loss of each token, A and B", names=(name_a, name_b)),
     key="cmp_loss",
 )
 widgets.download("per-token loss of A and B (CSV)", lambda: loss, "loss_comparison.csv", key="cmp_dl_loss")

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from gptviz.dashboard import widgets
+from gptviz.dashboard import progress, widgets, window
 from gptviz.dashboard.panels import features as fc
 from gptviz.features.reading import top_features
 from gptviz.scanning import queries
@@ -28,7 +28,9 @@ st.caption(
 
 acts = fc.activations(v.key, v.sae)  # [T, d_sae]
 n = st.slider("Features shown", 4, 40, 12, key="ft_n")
-heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation, v.labels)  # built once per process (panels/features.py)
+drawn = window.positions(len(acts), "ft_rows", around=v.position)  # a row per token: a long prompt's window
+rows = (drawn.start, drawn.stop)
+heat = fc.heatmap_figure(v.key, v.sae, n, v.presentation, v.labels, rows)  # built once per process (panels/features.py)
 if heat is None:
     st.warning("No feature fires anywhere on this prompt.")
     st.stop()
@@ -57,7 +59,12 @@ with left:
 with right:
     corpus = None  # the bars are this prompt's; a scan's density is the corpus's, said apart
     if st.toggle("Contexts from the sample corpus", key="ft_scan", help="Scans the sample corpus once per process"):
-        s = fc.sample_scan(v.model_key, v.sae)
+        s = progress.waited(
+            "Scanning the sample corpus with the SAE",
+            "ft_sample_scan",
+            (v.model_key, v.sae),
+            lambda report: fc.sample_scan(v.model_key, v.sae, report),
+        )
         dens = s.feature_density.set_index("feature")
         corpus = float(dens.loc[feature, "density"]), f"the sample corpus's {s.summary['tokens']:,} tokens"
     widgets.figure_chart(fc.histogram_figure(v.key, v.sae, feature, corpus, v.presentation), key="ft_hist")

@@ -10,6 +10,7 @@ from gptviz import analysis, figures
 from gptviz.analysis.attention import attention_mask
 from gptviz.dashboard import caches, keys, progress, widgets
 from gptviz.dashboard.panels import generating, steering_panel
+from gptviz.dashboard.window import positions as position_window
 from gptviz.errors import GptvizError
 from gptviz.figures import generation as gfig
 from gptviz.figures.attention import MAX_CELLS
@@ -151,12 +152,15 @@ full = caches.run_trace(caches.RunKey(v.key.model, tuple(window)))
 layer = analysis.layer_weights(full, v.layer)  # [H, T, T], masked cells NaN
 wlabels, row = labels[start : start + len(window)], pos - start
 with right:
+    read = position_window(row + 1, "gen_keys", around=row, what="keys it reads")  # a bar per key: a window
     widgets.chart(
         gfig.step_attention(
-            layer[v.head, row, : row + 1],
-            wlabels,
+            layer[v.head, row, read.start : read.stop],
+            wlabels[read.start : read.stop],
             max(0, P - start),
             title=f"Where {labels[pos]} looks: layer {v.layer}, head {v.head}",
+            first=read.start,
+            own=row,
         ),
         key="gen_step_attention",
     )

@@ -4,7 +4,7 @@ import streamlit as st
 
 from gptviz import figures
 from gptviz.analysis.heads import LABEL_NAMES, LABEL_THRESHOLDS, SCORES
-from gptviz.dashboard import keys, pages, state, widgets
+from gptviz.dashboard import keys, pages, progress, state, widgets
 from gptviz.dashboard.panels import heads_lens
 
 OPEN_FLAG = keys.HEADS_OPEN_ATTENTION
@@ -29,7 +29,7 @@ st.info(
     "repeats to find duplicate-token and induction heads."
 )
 
-scores = heads_lens.head_table(v.key)
+scores = progress.waited("Scoring every head", "heads", v.key, lambda report: heads_lens.head_table(v.key, report))
 
 
 def open_head(layer: int, head: int) -> None:

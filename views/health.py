@@ -8,7 +8,7 @@ import streamlit as st
 
 from gptviz import analysis
 from gptviz.analysis.health import THRESHOLDS, worst
-from gptviz.dashboard import caches, widgets
+from gptviz.dashboard import caches, progress, widgets
 from gptviz.dashboard.caches import RunKey
 from gptviz.dashboard.sources.checkpoints import DEMO, checkpoint_path
 from gptviz.dashboard.state import Pick
@@ -17,10 +17,10 @@ COLOURS = {"ok": "#d4edda", "warn": "#fff3cd", "fail": "#f8d7da"}  # green, ambe
 BOXES = {"fail": st.error, "warn": st.warning}
 
 
-@caches.cached(max_entries=caches.RUN_ENTRIES, show_spinner="Checking the checkpoint…")
-def findings(key: RunKey, _model, _trace, _tokenizer) -> tuple:
+@caches.cached(max_entries=caches.RUN_ENTRIES, show_spinner=False)  # progress.waited's bar says more
+def findings(key: RunKey, _model, _trace, _tokenizer, _progress=None) -> tuple:
     """The findings of one run, once per RunKey (every layer's attention maps are rebuilt for them)."""
-    return tuple(analysis.health(_model, _trace, _tokenizer))
+    return tuple(analysis.health(_model, _trace, _tokenizer, progress=_progress))
 
 
 def command(v) -> str:
@@ -38,7 +38,12 @@ def command(v) -> str:
 
 v = widgets.require_trace() or st.stop()
 st.title("Health")
-found = findings(v.key, v.bundle.model, v.trace, v.bundle.tokenizer)
+found = progress.waited(
+    "Checking the checkpoint",
+    "health",
+    v.key,
+    lambda report: findings(v.key, v.bundle.model, v.trace, v.bundle.tokenizer, report),
+)
 counts = {s: sum(f.status == s for f in found) for s in ("fail", "warn", "ok")}
 overall = worst(list(found))
 summary = f"{counts['fail']} failed, {counts['warn']} to look at, {counts['ok']} ok"

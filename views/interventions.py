@@ -7,7 +7,7 @@ import streamlit as st
 
 from gptviz import analysis, figures
 from gptviz.analysis.patching import compare_top_k
-from gptviz.dashboard import caches, widgets
+from gptviz.dashboard import caches, widgets, window
 from gptviz.dashboard.panels import edited_runs
 from gptviz.figures.whatif import loss_before_after
 
@@ -82,7 +82,8 @@ if edited is not None:
         st.metric(
             f"Mean loss of the prompt ({figures.LOSS_UNIT} per token)", figures.number(m1), delta, delta_color="inverse"
         )
-        widgets.chart(loss_before_after(loss0, loss1, v.labels), key="iv_loss")
+        shown = window.positions(t.n_tokens, "iv_loss", around=pos)  # a bar per token: a window of them
+        widgets.chart(loss_before_after(loss0, loss1, v.labels, shown=shown), key="iv_loss")
 
 st.subheader("Every layer × head")
 grid = caches.layer_head_grid(v.key)

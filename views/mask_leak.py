@@ -7,7 +7,7 @@ import streamlit as st
 
 from gptviz import analysis, figures
 from gptviz.analysis import leak
-from gptviz.dashboard import caches, widgets
+from gptviz.dashboard import caches, widgets, window
 from gptviz.dashboard.caches import ModelKey
 from gptviz.dashboard.panels import edited_runs
 from gptviz.dashboard.sources import checkpoints
@@ -128,10 +128,12 @@ if T > 1:
         f"{change:+.3f}" if np.isfinite(change) else None,
         delta_color="inverse",
     )
+    shown = window.positions(T, "leak_loss", around=pos)  # a bar per token: a window of them
     fig = loss_before_after(
         before,
         after,
         labels,
+        shown=shown,
         names=("with the mask", "without the mask"),
         title="Loss of each prompt token, with and without the mask",
     )

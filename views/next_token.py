@@ -5,7 +5,7 @@ import streamlit as st
 
 import gptviz
 from gptviz import analysis, figures
-from gptviz.dashboard import caches, widgets
+from gptviz.dashboard import caches, widgets, window
 from gptviz.errors import GptvizError
 
 v = widgets.require_trace() or st.stop()
@@ -61,8 +61,12 @@ else:
     values = [None, *loss["loss_nats"].tolist()]  # None: the first token, which nothing predicts
     uniform = float(np.log(logits.size))  # the loss of a uniform guess over the vocabulary
     unit = figures.LOSS_UNIT
+    drawn = window.positions(t.n_tokens, "loss", around=pos)  # a chip and a bar per token: a window of them
+    lo, hi = drawn.start, drawn.stop
     st.markdown(
-        figures.token_chips_html(v.display(t.token_ids), t.token_ids, values, vmax=uniform, unit=unit),
+        figures.token_chips_html(
+            v.display(t.token_ids[lo:hi]), t.token_ids[lo:hi], values[lo:hi], vmax=uniform, unit=unit, first=lo
+        ),
         unsafe_allow_html=True,
     )
     nan = int(loss["loss_nats"].isna().sum())
@@ -72,7 +76,8 @@ else:
         "The first token is not predicted (grey)."
         + (f" Bright red = NaN: the logits before {nan} of the tokens are NaN." if nan else "")
     )
-    widgets.chart(figures.loss_bars(loss, v.labels), key="loss_bars")
+    in_window = loss["position"].between(lo, hi - 1)
+    widgets.chart(figures.loss_bars(loss[in_window], v.labels), key="loss_bars")
     widgets.download("per-token loss (CSV)", lambda: loss, "per_token_loss.csv", key="loss_dl")
 
 from gptviz.dashboard.panels import steering_panel  # noqa: E402

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from gptviz import analysis, figures
-from gptviz.dashboard import caches, layout, widgets
+from gptviz.dashboard import caches, layout, widgets, window
 from gptviz.dashboard.classroom import join
 
 join.join_box()  # a student arriving with a class code follows from here
@@ -17,7 +17,9 @@ st.caption(
 )
 
 st.subheader("Tokens")
-st.markdown(figures.token_chips_html(v.display(t.token_ids), t.token_ids), unsafe_allow_html=True)
+shown = window.positions(t.n_tokens, "tokens")  # a chip per token: a long prompt's in a window
+a, b = shown.start, shown.stop
+st.markdown(figures.token_chips_html(v.display(t.token_ids[a:b]), t.token_ids[a:b], first=a), unsafe_allow_html=True)
 st.caption("Each chip: position · token id, then the token (␣ space, ↵ newline, ⇥ tab).")
 
 left, right = layout.columns(2)  # stacked in presentation mode

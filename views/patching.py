@@ -8,7 +8,7 @@ import streamlit as st
 import gptviz
 from gptviz import figures
 from gptviz.analysis.patching import SITES, compare_top_k, logit_diff, one_token, sweep_table
-from gptviz.dashboard import caches, progress, widgets
+from gptviz.dashboard import caches, progress, widgets, window
 from gptviz.dashboard.panels import edited_runs
 from gptviz.errors import GptvizError
 from gptviz.figures.whatif import patching_heatmap
@@ -174,8 +174,10 @@ for site in sites:
     except GptvizError as e:
         st.error(widgets.plain(e))
         st.stop()
-    widgets.chart(
-        patching_heatmap(s, site, labels),
+    windowed = site != "attn.z" and positions is not None and len(texts) > window.LONG
+    lo, hi = (positions[0], positions[-1] + 1) if windowed and positions else (0, s.shape[1])
+    widgets.chart(  # a long prompt's window of columns, at their positions: a click opens that cell
+        patching_heatmap(s[:, lo:hi], site, labels[lo:hi] if windowed else labels, first=lo),
         key=f"pt_map_{site}",
         on_select=partial(edited_runs.open_cell, f"pt_map_{site}", site, "pt_cell"),
         selection_mode="points",

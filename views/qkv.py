@@ -4,7 +4,7 @@ import streamlit as st
 
 import gptviz
 from gptviz import analysis, figures
-from gptviz.dashboard import layout, widgets
+from gptviz.dashboard import layout, widgets, window
 
 v = widgets.require_trace() or st.stop()
 t = v.trace
@@ -59,8 +59,10 @@ st.markdown(
     "· 3. **mask**: keys the query may not read are set to −∞ · "
     "4. **softmax** over the keys · 5. **Σ weight · v** = the head's output for this query."
 )
+shown = window.positions(t.n_tokens, "qkv_keys", around=q, what="keys")  # a bar and a row per key: a window
+keys = work["keys"].iloc[shown.start : shown.stop]
 widgets.chart(
-    figures.query_scores(work["keys"], v.labels, query_label=v.labels[q], head_dim=D, rule=work["rule"]),
+    figures.query_scores(keys, v.labels, query_label=v.labels[q], head_dim=D, rule=work["rule"]),
     key="qkv_scores",
 )
 st.caption(
@@ -69,7 +71,8 @@ st.caption(
     f"{work['max_diff']['weights']:.1e} (weights): float32 rounding."
 )
 # a table shows text as text: the display strings, not the labels escaped for Plotly ("<s>", not "&lt;s&gt;")
-layout.table(work["keys"].assign(token=v.display(t.token_ids)[: len(work["keys"])]), height=260)
+texts = v.display(t.token_ids)
+layout.table(keys.assign(token=[texts[k] for k in keys["key"]]), height=260)
 widgets.download("this computation (CSV)", lambda: work["keys"], f"query_{q}_L{L}_H{H}.csv", key="qkv_work_dl")
 allowed = work["keys"]["allowed"].to_numpy()  # masked keys add nothing: leave their rows out
 read = [label for label, ok in zip(v.labels, allowed) if ok]

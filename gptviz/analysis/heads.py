@@ -30,6 +30,7 @@ from torch import Tensor
 
 from ..attention import AttentionSpec, attention_weights
 from ..names import point
+from ..progress import ProgressFn, Reporter
 
 COLUMNS = ("layer", "head", "previous_token", "duplicate_token", "induction", "sink", "self", "entropy", "label")
 SCORES = COLUMNS[2:-1]
@@ -122,12 +123,15 @@ def label(scores: dict[str, float], thresholds: dict[str, float] = LABEL_THRESHO
     return max(passed)[1] if passed else ""
 
 
-def head_scores(trace) -> pd.DataFrame:
+def head_scores(trace, progress: ProgressFn | None = None) -> pd.DataFrame:
     """One row per (layer, head): previous_token, duplicate_token, induction, sink, self, entropy
     and label (see the module docstring; label is '' when no score reaches LABEL_THRESHOLDS).
 
-    trace: a Trace (or anything with token_ids, n_layer and tensor()/[name] for attn.weights)."""
+    trace: a Trace (or anything with token_ids, n_layer and tensor()/[name] for attn.weights).
+    progress: reports each layer scored (gptviz.Progress, "layers"): every map is rebuilt for it."""
     ids = np.asarray(trace.token_ids)
+    reporter = Reporter(progress, "layers", total=trace.n_layer)
+    reporter.start()
     # [scores, H] each, on the maps' device: one copy to the host for every layer, at the end
     per_layer: list[torch.Tensor] = []
     patterns = blocks = None
@@ -147,6 +151,7 @@ def head_scores(trace) -> pd.DataFrame:
             del w  # the next layer's maps replace this one's, never join them
         table = torch.stack([scores[k].double() for k in SCORES])  # [scores, H]
         per_layer.append(table.to(per_layer[0].device) if per_layer else table)
+        reporter.tick()
     values = torch.stack(per_layer).cpu().numpy() if per_layer else np.zeros((0, len(SCORES), 0))  # [L, scores, H]
     rows = []
     for layer, of_layer in enumerate(values):

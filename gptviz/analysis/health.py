@@ -22,6 +22,7 @@ import torch
 from ..errors import ArgumentError
 from ..model import GPT
 from ..names import ATTENTION_MAPS, point
+from ..progress import ProgressFn, Reporter
 from ..record import Trace
 from .residual import GROWTH_LIMIT, NORM_LIMIT, residual_growth, residual_stat_grid
 from .values import float64
@@ -217,11 +218,13 @@ def check_residual(trace: Trace) -> Finding:
     )
 
 
-def _per_head(trace: Trace, n_layer: int) -> dict[str, np.ndarray]:
+def _per_head(trace: Trace, n_layer: int, progress: ProgressFn | None = None) -> dict[str, np.ndarray]:
     """[L, H] summaries of every head's attention, computed one layer's maps at a time. The maps stay
     in their own precision (float32: half the memory and time of float64 at T = 1024); row sums and
     means accumulate in float64, and every threshold is far above float32's rounding."""
     out: dict[str, list] = {k: [] for k in ("row_dev", "row_tol", "max_entropy", "uniformity", "sink", "logit")}
+    reporter = Reporter(progress, "layers", total=n_layer)
+    reporter.start()
     for l in range(n_layer):
         w = trace.tensor(point("attn.weights", l))  # [H, T, T]
         out["row_tol"].append(torch.full(w.shape[:1], row_sum_tol(w.dtype), dtype=torch.float64))
@@ -244,12 +247,14 @@ def _per_head(trace: Trace, n_layer: int) -> dict[str, np.ndarray]:
         s = torch.where(mask & torch.isfinite(s), s.abs(), 0.0)  # only cells a query reads count
         out["logit"].append(s.flatten(1).amax(-1).double())
         del s  # one layer's maps at a time
+        reporter.tick()
     return {k: torch.stack([x.to("cpu") for x in v]).numpy() for k, v in out.items()}
 
 
-def check_attention(trace: Trace, n_layer: int) -> list[Finding]:
-    """Rows that are not distributions, collapsed, uniform and sink heads, the largest logit."""
-    s = _per_head(trace, n_layer)
+def check_attention(trace: Trace, n_layer: int, progress: ProgressFn | None = None) -> list[Finding]:
+    """Rows that are not distributions, collapsed, uniform and sink heads, the largest logit.
+    progress: reports each layer's maps read (the costly part: every map is rebuilt)."""
+    s = _per_head(trace, n_layer, progress)
     T = trace.n_tokens
     findings = []
     bad = np.argwhere(~(s["row_dev"] <= s["row_tol"]))
@@ -422,16 +427,17 @@ def check_vocabulary(model: GPT, trace: Trace, tokenizer=None) -> Finding:
 
 
 @torch.no_grad()
-def health(model: GPT, trace: Trace, tokenizer=None) -> list[Finding]:
+def health(model: GPT, trace: Trace, tokenizer=None, progress: ProgressFn | None = None) -> list[Finding]:
     """Every health finding for `model` on the run `trace`, in a fixed order. tokenizer (optional)
-    lets the vocabulary and embedding checks compare the model's ids with the ones it can produce."""
+    lets the vocabulary and embedding checks compare the model's ids with the ones it can produce.
+    progress: reports each layer's attention maps checked ("layers"), the bulk of the work."""
     if tokenizer is not None and not isinstance(getattr(tokenizer, "vocab_size", None), int):
         raise ArgumentError(f"tokenizer must be a gptviz tokenizer or None, got {type(tokenizer).__name__}")
     n_layer = model.config.n_layer
     return [
         check_weights(model),
         check_activations(trace),
-        *check_attention(trace, n_layer),
+        *check_attention(trace, n_layer, progress),
         check_residual(trace),
         check_embeddings(model, tokenizer),
         check_vocabulary(model, trace, tokenizer),

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .attention import token_labels
+from ..analysis.blocks import block_labels, block_mean
+from .attention import MAX_CELLS, token_labels
 from .style import (
     BLUE,
     INK,
@@ -45,12 +46,24 @@ __all__ = [
 # The four figures of the Compare page are built as dicts (style.from_spec): the page draws them on
 # every view, and Plotly's objects took 10-25 ms each.
 def attention_difference_heatmap(
-    diff: np.ndarray, labels: Sequence[str], *, title: str, mask: np.ndarray | None = None, height: int = 560
+    diff: np.ndarray,
+    labels: Sequence[str],
+    *,
+    title: str,
+    mask: np.ndarray | None = None,
+    height: int = 560,
+    max_cells: int = MAX_CELLS,
 ) -> go.Figure:
-    """One head's A − B attention [T, T] (queries rows, keys columns); masked cells stay grey."""
+    """One head's A − B attention [T, T] (queries rows, keys columns); masked cells stay grey. A side
+    longer than max_cells is drawn as b × b block means of the cells the mask allows (a long prompt's
+    T² cells are more than a browser draws)."""
     z = np.array(diff, dtype=np.float64)
     if mask is not None:
         z[~np.asarray(mask, dtype=bool)] = np.nan
+    z, b = block_mean(z, max_cells)
+    if b > 1:
+        labels = block_labels(labels, b)
+        title += f" · each cell is the mean of a {b}×{b} block"
     r = diverging_range(z)
     heat = dict(
         type="heatmap",

@@ -12,10 +12,14 @@ import plotly.graph_objects as go
 from .style import plotly_text, style
 
 
-def feature_heatmap(acts: np.ndarray, labels: Sequence[str], features: Sequence[int]) -> go.Figure:
+def feature_heatmap(
+    acts: np.ndarray, labels: Sequence[str], features: Sequence[int], first: int = 0, n_tokens: int | None = None
+) -> go.Figure:
     """acts [T, n]: the activation of each chosen feature (columns, named by `features`) at each
-    token (rows, `labels`); white is 0 (not firing)."""
+    token (rows, `labels`); white is 0 (not firing). first, n_tokens: where the rows are a window of a
+    longer prompt, the first row's position and the prompt's length (said in the title)."""
     T, n = acts.shape
+    n_tokens = T if n_tokens is None else n_tokens
     top = float(acts.max()) if acts.size and acts.max() > 0 else 1.0
     fig = go.Figure(
         go.Heatmap(
@@ -32,7 +36,11 @@ def feature_heatmap(acts: np.ndarray, labels: Sequence[str], features: Sequence[
     fig.update_yaxes(autorange="reversed", title="token", type="category")
     fig.update_xaxes(title="feature", type="category")
     return style(
-        fig, f"The prompt's {n} strongest features at each of its {T} tokens", height=min(720, max(320, 16 * T + 120))
+        fig,
+        f"The prompt's {n} strongest features at each of its {T} tokens"
+        if n_tokens == T
+        else f"The prompt's {n} strongest features at positions {first:,}–{first + T - 1:,} of its {n_tokens:,} tokens",
+        height=min(720, max(320, 16 * T + 120)),
     )
 
 

@@ -43,13 +43,16 @@ def step_alternatives(tokens: Sequence[str], probs: Sequence[float], chosen: int
     return fig
 
 
-def step_attention(row: np.ndarray, labels: Sequence[str], prompt_len: int, *, title: str) -> go.Figure:
+def step_attention(
+    row: np.ndarray, labels: Sequence[str], prompt_len: int, *, title: str, first: int = 0, own: int | None = None
+) -> go.Figure:
     """One generated token's attention row: a bar per key it may read (prompt in grey, generated
-    tokens in blue, itself in orange). row: [t] weights, labels: the t keys' labels."""
+    tokens in blue, itself in orange). row: [t] weights, labels: the t keys' labels. first: the position
+    of row[0] (a long row is drawn a window at a time); own: the token's own position (default the last)."""
     w = np.asarray(row, dtype=np.float64)
     t = len(w)
-    colours = [GREY if j < prompt_len else BLUE for j in range(t)]
-    colours[-1] = ORANGE
+    own = first + t - 1 if own is None else own
+    colours = [ORANGE if first + j == own else GREY if first + j < prompt_len else BLUE for j in range(t)]
     fig = go.Figure(
         go.Bar(
             x=list(labels[:t]),
@@ -120,12 +123,16 @@ def generated_text_html(pieces: Sequence[str], prompt_len: int, on_view: int | N
     """The prompt (grey) and the generated text in one monospace box, the token at index `on_view` in
     orange; every piece escaped (html_text), so the text never becomes markup. For st.markdown with
     unsafe_allow_html."""
-    spans = []
-    for i, piece in enumerate(pieces):
+    runs: list[tuple[str, list[str]]] = []  # (style, pieces): a run of one style is one span, so that a long
+    for i, piece in enumerate(pieces):  # prompt costs its text, not a tag per token
         style = "color:#8a8a8a" if i < prompt_len else "color:inherit"
         if i == on_view:
             style = "background:#e4572e;color:white;border-radius:3px"
-        spans.append(f'<span style="{style}">{html_text(piece)}</span>')
+        if runs and runs[-1][0] == style and i - 1 != on_view:
+            runs[-1][1].append(piece)
+        else:
+            runs.append((style, [piece]))
+    spans = [f'<span style="{style}">{html_text("".join(run))}</span>' for style, run in runs]
     return (
         '<div style="white-space:pre-wrap;font-family:monospace;border:1px solid #ddd;border-radius:6px;'
         f'padding:10px;line-height:1.5">{"".join(spans)}</div>'

@@ -48,26 +48,28 @@ def token_chips_html(
     vmax: float | None = None,
     unit: str = "",
     show_values: bool = False,
+    first: int = 0,
 ) -> str:
     """Tokens as HTML chips 'index·id / token'. With values (one per token), each chip is coloured
     from white (0) to orange-red (vmax) and its tooltip shows the value; None = no value (pale grey,
     e.g. the first token, which nothing predicts); NaN = the model computed NaN (NAN red, the colour
     NaN has on every chart, so it is never taken for a white "certain"). Text is HTML-escaped.
-    show_values: each chip's small line shows its value (readable without hovering), "—" where none."""
+    show_values: each chip's small line shows its value (readable without hovering), "—" where none.
+    first: the position of the first chip (a window of a long prompt starts past 0)."""
     chips = []
     if values is not None and vmax is None:
         finite = [v for v in values if v is not None and np.isfinite(v)]
         vmax = max(finite) if finite else 1.0
     for i, (tok, tid) in enumerate(zip(labels, ids)):
         v = values[i] if values is not None else None
-        tip = f"position {i}, id {tid}"
+        tip = f"position {first + i}, id {tid}"
         if v is None:
             bg = "#f4f4f4"
         elif np.isfinite(v):
             bg, tip = _heat(v / vmax) if vmax else _heat(0), f"{tip}, {v:.3f} {unit}"
         else:
             bg, tip = NAN, f"{tip}, NaN (the model computed NaN here)"
-        head = f"{i}·{int(tid)}"
+        head = f"{first + i}·{int(tid)}"
         if show_values:
             head = "—" if v is None else (f"{v:.2f}" if np.isfinite(v) else "NaN")
         chips.append(_CHIP.format(tip=html.escape(tip), bg=bg, head=html.escape(head), tok=html_text(tok)))

@@ -15,9 +15,10 @@ from .style import FONT, LOSS_AXIS, LOSS_UNIT, NAN, mean_loss, style
 MAX_TEXT_COLUMNS = 24
 
 
-def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None = None) -> go.Figure:
+def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None = None, first: int = 0) -> go.Figure:
     """The sweep [L, T] or [L, H] as a heatmap centred at 0 (white: the patch changed nothing);
-    1 (full red) is the clean run's preference restored, and the colour bar marks it."""
+    1 (full red) is the clean run's preference restored, and the colour bar marks it. first: the
+    position (or head) of the first column, where the sweep given is a window of a long prompt's."""
     L, n = sweep.shape
     heads = site == "attn.z"
     cols = [f"H{h}" for h in range(n)] if heads else list(labels or [str(i) for i in range(n)])
@@ -26,7 +27,7 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
     fig = go.Figure(
         go.Heatmap(
             z=sweep,
-            x=list(range(n)),
+            x=list(range(first, first + n)),
             y=list(range(L)),
             colorscale="RdBu",
             reversescale=True,
@@ -51,7 +52,7 @@ def patching_heatmap(sweep: np.ndarray, site: str, labels: Sequence[str] | None 
     what = "head" if heads else "position"
     note = "" if text is not None else f"more than {MAX_TEXT_COLUMNS} columns: each cell's value is in its hover"
     style(fig, f"Patching {site}: every layer × {what}", height=max(300, 40 * L + 160), subtitle=note)
-    fig.update_xaxes(title_text=what, tickvals=list(range(n)), ticktext=cols)
+    fig.update_xaxes(title_text=what, tickvals=list(range(first, first + n)), ticktext=cols)
     fig.update_yaxes(title_text="layer", tickvals=list(range(L)), autorange="reversed")
     return fig
 
@@ -62,10 +63,15 @@ def loss_before_after(
     labels: Sequence[str],
     names: tuple[str, str] = ("before", "after the edit"),
     title: str = "Loss of each prompt token, before and after the edit",
+    shown: range | None = None,
 ) -> go.Figure:
     """Per-token loss (analysis.per_token_loss) of the plain and the edited run, side by side, in
     LOSS_UNIT. The colours and means are said in the subtitle, not in a legend that would sit on the
-    title; a NaN loss is a red "NaN" mark on the axis."""
+    title; a NaN loss is a red "NaN" mark on the axis. shown: the positions drawn (a long prompt's
+    window); the means are the whole prompt's either way."""
+    whole = (before, after)
+    if shown is not None:
+        before, after = (df[df["position"].between(shown.start, shown.stop - 1)] for df in whole)
     pos = before["position"].to_numpy()
     x = [labels[p] for p in pos]
     fig = go.Figure()
@@ -90,7 +96,9 @@ def loss_before_after(
             textfont=dict(color=NAN),
             hovertemplate="%{x}<br>loss NaN in a run: the model computed NaN here<extra></extra>",
         )
-    subtitle = " · ".join(f"{c}: {n} ({mean_loss(df['loss_nats'])})" for (df, n, _), c in zip(runs, ("grey", "red")))
+    subtitle = " · ".join(
+        f"{c}: {n} ({mean_loss(df['loss_nats'])})" for df, (_, n, _), c in zip(whole, runs, ("grey", "red"))
+    )
     style(fig, f"{title} ({LOSS_UNIT})", height=400, subtitle=subtitle)
     fig.update_layout(barmode="group", showlegend=False)
     fig.update_xaxes(title_text="token predicted from the tokens before it", type="category", categoryarray=x)

@@ -25,7 +25,7 @@ import torch
 from ..config import GPTConfig
 from ..errors import CheckpointError, summarise
 from ..limits import MAX_LISTING_JSON_BYTES, MAX_TOKENIZER_BYTES
-from ..progress import ProgressFn
+from ..progress import ProgressFn, begin
 from ..tokenizers import BPETokenizer
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .families import FAMILIES
@@ -282,6 +282,7 @@ def load_hf_decoder(
     report = LoadReport(path=str(path), format=f"hf-{kind}")
     report.warnings.extend(notes)
     files = weight_files(path)
+    begin(progress, f"reading the headers of {len(files)} weight file{'s' if len(files) > 1 else ''}")
     weights = Weights(files)
     source = files[0] if len(files) == 1 else path
     if config.tie_weights and any(k.endswith(("lm_head.weight", "embed_out.weight")) for k in weights.shapes):
@@ -290,6 +291,7 @@ def load_hf_decoder(
         report.warnings.append("the weights hold their own lm_head although tie_word_embeddings is set: read untied")
     parts = plan(config, kind, weights, source, report)
     report.format = f"hf-{kind} ({files[0].name if len(files) == 1 else f'{len(files)} shards'})"
+    begin(progress, "reading the tokenizer")  # a 128k vocabulary is checked as data first: a second or two
     tokenizer, note = decoder_tokenizer(path, config.vocab_size, config.block_size)
     dtype_ = compute_dtype(weights.floating_dtypes(used_sources(parts)), dtype, config, device, report)
     model = fill_model(config, fill_order(parts, weights), dtype_, device, report, source, progress)

@@ -19,7 +19,7 @@ import torch
 
 from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError, summarise
-from ..progress import ProgressFn
+from ..progress import ProgressFn, begin
 from ..tokenizers import CharTokenizer, Tokenizer, gpt2
 from ..tokenizers.vet import VocabularyTooLarge
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_from_state, finish
@@ -186,6 +186,7 @@ def load_nanogpt(
     # first with its tensors mapped, not read: the shapes are checked against model_args before the
     # weights (and the optimizer's state beside them) are allocated; then read, as a file rewritten
     # under a mapping by a training run would crash the server
+    begin(progress, f"reading {file.name}")
     raw, mapped = torch_load_mapped(file)
     ckpt, config, state, compiled = checked_ckpt(raw, file)
     check_shapes(config, shapes_of(state), report, file)

@@ -13,7 +13,7 @@ from ..config import GPTConfig
 from ..errors import CheckpointError, ConfigError
 from ..limits import MAX_TOKENIZER_BYTES
 from ..model import GPT
-from ..progress import ProgressFn
+from ..progress import ProgressFn, begin
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .safe import check_file, read_json
@@ -97,8 +97,10 @@ def load_native(path: Path, device: torch.device, dtype: str = "auto", progress:
     if not file.exists():
         raise CheckpointError(f"{file}: file not found; a gptviz checkpoint needs its weights beside config.json")
     report = LoadReport(path=str(path), format="gptviz")
+    begin(progress, "reading the weights' header")
     weights = Weights([file])
     check_shapes(config, weights.shapes, report, file)  # before a byte of weights is read
+    begin(progress, "reading the tokenizer")
     tokenizer = native_tokenizer(path, meta.get("tokenizer"), config.vocab_size, config.block_size)
     dtype_ = compute_dtype(weights.floating_dtypes(), dtype, config, device, report)
     order = sorted(weights.shapes, key=lambda k: k == "lm_head.weight")  # a tied head last, as load_state_dict

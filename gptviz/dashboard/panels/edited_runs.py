@@ -19,6 +19,7 @@ from ...interventions import Intervention, ablate
 from ...names import point
 from ...progress import ProgressFn
 from ...record import Trace
+from .. import window
 from ..caches import FORWARD, RUN_ENTRIES, RunKey, SAEKey, bundle_for, cached, run_trace
 from ..state import View
 from ..widgets import plain
@@ -106,9 +107,15 @@ def same_length(clean: list[int], corrupt: list[int]) -> list[int]:
     return corrupt
 
 
+SWEEP_WINDOW = 32  # positions a long prompt's sweep opens on: each is a run per layer
+
+
 def sweep_choices(n_layer: int, texts: list[str]) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-    """The Patching page's layers and positions to sweep (None: all of them), chosen in two boxes."""
+    """The Patching page's layers and positions to sweep (None: all of them), chosen in two boxes; a long
+    prompt's positions in a window (dashboard/window.py), the last SWEEP_WINDOW when the page opens."""
     layers = st.multiselect("Layers (empty: all)", range(n_layer), key="pt_layers", help="Fewer layers: a faster sweep")
+    if len(texts) > window.LONG:  # a box of 8,192 positions, a sweep of them all: neither fits
+        return tuple(layers) or None, tuple(window.positions(len(texts), "pt", width=SWEEP_WINDOW))
     cells = st.multiselect(
         "Positions (empty: all; the heads' sweep runs every head)",
         range(len(texts)),

@@ -21,6 +21,7 @@ from ...features.edits import edit_features
 from ...features.reading import logit_effect, top_features
 from ...formats import MemoryPath
 from ...generation import generate
+from ...progress import ProgressFn
 from ...record import Trace
 from ...scanning import Scan, scan
 from ...shipped import shipped_dir
@@ -86,11 +87,13 @@ def feature_edit_run(key: RunKey, sae_key: SAEKey, features: tuple[int, ...], ho
         return trace(bundle.model, list(key.ids), bundle.tokenizer, [edit_features(sae, list(features), how)])
 
 
-@cached(max_entries=2, show_spinner="Scanning the sample corpus with the SAE (once per process)…")
-def sample_scan(model: ModelKey, sae: SAEKey) -> Scan:
-    """The shipped sample corpus scanned with the SAE: each feature's strongest contexts and density."""
+@cached(max_entries=2, show_spinner=False)  # the page's progress.waited bar says more
+def sample_scan(model: ModelKey, sae: SAEKey, _progress: ProgressFn | None = None) -> Scan:
+    """The shipped sample corpus scanned with the SAE: each feature's strongest contexts and density.
+    _progress: each batch of windows (not part of the cache key)."""
     bundle = bundle_for(model)
-    return scan(bundle.model, shipped_dir("samples") / SAMPLE_CORPUS, bundle.tokenizer, k=8, saes=[_sae(model, sae)])
+    corpus = shipped_dir("samples") / SAMPLE_CORPUS
+    return scan(bundle.model, corpus, bundle.tokenizer, k=8, saes=[_sae(model, sae)], progress=_progress)
 
 
 @cached(max_entries=16, show_spinner="Building the steering vector…")
@@ -159,14 +162,19 @@ def activations(key: RunKey, sae: SAEKey) -> np.ndarray:
 
 
 @cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
-def heatmap_figure(key: RunKey, sae: SAEKey, n: int, presentation: bool, _labels: Sequence[str]) -> go.Figure | None:
-    """The prompt's n strongest features at each token; None when no feature fires. _labels: the run's
-    (View.labels), not hashed, as caches.py's figures take them."""
+def heatmap_figure(
+    key: RunKey, sae: SAEKey, n: int, presentation: bool, _labels: Sequence[str], rows: tuple[int, int] | None = None
+) -> go.Figure | None:
+    """The prompt's n strongest features (over the whole prompt) at each token of `rows` (first, stop: a long
+    prompt's window; None: every token); None when no feature fires. _labels: the run's (View.labels), not
+    hashed, as caches.py's figures take them."""
     acts = activations(key, sae)
     shown = top_features(acts, n)
     if not len(shown):
         return None
-    return figures.presentation(figures.feature_heatmap(acts[:, shown], list(_labels), shown.tolist()), presentation)
+    lo, hi = rows or (0, len(acts))
+    heat = figures.feature_heatmap(acts[lo:hi, shown], list(_labels)[lo:hi], shown.tolist(), lo, len(acts))
+    return figures.presentation(heat, presentation)
 
 
 def _display(model: ModelKey):

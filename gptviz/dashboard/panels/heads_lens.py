@@ -11,11 +11,11 @@ from ...progress import ProgressFn
 from ..caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
 
-@cached(max_entries=RUN_ENTRIES, show_spinner="Scoring every head…")
-def head_table(key: RunKey) -> pd.DataFrame:
+@cached(max_entries=RUN_ENTRIES, show_spinner=False)  # the page's progress.waited bar says more
+def head_table(key: RunKey, _progress: ProgressFn | None = None) -> pd.DataFrame:
     """analysis.head_scores of one run (every layer's maps rebuilt once, one layer at a time).
-    Shared between sessions: callers copy before changing it."""
-    return analysis.head_scores(run_trace(key))
+    Shared between sessions: callers copy before changing it. _progress: each layer (not in the key)."""
+    return analysis.head_scores(run_trace(key), progress=_progress)
 
 
 @cached(max_entries=4 * RUN_ENTRIES, show_spinner=False)  # the page's own progress bar says more
