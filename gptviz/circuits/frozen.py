@@ -38,6 +38,11 @@ class FrozenNorm:
         g = g * (self.inv_sigma * self.gamma)  # [T, C] once, then one pass over g
         return g - g.mean(-1, keepdim=True) if self.centre else g
 
+    def transpose_at(self, g: Tensor, pos: Tensor) -> Tensor:
+        """transpose of rows g [E, C], row e at position pos[e]."""
+        g = g * (self.inv_sigma[pos] if self.inv_sigma.size(0) > 1 else self.inv_sigma) * self.gamma
+        return g - g.mean(-1, keepdim=True) if self.centre else g
+
     def constant(self, like: Tensor) -> Tensor:
         return torch.zeros_like(like) if self.beta is None else self.beta.expand_as(like)
 
@@ -87,6 +92,10 @@ def upto(norm: FrozenNorm | None, P: int) -> FrozenNorm | None:
 
 def _norm_t(norm: FrozenNorm | None, g: Tensor) -> Tensor:
     return g if norm is None else norm.transpose(g)
+
+
+def _norm_t_at(norm: FrozenNorm | None, g: Tensor, pos: Tensor) -> Tensor:
+    return g if norm is None else norm.transpose_at(g, pos)
 
 
 def _norm_lin(norm: FrozenNorm | None, x: Tensor) -> Tensor:
@@ -140,6 +149,22 @@ class FrozenAttention:
         if self.keep_v is not None:
             gv = gv * self.keep_v
         return _norm_t(self.ln_1, gv @ self.W_v)
+
+    def transpose_ragged(self, g: Tensor, row: Tensor, pos: Tensor, n: int, P: int) -> Tensor:
+        """transpose of a ragged batch: g [E, C] holds row row[e]'s gradient at position pos[e] (n rows,
+        positions < P, every other position zero), so the projections multiply no padding; only the
+        mixing over positions runs padded, each group of query heads sharing a value head contracted
+        with its weights in one product."""
+        H, kv = self.weights.size(0), self.n_kv
+        gz = _norm_t_at(self.post, g, pos) @ self.W_o  # [E, H·D]
+        D = gz.size(1) // H
+        z = gz.new_zeros(H, P, n, D)
+        z.permute(1, 2, 0, 3)[pos, row] = gz.view(-1, H, D)
+        w = self.weights[:, :P, :P].reshape(kv, H // kv, P, P).permute(0, 3, 1, 2).reshape(kv, P, -1)  # [kv, k, (h, q)]
+        gv = torch.bmm(w, z.view(kv, -1, n * D)).view(kv, P, n, D).permute(1, 2, 0, 3)[pos, row].reshape(-1, kv * D)
+        if self.keep_v is not None:
+            gv = gv * self.keep_v[pos]
+        return _norm_t_at(self.ln_1, gv @ self.W_v, pos)
 
 
 def v_slice(model: GPT) -> slice:

@@ -146,12 +146,14 @@ def attribution_graph(
     reporter = Reporter(progress, "target nodes", R)
     reporter.start()
 
-    def compute(l: int, nodes: Tensor, dirs: Tensor, pos: Tensor, own: Tensor, norm) -> None:
+    def compute(nodes: Tensor, heights: Tensor, dirs: Tensor, pos: Tensor, own: Tensor) -> None:
         nonlocal used
         for s in range(0, nodes.numel(), B):
             n = nodes[s : s + B].numel()
             rows = slice(used, used + n)
-            bias[nodes[s : s + B]] = rep.rows(l, dirs[s : s + B], pos[s : s + B], own[s : s + B], norm, M[rows])
+            bias[nodes[s : s + B]] = rep.rows(
+                heights[s : s + B], dirs[s : s + B], pos[s : s + B], own[s : s + B], M[rows]
+            )
             row_nodes[rows] = nodes[s : s + B]
             used += n
             reporter.tick(n)
@@ -166,18 +168,16 @@ def attribution_graph(
     dirs = scale[chosen, None] * W_U[chosen] - (scale @ W_U) / V  # [n, C]
     own = dirs @ ln_f.beta if ln_f.beta is not None else dirs.new_zeros(len(chosen))
     logit_nodes = torch.arange(rep.logit, N, device=dev)
+    at = torch.full((len(chosen),), T - 1, device=dev)
     setup = time.perf_counter() - clock
-    compute(L, logit_nodes, dirs, torch.full((len(chosen),), T - 1, device=dev), own, ln_f)
+    compute(logit_nodes, torch.full_like(logit_nodes, rep.height(L)), ln_f.transpose_at(dirs, at), at, own)
 
     probs = torch.softmax(real_logits, -1)[chosen].float()
     weights = torch.zeros(N, device=dev)
     weights[rep.logit :] = probs
-    layer_of = torch.as_tensor(np.repeat(np.arange(L), np.diff(rep.feat_start)), device=dev)
-    if budget == rep.n_feat:  # every feature, layer by layer
-        for l in range(L):
-            if rep.mlps[l].pos.numel():
-                nodes = torch.arange(rep.feat_start[l], rep.feat_start[l + 1], device=dev)
-                compute(l, nodes, *rep.feature_targets(l), rep.mlps[l].ln_2)
+    if budget == rep.n_feat:  # every feature, the highest first
+        for s in range(rep.n_feat, 0, -B):
+            compute(*rep.feature_targets(torch.arange(max(0, s - B), s, device=dev)))
     visited = torch.zeros(N, dtype=torch.bool, device=dev)
     while used < R:  # the most influential features so far, a batch at a time
         infl = node_influence(M[:used], row_nodes[:used], weights)[: rep.n_feat]
@@ -187,11 +187,7 @@ def attribution_graph(
         if not chosen_nodes.numel():
             break
         visited[chosen_nodes] = True
-        for l in layer_of[chosen_nodes].unique().tolist():
-            nodes = chosen_nodes[layer_of[chosen_nodes] == l].sort().values
-            which = nodes - int(rep.feat_start[l])
-            dirs_l, pos_l, own_l = rep.feature_targets(l)
-            compute(l, nodes, dirs_l[which], pos_l[which], own_l[which], rep.mlps[l].ln_2)
+        compute(*rep.feature_targets(chosen_nodes))
     M, row_nodes = M[:used], row_nodes[:used]
     rows_s = time.perf_counter() - clock - setup
     g = _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, prune,
