@@ -11,7 +11,7 @@ gradient back through the linear part, which is how every edge of the graph is c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import cast
 
 import torch
@@ -40,18 +40,28 @@ class FrozenNorm:
 
     def transpose_at(self, g: Tensor, pos: Tensor) -> Tensor:
         """transpose of rows g [E, C], row e at position pos[e]."""
-        g = g * (self.inv_sigma[pos] if self.inv_sigma.size(0) > 1 else self.inv_sigma) * self.gamma
+        g = g * self.scale_at(pos) * self.gamma
         return g - g.mean(-1, keepdim=True) if self.centre else g
+
+    def scale_at(self, pos: Tensor) -> Tensor:
+        """1/σ at positions pos [E]: [E, 1]."""
+        return self.inv_sigma[pos] if self.inv_sigma.size(0) > 1 else self.inv_sigma.expand(pos.numel(), 1)
+
+    def fold_after(self, W: Tensor) -> Tensor:
+        """W' [n, C] with transpose(x @ W) = (x @ W') · 1/σ: γ and the centring folded into W [n, C]."""
+        W = W * self.gamma
+        return W - W.mean(-1, keepdim=True) if self.centre else W
+
+    def fold_before(self, W: Tensor) -> Tensor:
+        """W' [C, n] with transpose(g) @ W = (g @ W') · 1/σ."""
+        W = W - W.mean(0, keepdim=True) if self.centre else W
+        return self.gamma[:, None] * W
 
     def constant(self, like: Tensor) -> Tensor:
         return torch.zeros_like(like) if self.beta is None else self.beta.expand_as(like)
 
     def __call__(self, x: Tensor) -> Tensor:
         return self.linear(x) + self.constant(x)
-
-    def upto(self, P: int) -> FrozenNorm:
-        """The norm at the first P positions only (a causal model's positions after P do not matter)."""
-        return replace(self, inv_sigma=self.inv_sigma[:P]) if self.inv_sigma.size(0) > 1 else self
 
 
 def blocks(model: GPT) -> list[Block]:
@@ -86,16 +96,8 @@ def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
     return FrozenNorm(1.0 / sigma, gamma, None if bias is None else bias.detach().float(), centre=True)
 
 
-def upto(norm: FrozenNorm | None, P: int) -> FrozenNorm | None:
-    return None if norm is None else norm.upto(P)
-
-
 def _norm_t(norm: FrozenNorm | None, g: Tensor) -> Tensor:
     return g if norm is None else norm.transpose(g)
-
-
-def _norm_t_at(norm: FrozenNorm | None, g: Tensor, pos: Tensor) -> Tensor:
-    return g if norm is None else norm.transpose_at(g, pos)
 
 
 def _norm_lin(norm: FrozenNorm | None, x: Tensor) -> Tensor:
@@ -115,17 +117,12 @@ class FrozenAttention:
     post: FrozenNorm | None
     constant: Tensor  # [T, C]
     n_kv: int
+    W_o_read: Tensor = field(init=False)  # W_o with the post-norm's γ and centring folded in
+    W_v_read: Tensor = field(init=False)  # W_v with ln_1's
 
-    def upto(self, P: int) -> FrozenAttention:
-        """The layer on the first P positions only: queries before P read keys before P only."""
-        return replace(
-            self,
-            ln_1=None if self.ln_1 is None else self.ln_1.upto(P),
-            keep_v=None if self.keep_v is None else self.keep_v[:P],
-            weights=self.weights[:, :P, :P],
-            post=None if self.post is None else self.post.upto(P),
-            constant=self.constant[:P],
-        )
+    def __post_init__(self) -> None:
+        self.W_o_read = self.W_o if self.post is None else self.post.fold_before(self.W_o)
+        self.W_v_read = self.W_v if self.ln_1 is None else self.ln_1.fold_after(self.W_v)
 
     def _heads(self, v: Tensor) -> Tensor:
         """[B, T, H_kv·D] values -> [B, T, H·D] head outputs, the frozen weights mixing positions."""
@@ -150,21 +147,26 @@ class FrozenAttention:
             gv = gv * self.keep_v
         return _norm_t(self.ln_1, gv @ self.W_v)
 
-    def transpose_ragged(self, g: Tensor, row: Tensor, pos: Tensor, n: int, P: int) -> Tensor:
-        """transpose of a ragged batch: g [E, C] holds row row[e]'s gradient at position pos[e] (n rows,
-        positions < P, every other position zero), so the projections multiply no padding; only the
+    def transpose_ragged(self, g: Tensor, row: Tensor, pos: Tensor, padding: Tensor) -> Tensor:
+        """transpose of a ragged batch: g [E, C] holds row row[e]'s gradient at position pos[e], every
+        other position zero (padding [P, n] True there), so the projections multiply no padding; only the
         mixing over positions runs padded, each group of query heads sharing a value head contracted
         with its weights in one product."""
-        H, kv = self.weights.size(0), self.n_kv
-        gz = _norm_t_at(self.post, g, pos) @ self.W_o  # [E, H·D]
+        H, kv, (P, n) = self.weights.size(0), self.n_kv, padding.shape
+        gz = g @ self.W_o_read  # [E, H·D]
+        if self.post is not None:
+            gz *= self.post.scale_at(pos)
         D = gz.size(1) // H
-        z = gz.new_zeros(H, P, n, D)
-        z.permute(1, 2, 0, 3)[pos, row] = gz.view(-1, H, D)
+        z = gz.new_empty(H, P, n, D)
+        by_position = z.permute(1, 2, 0, 3)  # [P, n, H, D]
+        by_position[pos, row] = gz.view(-1, H, D)
+        by_position[padding] = 0.0
         w = self.weights[:, :P, :P].reshape(kv, H // kv, P, P).permute(0, 3, 1, 2).reshape(kv, P, -1)  # [kv, k, (h, q)]
         gv = torch.bmm(w, z.view(kv, -1, n * D)).view(kv, P, n, D).permute(1, 2, 0, 3)[pos, row].reshape(-1, kv * D)
         if self.keep_v is not None:
             gv = gv * self.keep_v[pos]
-        return _norm_t_at(self.ln_1, gv @ self.W_v, pos)
+        out = gv @ self.W_v_read
+        return out if self.ln_1 is None else out.mul_(self.ln_1.scale_at(pos))
 
 
 def v_slice(model: GPT) -> slice:

@@ -222,10 +222,10 @@ def _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, p
     if prune_:
         always = torch.zeros(N, dtype=torch.bool, device=M.device)
         always[rep.emb :] = True
-        keep, edge_mask = prune(M, row_nodes, weights, rep.n_feat, always, node_threshold, edge_threshold, influence)
+        keep, r, src = prune(M, row_nodes, weights, rep.n_feat, always, node_threshold, edge_threshold, influence)
     else:
-        keep, edge_mask = torch.ones(N, dtype=torch.bool, device=M.device), M != 0
-    r, src = edge_mask.nonzero(as_tuple=True)
+        keep = torch.ones(N, dtype=torch.bool, device=M.device)
+        r, src = (M != 0).nonzero(as_tuple=True)
     ids = nodes["node_id"].to_numpy()
     edges = pd.DataFrame(
         {

@@ -151,16 +151,20 @@ class Replacement:
         def add(e: int, v: Tensor) -> None:  # per-entry constants [e] into their rows' biases
             const.index_add_(0, row[:e], v.double())
 
+        def padding(n: int) -> Tensor:  # [P, n]: True where the first n rows hold no position
+            P = reach[n - 1]
+            return torch.arange(P, device=dev)[:, None] > pos[None, :n]
+
         def through_attention(j: int, n: int, e: int) -> Tensor:
             attn = self.attn[j]
             add(e, torch.einsum("ec,ec->e", g[:e], attn.constant[at[:e]]))
-            return attn.transpose_ragged(g[:e], row[:e], at[:e], n, reach[n - 1])
+            return attn.transpose_ragged(g[:e], row[:e], at[:e], padding(n))
 
         for j in range(L - 1, -1, -1):  # g is at pre[j + 1] = post[j]: MLP j's nodes write here
             n, e = prefix(2 * j + 2)
             g_in = None
             if n:
-                g_in = self._mlp_edges(j, g[:e], row[:e], at[:e], n, reach[n - 1], out, add)
+                g_in = self._mlp_edges(j, g[:e], row[:e], at[:e], padding(n), out, add)
             if self.blocks[j].parallel:
                 if n:
                     g_next = g[:e] + through_attention(j, n, e)
@@ -174,14 +178,16 @@ class Replacement:
         out[row, self.emb + at] = torch.einsum("ec,ec->e", g, self.embed[at])
         return const
 
-    def _mlp_edges(self, j, g, row, at, n, P, out, add) -> Tensor | None:
+    def _mlp_edges(self, j, g, row, at, padding, out, add) -> Tensor | None:
         """MLP j's edges (error and features) from the entries g [e, C] at post[j], its b_dec into the
         biases; returns the gradient its skip path (W_skip) carries to the MLP's input point, if any."""
         m, T = self.mlps[j], self.T
         out[row, self.err + j * T + at] = torch.einsum("ec,ec->e", g, m.error[at])
         if m.pos.numel():
-            padded = g.new_zeros(P, n, g.size(1))
+            P, n = padding.shape
+            padded = g.new_empty(P, n, g.size(1))
             padded[at, row] = g
+            padded[padding] = 0.0
             start, bounds = int(self.feat_start[j]), m.bounds
             for p in range(P):  # features are in position order: position p's are columns a:b
                 a, b = bounds[p], bounds[p + 1]
