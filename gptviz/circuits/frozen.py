@@ -45,7 +45,9 @@ class FrozenNorm:
 
     def scale_at(self, pos: Tensor) -> Tensor:
         """1/σ at positions pos [E]: [E, 1]."""
-        return self.inv_sigma[pos] if self.inv_sigma.size(0) > 1 else self.inv_sigma.expand(pos.numel(), 1)
+        return (
+            self.inv_sigma.index_select(0, pos) if self.inv_sigma.size(0) > 1 else self.inv_sigma.expand(pos.numel(), 1)
+        )
 
     def fold_after(self, W: Tensor) -> Tensor:
         """W' [n, C] with transpose(x @ W) = (x @ W') · 1/σ: γ and the centring folded into W [n, C]."""
@@ -147,24 +149,24 @@ class FrozenAttention:
             gv = gv * self.keep_v
         return _norm_t(self.ln_1, gv @ self.W_v)
 
-    def transpose_ragged(self, g: Tensor, row: Tensor, pos: Tensor, padding: Tensor) -> Tensor:
-        """transpose of a ragged batch: g [E, C] holds row row[e]'s gradient at position pos[e], every
-        other position zero (padding [P, n] True there), so the projections multiply no padding; only the
-        mixing over positions runs padded, each group of query heads sharing a value head contracted
-        with its weights in one product."""
-        H, kv, (P, n) = self.weights.size(0), self.n_kv, padding.shape
+    def transpose_ragged(self, g: Tensor, row: Tensor, pos: Tensor, scratch: Tensor, n: int) -> Tensor:
+        """transpose of a ragged batch of n rows: g [E, C] holds row row[e]'s gradient at position
+        pos[e], every other position zero, so the projections multiply no padding. Only the mixing over
+        positions runs padded, in scratch [H, P, B >= n, D] (zero where the rows hold no position), each
+        group of query heads sharing a value head contracted with its weights in one product."""
+        H, kv, P = self.weights.size(0), self.n_kv, scratch.size(1)
         gz = g @ self.W_o_read  # [E, H·D]
         if self.post is not None:
             gz *= self.post.scale_at(pos)
-        D = gz.size(1) // H
-        z = gz.new_empty(H, P, n, D)
-        by_position = z.permute(1, 2, 0, 3)  # [P, n, H, D]
-        by_position[pos, row] = gz.view(-1, H, D)
-        by_position[padding] = 0.0
+        D, B = gz.size(1) // H, scratch.size(2)
+        flat = pos * B + row  # each entry's (position, row) in scratch
+        scratch.view(H, -1, D).index_copy_(1, flat, gz.view(-1, H, D).transpose(0, 1))
+        z = scratch[:, :, :n].reshape(kv, -1, n * D)  # [kv, (h, q), (row, d)]: a view
         w = self.weights[:, :P, :P].reshape(kv, H // kv, P, P).permute(0, 3, 1, 2).reshape(kv, P, -1)  # [kv, k, (h, q)]
-        gv = torch.bmm(w, z.view(kv, -1, n * D)).view(kv, P, n, D).permute(1, 2, 0, 3)[pos, row].reshape(-1, kv * D)
+        mixed = torch.bmm(w, z).view(kv, P * n, D)  # [kv, (k, row), d]
+        gv = mixed.index_select(1, pos * n + row).transpose(0, 1).reshape(-1, kv * D)  # [E, H_kv·D]
         if self.keep_v is not None:
-            gv = gv * self.keep_v[pos]
+            gv = gv * self.keep_v.index_select(0, pos)
         out = gv @ self.W_v_read
         return out if self.ln_1 is None else out.mul_(self.ln_1.scale_at(pos))
 

@@ -78,6 +78,11 @@ def _mlp_nodes(block: Block, tc, t: Trace, l: int) -> MLPNodes:
     )  # fmt: skip
 
 
+def dots(g: Tensor, x: Tensor, at: Tensor) -> Tensor:
+    """g[e] · x[at[e]] for every entry [E]: one product with every position's x, then each entry's."""
+    return (g @ x.T).gather(1, at[:, None])[:, 0]
+
+
 class Replacement:
     """The replacement model of `model` under `tcs` at the prompt `t` (a Trace)."""
 
@@ -151,20 +156,26 @@ class Replacement:
         def add(e: int, v: Tensor) -> None:  # per-entry constants [e] into their rows' biases
             const.index_add_(0, row[:e], v.double())
 
-        def padding(n: int) -> Tensor:  # [P, n]: True where the first n rows hold no position
-            P = reach[n - 1]
-            return torch.arange(P, device=dev)[:, None] > pos[None, :n]
+        scratch: dict[tuple[int, ...], Tensor] = {}
+
+        def padded(*shape: int) -> Tensor:
+            """A zero buffer kept for the whole pass, P and B among `shape`: each layer writes the same
+            entries (the rows present hold the same positions), so what a row does not hold stays zero."""
+            if shape not in scratch:
+                scratch[shape] = dirs.new_zeros(shape)
+            return scratch[shape]
 
         def through_attention(j: int, n: int, e: int) -> Tensor:
             attn = self.attn[j]
-            add(e, torch.einsum("ec,ec->e", g[:e], attn.constant[at[:e]]))
-            return attn.transpose_ragged(g[:e], row[:e], at[:e], padding(n))
+            add(e, dots(g[:e], attn.constant, at[:e]))
+            H = attn.weights.size(0)
+            return attn.transpose_ragged(g[:e], row[:e], at[:e], padded(H, reach[-1], B, attn.W_o.size(1) // H), n)
 
         for j in range(L - 1, -1, -1):  # g is at pre[j + 1] = post[j]: MLP j's nodes write here
             n, e = prefix(2 * j + 2)
             g_in = None
             if n:
-                g_in = self._mlp_edges(j, g[:e], row[:e], at[:e], padding(n), out, add)
+                g_in = self._mlp_edges(j, g[:e], row[:e], at[:e], padded(reach[-1], B, C)[:, :n], out, add)
             if self.blocks[j].parallel:
                 if n:
                     g_next = g[:e] + through_attention(j, n, e)
@@ -175,21 +186,20 @@ class Replacement:
                 n, e = prefix(2 * j + 1)
                 if n:
                     g[:e] += through_attention(j, n, e)
-        out[row, self.emb + at] = torch.einsum("ec,ec->e", g, self.embed[at])
+        out[row, self.emb + at] = dots(g, self.embed, at)
         return const
 
-    def _mlp_edges(self, j, g, row, at, padding, out, add) -> Tensor | None:
-        """MLP j's edges (error and features) from the entries g [e, C] at post[j], its b_dec into the
-        biases; returns the gradient its skip path (W_skip) carries to the MLP's input point, if any."""
+    def _mlp_edges(self, j, g, row, at, padded, out, add) -> Tensor | None:
+        """MLP j's edges (error and features) from the entries g [e, C] at post[j] (padded [P, n, C]:
+        zero where the rows hold no position), its b_dec into the biases; returns the gradient its skip
+        path (W_skip) carries to the MLP's input point, if any."""
         m, T = self.mlps[j], self.T
-        out[row, self.err + j * T + at] = torch.einsum("ec,ec->e", g, m.error[at])
+        out[row, self.err + j * T + at] = dots(g, m.error, at)
         if m.pos.numel():
-            P, n = padding.shape
-            padded = g.new_empty(P, n, g.size(1))
+            P, n = padded.shape[:2]
             padded[at, row] = g
-            padded[padding] = 0.0
             start, bounds = int(self.feat_start[j]), m.bounds
-            for p in range(P):  # features are in position order: position p's are columns a:b
+            for p in range(min(P, self.T)):  # features are in position order: position p's are columns a:b
                 a, b = bounds[p], bounds[p + 1]
                 if b > a:
                     out[:n, start + a : start + b] = padded[p] @ m.written[a:b].T
