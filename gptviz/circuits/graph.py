@@ -254,18 +254,40 @@ def _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, p
 
 
 def _nodes_table(rep: Replacement, token_ids: list[int], chosen: list[int]) -> pd.DataFrame:
+    """The nodes in column order: features (layer, pos, feature), errors (layer, pos), embeddings, logits."""
     T, L = rep.T, rep.L
-    rows = []
-    for l, m in enumerate(rep.mlps):
-        for p, f, a in zip(m.pos.tolist(), m.feat.tolist(), m.act.tolist()):
-            rows.append((f"{l}_{f}_{p}", "feature", l, p, f, token_ids[p], a, np.nan))
-    for l, m in enumerate(rep.mlps):
-        norms = m.error.norm(dim=-1).tolist()
-        rows += [(f"{l}_-1_{p}", "error", l, p, -1, token_ids[p], np.nan, norms[p]) for p in range(T)]
-    norms = rep.embed.norm(dim=-1).tolist()
-    rows += [(f"E_{token_ids[p]}_{p}", "embedding", -1, p, -1, token_ids[p], np.nan, norms[p]) for p in range(T)]
-    rows += [(f"{L + 1}_{v}_{T - 1}", "logit", L, T - 1, v, v, np.nan, np.nan) for v in chosen]
-    df = pd.DataFrame(rows, columns=NODE_COLUMNS[:8])
+    tok = np.asarray(token_ids, dtype=np.int64)
+    layer = np.repeat(np.arange(L), np.diff(rep.feat_start))
+    pos = torch.cat([m.pos for m in rep.mlps]).cpu().numpy()
+    feat = torch.cat([m.feat for m in rep.mlps]).cpu().numpy()
+    act = torch.cat([m.act for m in rep.mlps]).double().cpu().numpy()
+    every = np.arange(T)
+    norms = torch.stack([m.error.norm(dim=-1) for m in rep.mlps]).double().cpu().numpy().ravel()  # [L·T]
+    n_logit = len(chosen)
+    nan = np.full(L * T + T + n_logit, np.nan)
+    ids = [f"{l}_{f}_{p}" for l, f, p in zip(layer.tolist(), feat.tolist(), pos.tolist())]
+    ids += [f"{l}_-1_{p}" for l in range(L) for p in range(T)]
+    ids += [f"E_{token_ids[p]}_{p}" for p in range(T)]
+    ids += [f"{L + 1}_{v}_{T - 1}" for v in chosen]
+    df = pd.DataFrame(
+        {
+            "node_id": ids,
+            "kind": ["feature"] * len(feat) + ["error"] * (L * T) + ["embedding"] * T + ["logit"] * n_logit,
+            "layer": np.concatenate([layer, np.repeat(np.arange(L), T), np.full(T, -1), np.full(n_logit, L)]),
+            "pos": np.concatenate([pos, np.tile(every, L), every, np.full(n_logit, T - 1)]),
+            "feature": np.concatenate([feat, np.full(L * T + T, -1), np.asarray(chosen, dtype=np.int64)]),
+            "token": np.concatenate([tok[pos], np.tile(tok, L), tok, np.asarray(chosen, dtype=np.int64)]),
+            "activation": np.concatenate([act, nan]),
+            "input": np.concatenate(
+                [
+                    np.full(len(feat), np.nan),
+                    norms,
+                    rep.embed.norm(dim=-1).double().cpu().numpy(),
+                    np.full(n_logit, np.nan),
+                ]
+            ),  # fmt: skip
+        }
+    )
     df["bias"] = 0.0
     df["influence"] = 0.0
     return df

@@ -67,14 +67,18 @@ def _mlp_nodes(block: Block, tc, t: Trace, l: int) -> MLPNodes:
     x = mlp_in.to(tc.W_enc.device)  # a transcoder may sit elsewhere: its numbers come to the model
     pre = tc.pre(x)  # [T, d_tc]
     acts = tc.act(pre)
-    recon = tc.decode(acts, x).float().to(dev)
     pre, acts = pre.float().to(dev), acts.float().to(dev)
     pos, feat = acts.nonzero(as_tuple=True)
-    W_dec = _w(tc.W_dec, dev)
+    written = _w(tc.W_dec, dev)[feat] * acts[pos, feat, None]
     skip = getattr(tc, "W_skip", None)
+    W_skip = None if skip is None else _w(skip, dev)
+    b_dec = _w(tc.b_dec, dev)
+    recon = torch.zeros_like(out).index_add_(0, pos, written) + b_dec  # the features' own rows: few per position
+    if W_skip is not None:
+        recon += mlp_in @ W_skip.T
     return MLPNodes(
-        ln_2, pos, feat, acts[pos, feat], pre[pos, feat], W_dec[feat] * acts[pos, feat, None], out - recon,
-        _w(tc.W_enc, dev)[feat], _w(tc.b_enc, dev)[feat], _w(tc.b_dec, dev), None if skip is None else _w(skip, dev),
+        ln_2, pos, feat, acts[pos, feat], pre[pos, feat], written, out - recon, _w(tc.W_enc, dev)[feat],
+        _w(tc.b_enc, dev)[feat], b_dec, W_skip,
     )  # fmt: skip
 
 
