@@ -12,6 +12,7 @@ from .presentation import presentation
 from .style import plotly_text, style
 
 KIND_COLOURS = {"embedding": "#6b7280", "feature": "#2563eb", "error": "#9ca3af", "logit": "#16a34a"}
+PLOT_PX = 800  # the plot's width at 1280 × 720 beside the sidebar: sizes markers so neighbours do not overlap
 MAX_EDGES = 400  # the strongest edges drawn: more would hide the nodes at 1440 × 900
 LABELLED = 12  # the cells whose strongest feature is named on the figure; hover names the rest
 EDGE_WIDTHS = (0.6, 1.4, 2.6, 4.0)  # four width classes by |weight| quantile: one trace each, not one per edge
@@ -23,10 +24,10 @@ def stacks(n_layer: int) -> int:
     return 3 if n_layer <= 8 else 2 if n_layer <= 16 else 1
 
 
-def columns(nodes: pd.DataFrame, T: int, n_layer: int = 0) -> np.ndarray:
-    """The x of each position's column centre. A column is as wide as its busiest cell's row of nodes
-    (one unit a node, a cell's nodes stacked in up to `stacks` rows); a position that holds no more
-    than its embedding is half a unit, so the prompt's quiet stretches give their width to the crowded
+def column_widths(nodes: pd.DataFrame, T: int, n_layer: int = 0) -> np.ndarray:
+    """Each position's column width. A column is as wide as its busiest cell's row of nodes (one unit
+    a node, a cell's nodes stacked in up to `stacks` rows); a position that holds no more than its
+    embedding is half a unit, so the prompt's quiet stretches give their width to the crowded
     positions (the last, usually)."""
     width = np.full(T, 0.5)
     if len(nodes):
@@ -35,7 +36,24 @@ def columns(nodes: pd.DataFrame, T: int, n_layer: int = 0) -> np.ndarray:
         need[(count.index.get_level_values("layer") < 0) & (count == 1).to_numpy()] = 0.5  # a lone embedding
         widest = need.groupby(level="pos").max()
         width[widest.index.to_numpy(int)] = widest.to_numpy()
+    return width
+
+
+def columns(nodes: pd.DataFrame, T: int, n_layer: int = 0) -> np.ndarray:
+    """The x of each position's column centre (column_widths side by side)."""
+    width = column_widths(nodes, T, n_layer)
     return np.cumsum(width) - width / 2
+
+
+def tick_positions(centres: np.ndarray, width: np.ndarray, gap: float = 1.6) -> list[int]:
+    """The positions whose token is written under the axis, the widest columns (those holding the
+    most nodes) first, each kept `gap` units from every label already chosen, so the rotated labels
+    do not overprint."""
+    chosen: list[int] = []
+    for i in sorted(range(len(centres)), key=lambda i: (-width[i], i)):
+        if all(abs(centres[i] - centres[j]) >= gap for j in chosen):
+            chosen.append(i)
+    return sorted(chosen)
 
 
 def node_xy(nodes: pd.DataFrame, centres: np.ndarray, n_layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +132,8 @@ def graph_figure(
 ) -> go.Figure:
     """The graph as one figure. Each node marker carries its node id as customdata (a click names it)."""
     T = len(token_text)
-    centres = columns(nodes, T, n_layer)
+    widths = column_widths(nodes, T, n_layer)
+    centres = np.cumsum(widths) - widths / 2
     x, y = node_xy(nodes, centres, n_layer)
     where = {nid: (a, b) for nid, a, b in zip(nodes["node_id"], x, y)}
     fig = go.Figure()
@@ -146,7 +165,11 @@ def graph_figure(
                 )
     infl = nodes["influence"].to_numpy(float)
     top = np.nanmax(infl) if len(infl) and np.isfinite(infl).any() and np.nanmax(infl) > 0 else 1.0
-    sizes = 7 + 22 * np.sqrt(np.clip(np.nan_to_num(infl) / top, 0, 1))
+    unit = PLOT_PX / max(float(widths.sum()), 1.0)  # px a unit, about
+    largest = float(np.clip(0.9 * unit, 9, 29))  # neighbours one unit apart touch at most
+    sizes = min(7.0, largest / 2) + (largest - min(7.0, largest / 2)) * np.sqrt(
+        np.clip(np.nan_to_num(infl) / top, 0, 1)
+    )
     hover = _hover(nodes, token_text, logit_text)
     for kind, colour in KIND_COLOURS.items():
         m = (nodes["kind"] == kind).to_numpy()
@@ -168,7 +191,7 @@ def graph_figure(
     _labels(fig, nodes, x, y, sizes, logit_text)
     ticks = [-1, *range(n_layer), n_layer]
     labels = ["embed", *[f"L{l}" for l in range(n_layer)], "logits"]
-    step = max(1, T // 32)
+    shown = tick_positions(centres, widths)
     style(
         fig,
         "Attribution graph",
@@ -176,8 +199,8 @@ def graph_figure(
         subtitle="each edge a direct effect in the local replacement model; node size: influence on the targets",
         xaxis=dict(
             tickmode="array",
-            tickvals=centres[::step].tolist(),
-            ticktext=[plotly_text(token_text[i]) for i in range(0, T, step)],
+            tickvals=centres[shown].tolist(),
+            ticktext=[plotly_text(token_text[i]) for i in shown],
             title="position",
             # the positions that hold nodes: pruning usually keeps the last few, which would be a sliver of a
             # long prompt's width
