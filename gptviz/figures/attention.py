@@ -169,7 +169,9 @@ def attention_heatmap_spec(
     )
     data = [heat, nan_overlay(bad, ticks, ticks).to_plotly_json()] if bad.any() else [heat]
     picker = cell_picker(z, masked | bad, ticks, b, kind) if clickable else None
-    if picker is not None:
+    if picker is not None:  # the markers take the hover too, so a click lands on them, not on the map
+        heat.pop("hovertemplate")
+        heat["hoverinfo"] = "skip"
         data.append(picker)
     caption = cell_notes(bool(masked.any()), bool(bad.any()), windowed(mask))
     if note:

@@ -55,8 +55,9 @@ def test_logit_lens_then_heads_then_attention(page: Page, shot):
     heat = chart(page, "Layer 1, head 2: weights")
     heat.scroll_into_view_if_needed()
     x, y = heat.evaluate(  # query 7's row, key 3's column, where Plotly's own category axes put them
-        """(el, [q, k]) => { const L = el._fullLayout, r = el.getBoundingClientRect(), d = el.data[0];
-            return [r.left + L._size.l + L.xaxis.d2p(d.x[k]), r.top + L._size.t + L.yaxis.d2p(d.y[q])]; }""",
+        """(el, [q, k]) => { const X = el._fullLayout.xaxis, Y = el._fullLayout.yaxis, d = el.data[0];
+            const r = el.getBoundingClientRect();
+            return [r.left + X._offset + X.d2p(d.x[k]), r.top + Y._offset + Y.d2p(d.y[q])]; }""",
         [7, 3],
     )
     page.mouse.click(x, y)
