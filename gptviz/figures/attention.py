@@ -195,8 +195,8 @@ def cell_picker(z: np.ndarray, unreadable: np.ndarray, ticks: Sequence[str], b: 
     q, k = np.nonzero(~unreadable)
     return dict(
         type="scatter",
-        x=[ticks[i] for i in k],
-        y=[ticks[i] for i in q],
+        x=[ticks[i] for i in k.tolist()],
+        y=[ticks[i] for i in q.tolist()],
         mode="markers",
         marker=dict(size=max(6, min(30, 560 // n)), opacity=0),
         customdata=np.stack([q * b, k * b, z[q, k]], axis=1).tolist(),
