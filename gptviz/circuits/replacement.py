@@ -12,6 +12,7 @@ pos), embeddings (pos), logits.
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import cast
@@ -47,7 +48,7 @@ class MLPNodes:
     b_dec: Tensor | None  # [C]
     W_skip: Tensor | None  # [C, C]
 
-    @property
+    @functools.cached_property
     def bounds(self) -> list[int]:
         """Where each position's features start in position order (and where the last ends): [T + 1]."""
         T = self.error.size(0)
@@ -198,12 +199,13 @@ class Replacement:
         zero where the rows hold no position), its b_dec into the biases; returns the gradient its skip
         path (W_skip) carries to the MLP's input point, if any."""
         m, T = self.mlps[j], self.T
-        out[row, self.err + j * T + at] = dots(g, m.error, at)
+        P, n = padded.shape[:2]
+        padded[at, row] = g
+        errors = torch.bmm(padded, m.error[:P, :, None])[..., 0]  # [P, n]: one product a position
+        out[row, self.err + j * T + at] = errors[at, row]
         if m.pos.numel():
-            P, n = padded.shape[:2]
-            padded[at, row] = g
             start, bounds = int(self.feat_start[j]), m.bounds
-            for p in range(min(P, self.T)):  # features are in position order: position p's are columns a:b
+            for p in range(min(P, T)):  # features are in position order: position p's are columns a:b
                 a, b = bounds[p], bounds[p + 1]
                 if b > a:
                     out[:n, start + a : start + b] = padded[p] @ m.written[a:b].T
