@@ -67,3 +67,27 @@ def test_why_panel_splits_a_cells_score_as_the_library_does(at, env):
     ok(at.number_input(key="why_key").set_value(7).run())
     ok(at.number_input(key="why_query").set_value(2).run())
     assert any("masked" in i.value for i in at.info)  # a key after its query
+
+
+def test_a_click_on_a_heatmap_cell_picks_its_query_and_key(at, env):
+    """AppTest cannot click: the heatmap's invisible cell markers carry each readable cell's (query,
+    key) and value, and what Streamlit hands back from a click maps to that cell, the split opened."""
+    from gptviz.dashboard.panels.attention_why import clicked_cell
+
+    ok(run_prompt(at, PROMPT))
+    at.radio(key="layer").set_value(1)
+    at.radio(key="head").set_value(2)
+    ok(at.switch_page("views/attention.py").run())
+    data = figure(at, "attn_heatmap")["data"]
+    z = array(data[0]["z"])
+    picker = next(d for d in data if d.get("name") == "cells")
+    cells = np.array(picker["customdata"])
+    assert len(cells) == np.count_nonzero(~np.isnan(z))  # every readable cell, no masked one
+    q, k = cells[:, 0].astype(int), cells[:, 1].astype(int)
+    np.testing.assert_array_equal(cells[:, 2], z[q, k])  # each marker on its own cell
+    assert list(picker["x"]) == [data[0]["x"][i] for i in k] and list(picker["y"]) == [data[0]["y"][i] for i in q]
+    T = z.shape[0]
+    assert clicked_cell([{"customdata": [7.0, 3.0, 0.25]}], T) == (7, 3)
+    assert clicked_cell([{"customdata": {"0": 7, "1": 3, "2": 0.25}}], T) == (7, 3)  # as Streamlit may send it
+    for bad in ([], [{}], [{"customdata": [3, 7, 0.1]}], [{"customdata": [T, 0]}], [{"customdata": ["x", 1]}]):
+        assert clicked_cell(bad, T) is None  # no point, another trace, a masked cell, outside the run

@@ -30,10 +30,12 @@ skip = c2.checkbox(
 # every figure built once per process for every session (caches.py): a class opens this page together
 one, every = caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation, v.labels)
 T = t.n_tokens
-widgets.figure_chart(one, key="attn_heatmap")
+widgets.figure_chart(
+    one, key="attn_heatmap", on_select=attention_why.open_clicked_cell("attn_heatmap", T), selection_mode="points"
+)
 st.caption(
-    "Rows are queries (the token that reads), columns are keys (the "
-    "token read). Choose layer, head and position in the sidebar; below, why one cell scores as it does."
+    "Rows are queries (the token that reads), columns are keys (the token read). Choose layer, head and "
+    "position in the sidebar; click a cell to see below why it scores as it does."
 )
 widgets.download(
     f"{kind} (.npz)",
@@ -60,7 +62,7 @@ st.caption("Click a tile to open that head above.")
 
 st.subheader(f"Why L{v.layer} H{v.head} attends where it does")
 # off by default: the split reads every earlier layer's output, a run of its own on a large model
-if st.toggle("Split one cell's score into what each source writes into q and k", key="attn_why_on"):
+if st.toggle("Split one cell's score into what each source writes into q and k", key=attention_why.ON):
     query, key = attention_why.cell_inputs(T, v.position)
     if key > query:
         st.info("A key after its query is masked: pick a key at or before the query.")

@@ -8,8 +8,10 @@ forward pass of the same model on the same 32-token prompt.
   (max_feature_nodes), as circuit-tracer computes them, and, with --tiny left out, the budgets given.
 
 Printed: the graph's seconds and its ratio to the forward's (goal for the 135M shape on the CPU:
-<= 30x), where the time goes (setup: the capture and freezing; rows: the edges; prune), peak
-resident memory above the start, nodes and edges before and after pruning. It asserts nothing.
+<= 30x), wall and CPU (this process's time: on a shared machine, with --threads 1, the steadier
+figure; the forward is timed before and after the graph), where the time goes (setup: the capture
+and freezing; rows: the edges; prune), peak resident memory above the start, nodes and edges before
+and after pruning. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -46,32 +48,37 @@ def random_transcoders(model: GPT, width: int = 8, k: int = 32, seed: int = 0) -
     return TranscoderSet(out)
 
 
-def _forward_seconds(model: GPT, ids: torch.Tensor, repeats: int = 5) -> float:
+def _forward_seconds(model: GPT, ids: torch.Tensor, repeats: int = 5) -> tuple[float, float]:
+    """The median wall and CPU (this process's) seconds of one forward."""
     with torch.no_grad():
         model(ids[None])
-        times = []
+        wall, cpu = [], []
         for _ in range(repeats):
             synchronize(model.device)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             model(ids[None])
             synchronize(model.device)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+            wall.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def measure(name: str, model: GPT, tcs, ids: torch.Tensor, **kw) -> dict:
     from ..circuits import attribution_graph
 
     ids = ids.to(model.device)
-    forward = _forward_seconds(model, ids)
+    forward, forward_cpu = _forward_seconds(model, ids)
     with torch.no_grad():
         trace(model, ids)  # warm
+    attribution_graph(model, tcs, ids, max_feature_nodes=16)  # warm: the first graph pays the allocations
     with PeakRSS() as mem:
         synchronize(model.device)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         g = attribution_graph(model, tcs, ids, **kw)
         synchronize(model.device)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    after, after_cpu = _forward_seconds(model, ids)  # the forward again: a shared machine's load moves
+    forward, forward_cpu = (forward + after) / 2, (forward_cpu + after_cpu) / 2
     info = g.info
     row = dict(
         model=name,
@@ -79,6 +86,9 @@ def measure(name: str, model: GPT, tcs, ids: torch.Tensor, **kw) -> dict:
         seconds=round(seconds, 3),
         forward_s=round(forward, 5),
         ratio=round(seconds / forward, 1),
+        cpu_s=round(cpu, 3),
+        forward_cpu_s=round(forward_cpu, 5),
+        cpu_ratio=round(cpu / max(forward_cpu, 1e-9), 1),
         setup_s=round(info["seconds_setup"], 3),
         rows_s=round(info["seconds_rows"], 3),
         prune_s=round(info["seconds_prune"], 3),

@@ -11,7 +11,7 @@ gradient back through the linear part, which is how every edge of the graph is c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import cast
 
 import torch
@@ -38,15 +38,32 @@ class FrozenNorm:
         g = g * (self.inv_sigma * self.gamma)  # [T, C] once, then one pass over g
         return g - g.mean(-1, keepdim=True) if self.centre else g
 
+    def transpose_at(self, g: Tensor, pos: Tensor) -> Tensor:
+        """transpose of rows g [E, C], row e at position pos[e]."""
+        g = g * self.scale_at(pos) * self.gamma
+        return g - g.mean(-1, keepdim=True) if self.centre else g
+
+    def scale_at(self, pos: Tensor) -> Tensor:
+        """1/σ at positions pos [E]: [E, 1]."""
+        return (
+            self.inv_sigma.index_select(0, pos) if self.inv_sigma.size(0) > 1 else self.inv_sigma.expand(pos.numel(), 1)
+        )
+
+    def fold_after(self, W: Tensor) -> Tensor:
+        """W' [n, C] with transpose(x @ W) = (x @ W') · 1/σ: γ and the centring folded into W [n, C]."""
+        W = W * self.gamma
+        return W - W.mean(-1, keepdim=True) if self.centre else W
+
+    def fold_before(self, W: Tensor) -> Tensor:
+        """W' [C, n] with transpose(g) @ W = (g @ W') · 1/σ."""
+        W = W - W.mean(0, keepdim=True) if self.centre else W
+        return self.gamma[:, None] * W
+
     def constant(self, like: Tensor) -> Tensor:
         return torch.zeros_like(like) if self.beta is None else self.beta.expand_as(like)
 
     def __call__(self, x: Tensor) -> Tensor:
         return self.linear(x) + self.constant(x)
-
-    def upto(self, P: int) -> FrozenNorm:
-        """The norm at the first P positions only (a causal model's positions after P do not matter)."""
-        return replace(self, inv_sigma=self.inv_sigma[:P]) if self.inv_sigma.size(0) > 1 else self
 
 
 def blocks(model: GPT) -> list[Block]:
@@ -81,10 +98,6 @@ def freeze_norm(norm: nn.Module, x: Tensor) -> FrozenNorm | None:
     return FrozenNorm(1.0 / sigma, gamma, None if bias is None else bias.detach().float(), centre=True)
 
 
-def upto(norm: FrozenNorm | None, P: int) -> FrozenNorm | None:
-    return None if norm is None else norm.upto(P)
-
-
 def _norm_t(norm: FrozenNorm | None, g: Tensor) -> Tensor:
     return g if norm is None else norm.transpose(g)
 
@@ -106,17 +119,12 @@ class FrozenAttention:
     post: FrozenNorm | None
     constant: Tensor  # [T, C]
     n_kv: int
+    W_o_read: Tensor = field(init=False)  # W_o with the post-norm's γ and centring folded in
+    W_v_read: Tensor = field(init=False)  # W_v with ln_1's
 
-    def upto(self, P: int) -> FrozenAttention:
-        """The layer on the first P positions only: queries before P read keys before P only."""
-        return replace(
-            self,
-            ln_1=None if self.ln_1 is None else self.ln_1.upto(P),
-            keep_v=None if self.keep_v is None else self.keep_v[:P],
-            weights=self.weights[:, :P, :P],
-            post=None if self.post is None else self.post.upto(P),
-            constant=self.constant[:P],
-        )
+    def __post_init__(self) -> None:
+        self.W_o_read = self.W_o if self.post is None else self.post.fold_before(self.W_o)
+        self.W_v_read = self.W_v if self.ln_1 is None else self.ln_1.fold_after(self.W_v)
 
     def _heads(self, v: Tensor) -> Tensor:
         """[B, T, H_kv·D] values -> [B, T, H·D] head outputs, the frozen weights mixing positions."""
@@ -140,6 +148,27 @@ class FrozenAttention:
         if self.keep_v is not None:
             gv = gv * self.keep_v
         return _norm_t(self.ln_1, gv @ self.W_v)
+
+    def transpose_ragged(self, g: Tensor, row: Tensor, pos: Tensor, scratch: Tensor, n: int) -> Tensor:
+        """transpose of a ragged batch of n rows: g [E, C] holds row row[e]'s gradient at position
+        pos[e], every other position zero, so the projections multiply no padding. Only the mixing over
+        positions runs padded, in scratch [H, P, B >= n, D] (zero where the rows hold no position), each
+        group of query heads sharing a value head contracted with its weights in one product."""
+        H, kv, P = self.weights.size(0), self.n_kv, scratch.size(1)
+        gz = g @ self.W_o_read  # [E, H·D]
+        if self.post is not None:
+            gz *= self.post.scale_at(pos)
+        D, B = gz.size(1) // H, scratch.size(2)
+        flat = pos * B + row  # each entry's (position, row) in scratch
+        scratch.view(H, -1, D).index_copy_(1, flat, gz.view(-1, H, D).transpose(0, 1))
+        z = scratch[:, :, :n].reshape(kv, -1, n * D)  # [kv, (h, q), (row, d)]: a view
+        w = self.weights[:, :P, :P].reshape(kv, H // kv, P, P).permute(0, 3, 1, 2).reshape(kv, P, -1)  # [kv, k, (h, q)]
+        mixed = torch.bmm(w, z).view(kv, P * n, D)  # [kv, (k, row), d]
+        gv = mixed.index_select(1, pos * n + row).transpose(0, 1).reshape(-1, kv * D)  # [E, H_kv·D]
+        if self.keep_v is not None:
+            gv = gv * self.keep_v.index_select(0, pos)
+        out = gv @ self.W_v_read
+        return out if self.ln_1 is None else out.mul_(self.ln_1.scale_at(pos))
 
 
 def v_slice(model: GPT) -> slice:

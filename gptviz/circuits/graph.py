@@ -146,12 +146,14 @@ def attribution_graph(
     reporter = Reporter(progress, "target nodes", R)
     reporter.start()
 
-    def compute(l: int, nodes: Tensor, dirs: Tensor, pos: Tensor, own: Tensor, norm) -> None:
+    def compute(nodes: Tensor, heights: Tensor, dirs: Tensor, pos: Tensor, own: Tensor) -> None:
         nonlocal used
         for s in range(0, nodes.numel(), B):
             n = nodes[s : s + B].numel()
             rows = slice(used, used + n)
-            bias[nodes[s : s + B]] = rep.rows(l, dirs[s : s + B], pos[s : s + B], own[s : s + B], norm, M[rows])
+            bias[nodes[s : s + B]] = rep.rows(
+                heights[s : s + B], dirs[s : s + B], pos[s : s + B], own[s : s + B], M[rows]
+            )
             row_nodes[rows] = nodes[s : s + B]
             used += n
             reporter.tick(n)
@@ -166,18 +168,16 @@ def attribution_graph(
     dirs = scale[chosen, None] * W_U[chosen] - (scale @ W_U) / V  # [n, C]
     own = dirs @ ln_f.beta if ln_f.beta is not None else dirs.new_zeros(len(chosen))
     logit_nodes = torch.arange(rep.logit, N, device=dev)
+    at = torch.full((len(chosen),), T - 1, device=dev)
     setup = time.perf_counter() - clock
-    compute(L, logit_nodes, dirs, torch.full((len(chosen),), T - 1, device=dev), own, ln_f)
+    compute(logit_nodes, torch.full_like(logit_nodes, rep.height(L)), ln_f.transpose_at(dirs, at), at, own)
 
     probs = torch.softmax(real_logits, -1)[chosen].float()
     weights = torch.zeros(N, device=dev)
     weights[rep.logit :] = probs
-    layer_of = torch.as_tensor(np.repeat(np.arange(L), np.diff(rep.feat_start)), device=dev)
-    if budget == rep.n_feat:  # every feature, layer by layer
-        for l in range(L):
-            if rep.mlps[l].pos.numel():
-                nodes = torch.arange(rep.feat_start[l], rep.feat_start[l + 1], device=dev)
-                compute(l, nodes, *rep.feature_targets(l), rep.mlps[l].ln_2)
+    if budget == rep.n_feat:  # every feature, the highest first
+        for s in range(rep.n_feat, 0, -B):
+            compute(*rep.feature_targets(torch.arange(max(0, s - B), s, device=dev)))
     visited = torch.zeros(N, dtype=torch.bool, device=dev)
     while used < R:  # the most influential features so far, a batch at a time
         infl = node_influence(M[:used], row_nodes[:used], weights)[: rep.n_feat]
@@ -187,11 +187,7 @@ def attribution_graph(
         if not chosen_nodes.numel():
             break
         visited[chosen_nodes] = True
-        for l in layer_of[chosen_nodes].unique().tolist():
-            nodes = chosen_nodes[layer_of[chosen_nodes] == l].sort().values
-            which = nodes - int(rep.feat_start[l])
-            dirs_l, pos_l, own_l = rep.feature_targets(l)
-            compute(l, nodes, dirs_l[which], pos_l[which], own_l[which], rep.mlps[l].ln_2)
+        compute(*rep.feature_targets(chosen_nodes))
     M, row_nodes = M[:used], row_nodes[:used]
     rows_s = time.perf_counter() - clock - setup
     g = _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, prune,
@@ -226,10 +222,10 @@ def _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, p
     if prune_:
         always = torch.zeros(N, dtype=torch.bool, device=M.device)
         always[rep.emb :] = True
-        keep, edge_mask = prune(M, row_nodes, weights, rep.n_feat, always, node_threshold, edge_threshold, influence)
+        keep, r, src = prune(M, row_nodes, weights, rep.n_feat, always, node_threshold, edge_threshold, influence)
     else:
-        keep, edge_mask = torch.ones(N, dtype=torch.bool, device=M.device), M != 0
-    r, src = edge_mask.nonzero(as_tuple=True)
+        keep = torch.ones(N, dtype=torch.bool, device=M.device)
+        r, src = (M != 0).nonzero(as_tuple=True)
     ids = nodes["node_id"].to_numpy()
     edges = pd.DataFrame(
         {
@@ -258,18 +254,40 @@ def _assemble(rep, t, M, row_nodes, bias, weights, chosen, probs, real_logits, p
 
 
 def _nodes_table(rep: Replacement, token_ids: list[int], chosen: list[int]) -> pd.DataFrame:
+    """The nodes in column order: features (layer, pos, feature), errors (layer, pos), embeddings, logits."""
     T, L = rep.T, rep.L
-    rows = []
-    for l, m in enumerate(rep.mlps):
-        for p, f, a in zip(m.pos.tolist(), m.feat.tolist(), m.act.tolist()):
-            rows.append((f"{l}_{f}_{p}", "feature", l, p, f, token_ids[p], a, np.nan))
-    for l, m in enumerate(rep.mlps):
-        norms = m.error.norm(dim=-1).tolist()
-        rows += [(f"{l}_-1_{p}", "error", l, p, -1, token_ids[p], np.nan, norms[p]) for p in range(T)]
-    norms = rep.embed.norm(dim=-1).tolist()
-    rows += [(f"E_{token_ids[p]}_{p}", "embedding", -1, p, -1, token_ids[p], np.nan, norms[p]) for p in range(T)]
-    rows += [(f"{L + 1}_{v}_{T - 1}", "logit", L, T - 1, v, v, np.nan, np.nan) for v in chosen]
-    df = pd.DataFrame(rows, columns=NODE_COLUMNS[:8])
+    tok = np.asarray(token_ids, dtype=np.int64)
+    layer = np.repeat(np.arange(L), np.diff(rep.feat_start))
+    pos = torch.cat([m.pos for m in rep.mlps]).cpu().numpy()
+    feat = torch.cat([m.feat for m in rep.mlps]).cpu().numpy()
+    act = torch.cat([m.act for m in rep.mlps]).double().cpu().numpy()
+    every = np.arange(T)
+    norms = torch.stack([m.error.norm(dim=-1) for m in rep.mlps]).double().cpu().numpy().ravel()  # [L·T]
+    n_logit = len(chosen)
+    nan = np.full(L * T + T + n_logit, np.nan)
+    ids = [f"{l}_{f}_{p}" for l, f, p in zip(layer.tolist(), feat.tolist(), pos.tolist())]
+    ids += [f"{l}_-1_{p}" for l in range(L) for p in range(T)]
+    ids += [f"E_{token_ids[p]}_{p}" for p in range(T)]
+    ids += [f"{L + 1}_{v}_{T - 1}" for v in chosen]
+    df = pd.DataFrame(
+        {
+            "node_id": ids,
+            "kind": ["feature"] * len(feat) + ["error"] * (L * T) + ["embedding"] * T + ["logit"] * n_logit,
+            "layer": np.concatenate([layer, np.repeat(np.arange(L), T), np.full(T, -1), np.full(n_logit, L)]),
+            "pos": np.concatenate([pos, np.tile(every, L), every, np.full(n_logit, T - 1)]),
+            "feature": np.concatenate([feat, np.full(L * T + T, -1), np.asarray(chosen, dtype=np.int64)]),
+            "token": np.concatenate([tok[pos], np.tile(tok, L), tok, np.asarray(chosen, dtype=np.int64)]),
+            "activation": np.concatenate([act, nan]),
+            "input": np.concatenate(
+                [
+                    np.full(len(feat), np.nan),
+                    norms,
+                    rep.embed.norm(dim=-1).double().cpu().numpy(),
+                    np.full(n_logit, np.nan),
+                ]
+            ),  # fmt: skip
+        }
+    )
     df["bias"] = 0.0
     df["influence"] = 0.0
     return df

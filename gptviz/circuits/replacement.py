@@ -12,7 +12,10 @@ pos), embeddings (pos), logits.
 
 from __future__ import annotations
 
+import functools
+from bisect import bisect_right
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -21,7 +24,7 @@ from torch import Tensor
 from ..model import GPT, Block
 from ..names import point
 from ..record import Trace
-from .frozen import FrozenAttention, FrozenNorm, blocks, freeze_attention, freeze_norm, upto, v_slice
+from .frozen import FrozenAttention, FrozenNorm, blocks, freeze_attention, freeze_norm, v_slice
 
 
 def _w(p: Tensor, device: torch.device) -> Tensor:
@@ -45,7 +48,7 @@ class MLPNodes:
     b_dec: Tensor | None  # [C]
     W_skip: Tensor | None  # [C, C]
 
-    @property
+    @functools.cached_property
     def bounds(self) -> list[int]:
         """Where each position's features start in position order (and where the last ends): [T + 1]."""
         T = self.error.size(0)
@@ -65,15 +68,24 @@ def _mlp_nodes(block: Block, tc, t: Trace, l: int) -> MLPNodes:
     x = mlp_in.to(tc.W_enc.device)  # a transcoder may sit elsewhere: its numbers come to the model
     pre = tc.pre(x)  # [T, d_tc]
     acts = tc.act(pre)
-    recon = tc.decode(acts, x).float().to(dev)
     pre, acts = pre.float().to(dev), acts.float().to(dev)
     pos, feat = acts.nonzero(as_tuple=True)
-    W_dec = _w(tc.W_dec, dev)
+    written = _w(tc.W_dec, dev)[feat] * acts[pos, feat, None]
     skip = getattr(tc, "W_skip", None)
+    W_skip = None if skip is None else _w(skip, dev)
+    b_dec = _w(tc.b_dec, dev)
+    recon = torch.zeros_like(out).index_add_(0, pos, written) + b_dec  # the features' own rows: few per position
+    if W_skip is not None:
+        recon += mlp_in @ W_skip.T
     return MLPNodes(
-        ln_2, pos, feat, acts[pos, feat], pre[pos, feat], W_dec[feat] * acts[pos, feat, None], out - recon,
-        _w(tc.W_enc, dev)[feat], _w(tc.b_enc, dev)[feat], _w(tc.b_dec, dev), None if skip is None else _w(skip, dev),
+        ln_2, pos, feat, acts[pos, feat], pre[pos, feat], written, out - recon, _w(tc.W_enc, dev)[feat],
+        _w(tc.b_enc, dev)[feat], b_dec, W_skip,
     )  # fmt: skip
+
+
+def dots(g: Tensor, x: Tensor, at: Tensor) -> Tensor:
+    """g[e] · x[at[e]] for every entry [E]: one product with every position's x, then each entry's."""
+    return (g @ x.T).gather(1, at[:, None])[:, 0]
 
 
 class Replacement:
@@ -98,54 +110,112 @@ class Replacement:
         self.emb = self.err + self.L * self.T
         self.logit = self.emb + self.T
 
-    def feature_targets(self, l: int) -> tuple[Tensor, Tensor, Tensor]:
-        """Layer l's features as targets: (reading vectors [n, C], positions [n], own constants [n])."""
-        m = self.mlps[l]
-        assert m.W_enc is not None and m.b_enc is not None, f"layer {l} has no transcoder: its MLP is all error"
-        const = m.b_enc if m.ln_2 is None or m.ln_2.beta is None else m.b_enc + m.W_enc @ m.ln_2.beta
-        return m.W_enc, m.pos, const
+    def feature_targets(self, nodes: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """Feature nodes [n] as targets, in descending height: (the nodes, their heights, their reading
+        vectors through their frozen ln_2 (transposed) [n, C], positions [n], own constants [n])."""
+        layer = torch.searchsorted(torch.as_tensor(self.feat_start[1:], device=nodes.device), nodes, right=True)
+        parts = []
+        for l in layer.unique().flip(0).tolist():
+            m, sel = self.mlps[l], nodes[layer == l]
+            assert m.W_enc is not None and m.b_enc is not None, f"layer {l} has no transcoder: its MLP is all error"
+            which = sel - int(self.feat_start[l])
+            W, pos, own = m.W_enc[which], m.pos[which], m.b_enc[which]
+            if m.ln_2 is not None:
+                own = own if m.ln_2.beta is None else own + W @ m.ln_2.beta
+                W = m.ln_2.transpose_at(W, pos)
+            parts.append((sel, torch.full_like(sel, self.height(l)), W, pos, own))
+        return cast(tuple[Tensor, Tensor, Tensor, Tensor, Tensor], tuple(torch.cat(x) for x in zip(*parts)))
 
-    def rows(self, l: int, dirs: Tensor, pos: Tensor, own: Tensor, norm: FrozenNorm | None, out: Tensor) -> Tensor:
-        """Edges into targets that read `dirs` [B, C] through `norm` at positions `pos` of layer l's
-        reading point (mid[l] in a sequential block, pre[l] in a parallel one; l = L: the final norm's
-        input), written into out [B, N]; returns their biases (float64 [B])."""
-        P = int(pos.max()) + 1  # a causal model: nothing after the last target's position matters
-        g = dirs.new_zeros(dirs.size(0), P, dirs.size(1))
-        g[torch.arange(g.size(0), device=g.device), pos] = dirs
-        reads = upto(norm, P)
-        if reads is not None:
-            g = reads.transpose(g)  # frozen at each row's own position; other positions stay 0
+    def height(self, l: int) -> int:
+        """Where layer l's features read (l = L: the logits, at the final norm's input), as a height in
+        the residual stream: pre[l] is 2l, mid[l] is 2l + 1."""
+        return 2 * l if l == self.L or self.blocks[l].parallel else 2 * l + 1
+
+    def rows(self, height: Tensor, dirs: Tensor, pos: Tensor, own: Tensor, out: Tensor) -> Tensor:
+        """Edges into targets that read `dirs` [B, C] (already through their frozen norm, transposed) at
+        position `pos` [B] of the point `height` [B] (`height`, in descending order), written into
+        out [B, N]; returns their biases (float64 [B]).
+
+        One pass down the layers for the whole batch: a row joins when the pass reaches its reading
+        point, so the rows present at any layer are a prefix. A row at position p holds p + 1 positions
+        (a causal model: nothing after p reaches it), stored ragged, entry e being row[e]'s position
+        at[e], so no product multiplies the zeros a padded [B, T, C] would hold."""
+        B, C = dirs.shape
+        dev, L = dirs.device, self.L
+        lengths = pos + 1
+        off = torch.zeros(B + 1, dtype=torch.long, device=dev)
+        off[1:] = lengths.cumsum(0)
+        row = torch.repeat_interleave(torch.arange(B, device=dev), lengths)
+        at = torch.arange(row.numel(), device=dev) - off[row]
+        g = dirs.new_zeros(row.numel(), C)
+        g[off[1:] - 1] = dirs  # each row's own position is its last entry
         const = own.double().clone()
-        L, T = self.L, self.T
+        below, ends = [-h for h in height.tolist()], off.tolist()
+        reach = (pos.cummax(0).values + 1).tolist()  # the positions the first n rows span: reach[n - 1]
 
-        def through_attention(g: Tensor, j: int) -> Tensor:
-            attn = self.attn[j].upto(P)
-            const.add_((g.flatten(1) @ attn.constant.flatten()).double())
-            return g + attn.transpose(g)
+        def prefix(h: int) -> tuple[int, int]:
+            """The rows reading at height h or above, and their entries."""
+            n = bisect_right(below, -h)
+            return n, ends[n]
 
-        if l < L and not self.blocks[l].parallel:
-            g = through_attention(g, l)  # mid[l] -> pre[l]
-        for j in range(l - 1, -1, -1):  # g is at pre[j + 1] = resid_post[j]: MLP j's nodes write here
-            m = self.mlps[j]
-            out[:, self.err + j * T : self.err + j * T + P] = torch.einsum("bpc,pc->bp", g, m.error[:P])
+        def add(e: int, v: Tensor) -> None:  # per-entry constants [e] into their rows' biases
+            const.index_add_(0, row[:e], v.double())
+
+        scratch: dict[tuple[int, ...], Tensor] = {}
+
+        def padded(*shape: int) -> Tensor:
+            """A zero buffer kept for the whole pass, P and B among `shape`: each layer writes the same
+            entries (the rows present hold the same positions), so what a row does not hold stays zero."""
+            if shape not in scratch:
+                scratch[shape] = dirs.new_zeros(shape)
+            return scratch[shape]
+
+        def through_attention(j: int, n: int, e: int) -> Tensor:
+            attn = self.attn[j]
+            add(e, dots(g[:e], attn.constant, at[:e]))
+            H = attn.weights.size(0)
+            return attn.transpose_ragged(g[:e], row[:e], at[:e], padded(H, reach[-1], B, attn.W_o.size(1) // H), n)
+
+        for j in range(L - 1, -1, -1):  # g is at pre[j + 1] = post[j]: MLP j's nodes write here
+            n, e = prefix(2 * j + 2)
+            g_in = None
+            if n:
+                g_in = self._mlp_edges(j, g[:e], row[:e], at[:e], padded(reach[-1], B, C)[:, :n], out, add)
+            if self.blocks[j].parallel:
+                if n:
+                    g_next = g[:e] + through_attention(j, n, e)
+                    g[:e] = g_next if g_in is None else g_next + g_in
+            else:
+                if g_in is not None:
+                    g[:e] += g_in  # at mid[j]
+                n, e = prefix(2 * j + 1)
+                if n:
+                    g[:e] += through_attention(j, n, e)
+        out[row, self.emb + at] = dots(g, self.embed, at)
+        return const
+
+    def _mlp_edges(self, j, g, row, at, padded, out, add) -> Tensor | None:
+        """MLP j's edges (error and features) from the entries g [e, C] at post[j] (padded [P, n, C]:
+        zero where the rows hold no position), its b_dec into the biases; returns the gradient its skip
+        path (W_skip) carries to the MLP's input point, if any."""
+        m, T = self.mlps[j], self.T
+        P, n = padded.shape[:2]
+        padded[at, row] = g
+        errors = torch.bmm(padded, m.error[:P, :, None])[..., 0]  # [P, n]: one product a position
+        out[row, self.err + j * T + at] = errors[at, row]
+        if m.pos.numel():
             start, bounds = int(self.feat_start[j]), m.bounds
-            for p in range(P):  # features are in position order: position p's are columns a:b
+            for p in range(min(P, T)):  # features are in position order: position p's are columns a:b
                 a, b = bounds[p], bounds[p + 1]
                 if b > a:
-                    out[:, start + a : start + b] = g[:, p] @ m.written[a:b].T
-            g_in = None
-            if m.b_dec is not None:
-                const.add_((g.sum(1) @ m.b_dec).double())
-            if m.W_skip is not None:  # a linear path through the MLP: x_in W_skipᵀ, x_in = ln_2(...)
-                g_in = g @ m.W_skip
-                if m.ln_2 is not None and m.ln_2.beta is not None:
-                    const.add_((g_in.sum(1) @ m.ln_2.beta).double())
-                g_in = g_in if m.ln_2 is None else m.ln_2.upto(P).transpose(g_in)
-            if self.blocks[j].parallel:
-                g_next = through_attention(g, j)
-                g = g_next if g_in is None else g_next + g_in
-            else:
-                g = g if g_in is None else g + g_in  # at mid[j]
-                g = through_attention(g, j)
-        out[:, self.emb : self.emb + P] = torch.einsum("bpc,pc->bp", g, self.embed[:P])
-        return const
+                    out[:n, start + a : start + b] = padded[p] @ m.written[a:b].T
+        if m.b_dec is not None:
+            add(g.size(0), g @ m.b_dec)
+        if m.W_skip is None:
+            return None
+        g_in = g @ m.W_skip  # a linear path through the MLP: x_in W_skipᵀ, x_in = ln_2(...)
+        if m.ln_2 is None:
+            return g_in
+        if m.ln_2.beta is not None:
+            add(g.size(0), g_in @ m.ln_2.beta)
+        return m.ln_2.transpose_at(g_in, at)

@@ -314,7 +314,7 @@ def attention_figures(
     spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
     rule = analysis.score_rule(spec.scale, spec.softcap, model.config.head_dim)
     one = figures.attention_heatmap(
-        m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule
+        m, labels, kind=kind, skip_first_key=skip_first, title=title, mask=mask, score_rule=rule, clickable=True
     )
     every = figures.head_grid(every_head, labels, layer=layer, cols=2 if presentation else 4)
     return figures.presentation(one, presentation), figures.presentation(every, presentation)

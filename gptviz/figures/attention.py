@@ -31,6 +31,7 @@ from .style import (
 )
 
 MAX_CELLS = 256  # a heatmap side longer than this is averaged into blocks
+PICKER_SIDE = 128  # up to this many cells a side, a click on a head's heatmap picks a cell (cell_picker)
 GRID_TILE = 32  # side of one head's tile in the layer × head grid
 GRID_GAP = 2  # NaN cells between tiles
 
@@ -131,6 +132,7 @@ def attention_heatmap_spec(
     height: int = 680,
     mask: np.ndarray | None = None,
     score_rule: str | None = None,
+    clickable: bool = False,
 ) -> dict:
     """The figure dict of one head's [T, T] matrix, queries as rows and keys as columns. Masked cells
     (the key comes after the query) are not drawn: the grey background shows through. Cells where the model itself
@@ -140,6 +142,7 @@ def attention_heatmap_spec(
     skip_first_key: scale the colours without key 0, which often takes most of the weight (a sink).
     mask: the layer's [T, T] attention mask (True = may read); without it every NaN counts as masked.
     score_rule: the model's own score formula (analysis.score_rule) where it is not q·k/√D.
+    clickable: a click on a readable cell selects it (cell_picker), up to PICKER_SIDE cells a side.
     A side longer than max_cells is averaged into blocks (NaN-aware) and the title says so; matrix may
     be those blocks already (weights: a MapBlocks of one head, analysis.weight_blocks)."""
     if isinstance(matrix, MapBlocks):
@@ -165,6 +168,11 @@ def attention_heatmap_spec(
         hovertemplate="query %{y}<br>key %{x}<br>" + kind + " %{z:.4f}<extra></extra>",
     )
     data = [heat, nan_overlay(bad, ticks, ticks).to_plotly_json()] if bad.any() else [heat]
+    picker = cell_picker(z, masked | bad, ticks, b, kind) if clickable else None
+    if picker is not None:  # the markers take the hover too, so a click lands on them, not on the map
+        heat.pop("hovertemplate")
+        heat["hoverinfo"] = "skip"
+        data.append(picker)
     caption = cell_notes(bool(masked.any()), bool(bad.any()), windowed(mask))
     if note:
         caption += f"; {note}"
@@ -175,6 +183,28 @@ def attention_heatmap_spec(
     layout.update(token_matrix_axes(ticks, "key (read)", "query (reads)"))
     layout["xaxis"]["side"] = "bottom"
     return dict(data=data, layout=layout)
+
+
+def cell_picker(z: np.ndarray, unreadable: np.ndarray, ticks: Sequence[str], b: int, kind: str) -> dict | None:
+    """Heatmaps send Streamlit no selection on a click: one invisible marker on each readable cell's
+    centre carries it, its customdata the cell's (query, key) position (a block's first) and value,
+    its hover the heatmap's. None above PICKER_SIDE cells a side (the markers would outweigh the map)."""
+    n = z.shape[0]
+    if n > PICKER_SIDE:
+        return None
+    q, k = np.nonzero(~unreadable)
+    return dict(
+        type="scatter",
+        x=[ticks[i] for i in k.tolist()],
+        y=[ticks[i] for i in q.tolist()],
+        mode="markers",
+        marker=dict(size=max(6, min(30, 560 // n)), opacity=0),
+        customdata=np.stack([q * b, k * b, z[q, k]], axis=1).tolist(),
+        hovertemplate="query %{y}<br>key %{x}<br>" + kind + " %{customdata[2]:.4f}<br>click: why this score"
+        "<extra></extra>",
+        showlegend=False,
+        name="cells",
+    )
 
 
 def head_grid(

@@ -12,30 +12,93 @@ from .presentation import presentation
 from .style import plotly_text, style
 
 KIND_COLOURS = {"embedding": "#6b7280", "feature": "#2563eb", "error": "#9ca3af", "logit": "#16a34a"}
+PLOT_PX = 800  # the plot's width at 1280 × 720 beside the sidebar: sizes markers so neighbours do not overlap
 MAX_EDGES = 400  # the strongest edges drawn: more would hide the nodes at 1440 × 900
+LABELLED = 12  # the cells whose strongest feature is named on the figure; hover names the rest
 EDGE_WIDTHS = (0.6, 1.4, 2.6, 4.0)  # four width classes by |weight| quantile: one trace each, not one per edge
 
 
-def columns(nodes: pd.DataFrame, T: int) -> np.ndarray:
-    """The x of each position's column centre: a position whose busiest layer holds n nodes gets a
-    column 1 + 0.35 (n - 1) wide, so crowded positions (the last, usually) spread their nodes out."""
-    busiest = nodes.groupby(["layer", "pos"]).size().groupby(level="pos").max()
-    width = np.ones(T)
-    width[busiest.index.to_numpy(int)] = 1 + 0.35 * (busiest.to_numpy() - 1)
+def stacks(n_layer: int) -> int:
+    """How many rows a crowded (layer, position) cell may stack its nodes in: a layer's band is
+    620 px / (n_layer + 2) tall, and a row needs about 24 px of it."""
+    return 3 if n_layer <= 8 else 2 if n_layer <= 16 else 1
+
+
+def column_widths(nodes: pd.DataFrame, T: int, n_layer: int = 0) -> np.ndarray:
+    """Each position's column width. A column is as wide as its busiest cell's row of nodes (one unit
+    a node, a cell's nodes stacked in up to `stacks` rows); a position that holds no more than its
+    embedding is half a unit, so the prompt's quiet stretches give their width to the crowded
+    positions (the last, usually)."""
+    width = np.full(T, 0.5)
+    if len(nodes):
+        count = nodes.groupby(["layer", "pos"]).size()
+        need = np.ceil(count / stacks(n_layer)).astype(float)
+        need[(count.index.get_level_values("layer") < 0) & (count == 1).to_numpy()] = 0.5  # a lone embedding
+        widest = need.groupby(level="pos").max()
+        width[widest.index.to_numpy(int)] = widest.to_numpy()
+    return width
+
+
+def columns(nodes: pd.DataFrame, T: int, n_layer: int = 0) -> np.ndarray:
+    """The x of each position's column centre (column_widths side by side)."""
+    width = column_widths(nodes, T, n_layer)
     return np.cumsum(width) - width / 2
 
 
-def node_xy(nodes: pd.DataFrame, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x: its position's column, the nodes of one (layer, position) cell spread side by side across
-    it; y: the layer (embeddings -1, logits n_layer), so every node has its own place."""
+def tick_positions(centres: np.ndarray, width: np.ndarray, gap: float = 1.6) -> list[int]:
+    """The positions whose token is written under the axis, the widest columns (those holding the
+    most nodes) first, each kept `gap` units from every label already chosen, so the rotated labels
+    do not overprint."""
+    chosen: list[int] = []
+    for i in sorted(range(len(centres)), key=lambda i: (-width[i], i)):
+        if all(abs(centres[i] - centres[j]) >= gap for j in chosen):
+            chosen.append(i)
+    return sorted(chosen)
+
+
+def node_xy(nodes: pd.DataFrame, centres: np.ndarray, n_layer: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """x: its position's column, the nodes of one (layer, position) cell side by side one unit apart,
+    the most influential in the middle of the top row, in up to `stacks(n_layer)` rows a layer; y: the
+    layer (embeddings -1, logits n_layer), a stacked row a fraction above or below. No two nodes
+    share a place."""
     x = centres[nodes["pos"].to_numpy(int)].astype(float)
     y = nodes["layer"].to_numpy(float)
-    for _, idx in nodes.groupby(["layer", "pos"]).indices.items():
-        n = len(idx)
-        if n > 1:
-            half = 0.35 * (n - 1) / 2
-            x[idx] += np.linspace(-half, half, n)
+    rows = stacks(n_layer)
+    influence = np.nan_to_num(nodes["influence"].to_numpy(float))
+    for idx in nodes.groupby(["layer", "pos"]).indices.values():
+        if len(idx) == 1:
+            continue
+        idx = idx[np.argsort(-influence[idx], kind="stable")]  # the strongest first
+        r = min(rows, len(idx))
+        heights = np.linspace(0.22, -0.22, r) if r > 1 else np.zeros(1)  # the strongest on top
+        for row in range(r):
+            members = idx[row::r]
+            slots = np.arange(len(members)) - (len(members) - 1) / 2
+            x[members] += slots[np.argsort(np.abs(slots), kind="stable")]  # the strongest in the middle
+            y[members] += heights[row]
     return x, y
+
+
+def _labels(
+    fig: go.Figure, nodes: pd.DataFrame, x: np.ndarray, y: np.ndarray, sizes: np.ndarray, logit_text: dict[int, str]
+) -> None:
+    """Name on the figure every logit (its token) and the strongest feature (its index) of each of the
+    LABELLED most influential cells, one a cell so the names do not pile up; hover names the rest."""
+    kind = nodes["kind"].to_numpy()
+    infl = pd.Series(np.nan_to_num(nodes["influence"].to_numpy(float)))
+    features = nodes[kind == "feature"].assign(infl=infl[kind == "feature"].to_numpy())
+    strongest = features.sort_values("infl", ascending=False, kind="stable").groupby(["layer", "pos"]).head(1)
+    shown = [*strongest.index[:LABELLED], *np.flatnonzero(kind == "logit")]
+    for i in shown:
+        if kind[i] == "feature":
+            text = f"#{int(nodes['feature'].iat[i])}"
+        else:
+            token = str(logit_text.get(int(nodes["feature"].iat[i]), nodes["feature"].iat[i]))
+            text = token if token.strip() else repr(token)  # a space or a newline, shown
+        fig.add_annotation(
+            x=x[i], y=y[i], text=plotly_text(text), showarrow=False, yshift=sizes[i] / 2 + 7,
+            font=dict(size=10, color="#111827"), bgcolor="rgba(255,255,255,0.8)", borderpad=1,
+        )  # fmt: skip
 
 
 def _hover(nodes: pd.DataFrame, token_text: list[str], logit_text: dict[int, str]) -> list[str]:
@@ -69,8 +132,9 @@ def graph_figure(
 ) -> go.Figure:
     """The graph as one figure. Each node marker carries its node id as customdata (a click names it)."""
     T = len(token_text)
-    centres = columns(nodes, T)
-    x, y = node_xy(nodes, centres)
+    widths = column_widths(nodes, T, n_layer)
+    centres = np.cumsum(widths) - widths / 2
+    x, y = node_xy(nodes, centres, n_layer)
     where = {nid: (a, b) for nid, a, b in zip(nodes["node_id"], x, y)}
     fig = go.Figure()
     drawn = edges[edges["source"].isin(where) & edges["target"].isin(where)]
@@ -101,7 +165,11 @@ def graph_figure(
                 )
     infl = nodes["influence"].to_numpy(float)
     top = np.nanmax(infl) if len(infl) and np.isfinite(infl).any() and np.nanmax(infl) > 0 else 1.0
-    sizes = 7 + 22 * np.sqrt(np.clip(np.nan_to_num(infl) / top, 0, 1))
+    unit = PLOT_PX / max(float(widths.sum()), 1.0)  # px a unit, about
+    largest = float(np.clip(0.9 * unit, 9, 29))  # neighbours one unit apart touch at most
+    sizes = min(7.0, largest / 2) + (largest - min(7.0, largest / 2)) * np.sqrt(
+        np.clip(np.nan_to_num(infl) / top, 0, 1)
+    )
     hover = _hover(nodes, token_text, logit_text)
     for kind, colour in KIND_COLOURS.items():
         m = (nodes["kind"] == kind).to_numpy()
@@ -120,9 +188,10 @@ def graph_figure(
                 hoverinfo="text",
             )
         )
+    _labels(fig, nodes, x, y, sizes, logit_text)
     ticks = [-1, *range(n_layer), n_layer]
     labels = ["embed", *[f"L{l}" for l in range(n_layer)], "logits"]
-    step = max(1, T // 32)
+    shown = tick_positions(centres, widths)
     style(
         fig,
         "Attribution graph",
@@ -130,8 +199,8 @@ def graph_figure(
         subtitle="each edge a direct effect in the local replacement model; node size: influence on the targets",
         xaxis=dict(
             tickmode="array",
-            tickvals=centres[::step].tolist(),
-            ticktext=[plotly_text(token_text[i]) for i in range(0, T, step)],
+            tickvals=centres[shown].tolist(),
+            ticktext=[plotly_text(token_text[i]) for i in shown],
             title="position",
             # the positions that hold nodes: pruning usually keeps the last few, which would be a sliver of a
             # long prompt's width

@@ -1,6 +1,6 @@
 """The Logit lens and Heads pages in a real Chromium: one pass as a person would make it. Open the
 Logit lens and follow a typed token through depth; open Heads, click a head in the grid and land on
-Attention with that head and the same prompt."""
+Attention with that head and the same prompt; click a cell of its heatmap and see why it scores so."""
 
 from __future__ import annotations
 
@@ -51,3 +51,19 @@ def test_logit_lens_then_heads_then_attention(page: Page, shot):
     query = {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
     assert (query.get("layer"), query.get("head")) == ("1", "2")
     no_errors(page)
+
+    heat = chart(page, "Layer 1, head 2: weights")
+    heat.scroll_into_view_if_needed()
+    x, y = heat.evaluate(  # query 7's row, key 3's column, where Plotly's own category axes put them
+        """(el, [q, k]) => { const X = el._fullLayout.xaxis, Y = el._fullLayout.yaxis, d = el.data[0];
+            const r = el.getBoundingClientRect();
+            return [r.left + X._offset + X.d2p(d.x[k]), r.top + Y._offset + Y.d2p(d.y[q])]; }""",
+        [7, 3],
+    )
+    page.mouse.click(x, y)
+    wait_for_app_run(page)
+    expect(page.get_by_label("Query position")).to_have_value("7", timeout=60_000)
+    expect(page.get_by_label("Key position")).to_have_value("3")
+    expect(chart(page, "What each source writes into the score")).to_be_visible(timeout=60_000)
+    no_errors(page)
+    shot(page, "why-attention-cell")

@@ -1,11 +1,13 @@
-"""The Attention page's "why does this head attend here?" panel: two boxes pick the (query, key) cell
-(the query starts at the sidebar's position; a Plotly heatmap sends Streamlit no selection on a click,
-so the cell is typed, not clicked); attention_attribution splits that pre-softmax score into what each
-upstream source writes into q and k (norms frozen), cached per run, head and cell."""
+"""The Attention page's "why does this head attend here?" panel: a click on a cell of the head's
+heatmap picks the (query, key) cell (the heatmap's invisible cell markers carry it: figures.cell_picker),
+and two boxes show it and take it typed (the query starts at the sidebar's position);
+attention_attribution splits that pre-softmax score into what each upstream source writes into q and
+k (norms frozen), cached per run, head and cell."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
@@ -14,7 +16,36 @@ from ...circuits import attention_attribution
 from ...names import point
 from ..caches import RUN_ENTRIES, RunKey, bundle_for, cached, run_trace
 
-QUERY, KEY = "why_query", "why_key"
+QUERY, KEY, ON = "why_query", "why_key", "attn_why_on"
+
+
+def clicked_cell(points: list, T: int) -> tuple[int, int] | None:
+    """The (query, key) a click on the heatmap picked: the first point's customdata (query, key, value),
+    which Streamlit hands over as a list or as {"0": query, "1": key, ...}; None for anything else (a
+    point of another trace, a cell outside the run, a key after its query)."""
+    data = points[0].get("customdata") if points and isinstance(points[0], dict) else None
+    if isinstance(data, dict):
+        data = [data.get("0"), data.get("1")]
+    if not isinstance(data, (list, tuple)) or len(data) < 2:
+        return None
+    try:
+        query, key = int(data[0]), int(data[1])
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return (query, key) if 0 <= key <= query < T else None
+
+
+def open_clicked_cell(chart_key: str, T: int) -> Callable[[], None]:
+    """An on_select callback for the heatmap: the clicked cell into the boxes, the split shown. Built
+    here, not in the page, so the callback Streamlit keeps does not hold the page's Trace."""
+
+    def open_clicked() -> None:
+        cell = clicked_cell(st.session_state[chart_key].selection.get("points") or [], T)
+        if cell is not None:
+            st.session_state[QUERY], st.session_state[KEY] = cell
+            st.session_state[ON] = True
+
+    return open_clicked
 
 
 @cached(max_entries=4 * RUN_ENTRIES, show_spinner="Splitting the score by source…")
