@@ -87,6 +87,8 @@ def test_a_click_on_a_heatmap_cell_picks_its_query_and_key(at, env):
     np.testing.assert_array_equal(cells[:, 2], z[q, k])  # each marker on its own cell
     assert list(picker["x"]) == [data[0]["x"][i] for i in k] and list(picker["y"]) == [data[0]["y"][i] for i in q]
     T = z.shape[0]
+    layout = figure(at, "attn_heatmap")["layout"]  # the markers do not widen the map's axes
+    assert list(layout["xaxis"]["range"]) == [-0.5, T - 0.5] and list(layout["yaxis"]["range"]) == [T - 0.5, -0.5]
     assert clicked_cell([{"customdata": [7.0, 3.0, 0.25]}], T) == (7, 3)
     assert clicked_cell([{"customdata": {"0": 7, "1": 3, "2": 0.25}}], T) == (7, 3)  # as Streamlit may send it
     for bad in ([], [{}], [{"customdata": [3, 7, 0.1]}], [{"customdata": [T, 0]}], [{"customdata": ["x", 1]}]):

@@ -182,6 +182,10 @@ def attention_heatmap_spec(
     )
     layout.update(token_matrix_axes(ticks, "key (read)", "query (reads)"))
     layout["xaxis"]["side"] = "bottom"
+    if picker is not None:  # markers would pad the autorange: the map's own cells, edge to edge
+        n = len(ticks)
+        layout["xaxis"]["range"] = [-0.5, n - 0.5]
+        layout["yaxis"].update(range=[n - 0.5, -0.5], autorange=False)
     return dict(data=data, layout=layout)
 
 
