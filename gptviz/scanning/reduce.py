@@ -164,19 +164,31 @@ def batch_maps(q: Tensor, k: Tensor, spec: AttentionSpec | None = None) -> Tenso
 
 
 def distances(n: int, device: torch.device | str = "cpu") -> Tensor:
-    """|q - k| and |q - k|² of every query and key of n tokens, as the columns of an [n·n, 2] matrix."""
+    """|q - k| and |q - k|² of every query and key of n tokens, as the columns of an [n·n, 2] matrix (each is
+    multiplied apart: two matrix-vector products read the maps faster than one product with two columns)."""
     pos = torch.arange(n, device=device, dtype=torch.float32)
     dist = (pos[:, None] - pos[None, :]).abs().reshape(-1)  # [n·n]
     return torch.stack([dist, dist.square()], dim=-1)
 
 
-def head_reductions(w: Tensor, patterns: Tensor, dist: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def induction_entries(patterns: Tensor) -> tuple[Tensor, Tensor]:
+    """Where G windows' induction patterns [G, n, n, 3] are 1: (window, query·n + key) [m] each."""
+    G, n = patterns.shape[:2]
+    g, at = patterns[..., 2].reshape(G, n * n).nonzero(as_tuple=True)
+    return g, at
+
+
+def head_reductions(
+    w: Tensor, patterns: Tensor, dist: Tensor | None = None, induction: tuple[Tensor, Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
     """SCORES and EXTRAS of every head of G windows: maps w [G, H, n, n], patterns [G, n, n, 3] (batch_patterns),
-    dist [n·n, 2] (distances) -> [G, H, 6], [G, H, 4]. Each pass reads the maps once and makes no map-sized
-    temporary, except entropy's: the sums weighted by a pattern or a distance are matrix products."""
+    dist [n·n, 2] (distances), induction (induction_entries) -> [G, H, 6], [G, H, 4]. Each pass reads the maps
+    once and makes no map-sized temporary, except entropy's: the sums weighted by a pattern or a distance are
+    matrix products. dist and induction are the same in every layer: a batch makes them once."""
     G, H, n, _ = w.shape
     flat = w.reshape(G, H, n * n)
     dist = distances(n, w.device) if dist is None else dist
+    g, at = induction_entries(patterns) if induction is None else induction  # [m] each
     total = flat.sum(-1)  # [G, H]
     hits = torch.bmm(flat, patterns.reshape(G, n * n, 3)) / total[..., None]  # [G, H, 3]
     sink = w[..., 1:, 0].sum(-1) / (n - 1)  # n >= 2: a window of one token is never scanned
@@ -184,13 +196,13 @@ def head_reductions(w: Tensor, patterns: Tensor, dist: Tensor | None = None) -> 
     entropy = torch.special.entr(w).sum(dim=(-2, -1)) / n
     scores = torch.cat([hits, torch.stack([sink, self_, entropy], dim=-1)], dim=-1)
     max_attention = w[..., 1:, 1:].amax(dim=(-2, -1))  # [G, H]
-    qk = (flat.reshape(G * H, n * n) @ dist).reshape(G, H, 2)  # Σ w·|q-k|, Σ w·|q-k|²
+    rows = flat.reshape(G * H, n * n)
+    qk = torch.stack([rows @ dist[:, 0], rows @ dist[:, 1]], dim=-1).reshape(G, H, 2)  # Σ w·|q-k|, Σ w·|q-k|²
     # the induction weights of at least INDUCTION_THRESHOLD: the pattern is sparse, so its entries are gathered
-    g, at = patterns[..., 2].reshape(G, n * n).nonzero(as_tuple=True)  # [m] each
     picked = flat[g, :, at]  # [m, H]
     strong = torch.where(picked >= INDUCTION_THRESHOLD, picked, torch.zeros_like(picked))
-    induction = torch.zeros(G, H, device=w.device, dtype=w.dtype).index_add_(0, g, strong)
-    return scores, torch.stack([max_attention, qk[..., 0], qk[..., 1], induction], dim=-1)
+    induced = torch.zeros(G, H, device=w.device, dtype=w.dtype).index_add_(0, g, strong)
+    return scores, torch.stack([max_attention, qk[..., 0], qk[..., 1], induced], dim=-1)
 
 
 def _rows(rows: Tensor) -> slice | Tensor:
@@ -206,14 +218,17 @@ class _Layers:
     def __init__(self, lengths: Tensor, idx: Tensor):
         self.lengths = lengths  # [B]
         # the windows grouped by length (rows of the batch), and each group's patterns [G, n, n, 3]
-        self.groups = [(n, (lengths == n).nonzero().flatten().to(idx.device)) for n in lengths.unique().tolist()]
-        self.patterns = {n: batch_patterns(idx[rows, :n]) for n, rows in self.groups}
-        self.dist = {n: distances(n, idx.device) for n, _ in self.groups}
+        by_length = [(n, (lengths == n).nonzero().flatten().to(idx.device)) for n in lengths.unique().tolist()]
+        self.patterns = {n: batch_patterns(idx[rows, :n]) for n, rows in by_length}
+        self.groups = [(n, _rows(rows)) for n, rows in by_length]
+        # what every layer's reductions share: the distances and where the induction patterns are 1
+        self.dist = {n: distances(n, idx.device) for n, _ in by_length}
+        self.induction = {n: induction_entries(self.patterns[n]) for n, _ in by_length}
         self.heads: dict[int, Tensor] = {}  # layer -> [B, H, scores]
         self.extra: dict[int, Tensor] = {}  # layer -> [B, H, EXTRAS]
         # queries with an earlier copy of their token (HeadVis's induction denominator) [B]
         self.induction_queries = torch.zeros(len(lengths), dtype=torch.long)
-        for n, rows in self.groups:
+        for n, rows in by_length:
             self.induction_queries[rows.cpu()] = self.patterns[n][..., 1].any(-1).sum(-1).cpu().long()
         self.neuron: dict[int, tuple[Tensor, Tensor]] = {}  # layer -> ([B, F] max, [B, F] argmax)
 
@@ -224,8 +239,8 @@ class _Layers:
             extra = torch.empty(B, H, len(EXTRAS), device=w.device)
             for n, rows in self.groups:  # windows of one length together: a few large ops, not many small ones
                 # a causal map's first n queries read only the first n keys: a shorter window's map is its corner
-                m = w[_rows(rows), :, :n, :n].float()  # [G, H, n, n]
-                out[rows], extra[rows] = head_reductions(m, self.patterns[n], self.dist[n])
+                m = w[rows, :, :n, :n].float()  # [G, H, n, n]
+                out[rows], extra[rows] = head_reductions(m, self.patterns[n], self.dist[n], self.induction[n])
             self.heads[layer] = out
             self.extra[layer] = extra
             return w
@@ -238,7 +253,7 @@ class _Layers:
             value = torch.empty(B, F_, device=h.device)
             position = torch.empty(B, F_, dtype=torch.long, device=h.device)
             for n, rows in self.groups:  # each window's own tokens: no pad is read, none needs masking
-                value[rows], position[rows] = h[_rows(rows), :n].float().max(dim=1)  # [G, F] each
+                value[rows], position[rows] = h[rows, :n].float().max(dim=1)  # [G, F] each
             self.neuron[layer] = (value, position)
             return h
 
