@@ -22,4 +22,5 @@ def test_bench_generate_tiny_prints_one_line_per_shape():
     for r in rows:
         assert r["same_ids"] is True and r["threads"] == 1 and r["new_tokens"] == 8
         assert r["gptviz_tokens_per_s"] > 0 and r["hf_generate_tokens_per_s"] > 0 and r["gptviz_over_hf_cpu"] > 0
+        assert r["gptviz_over_hf_best"] > 0
         assert len(r["all_cpu_seconds"]["gptviz"]) == 1 and len(r["load_average"]) == 3

@@ -625,9 +625,9 @@ def test_shapes_flow_names_rotary_and_the_real_score(saved):
 
 
 def test_corpus_scan_head_scores_use_each_layers_attention(saved):
-    """The scan scores heads from q and k in its hooks: with GPT-Neo's unscaled, windowed layers and
-    Gemma 2's caps they equal head_scores of each window's own Trace."""
-    for kind in ("gpt_neo", "gemma2"):
+    """The scan scores heads from the maps each layer attends with: with GPT-Neo's unscaled, windowed layers,
+    Gemma 2's caps and Llama's grouped-query heads they equal head_scores of each window's own Trace."""
+    for kind in ("gpt_neo", "gemma2", "llama"):
         _, path = saved(kind)
         model = gptviz.load(path).model
         docs = [prompt(seed=s)[0].tolist() for s in (20, 21)]

@@ -1,15 +1,15 @@
 """One batch of windows through the model, reduced at once to what the scan's tables keep.
 
-The forward pass is the plain one; hooks on the contract points (gptviz.capture.edited) read each
-layer's q, k and mlp.hidden as they are made and reduce them right there, so no more than one
-layer's activations of one batch are alive at a time:
+The forward pass runs the explicit attention path (the one a Trace runs), and hooks on the contract
+points (gptviz.capture.edited) read each layer's attn.weights and mlp.hidden as they are made and
+reduce them right there, so no more than one layer's activations of one batch are alive at a time:
 
-    attn.q, attn.k   -> each window's head scores (head_scores_batch: the maps of one layer of one batch)
+    attn.weights     -> each window's head scores and EXTRAS (head_reductions: one layer's maps of one batch)
     mlp.hidden       -> each window's largest activation of every neuron, and where it is
     logits           -> the loss of every predicted token
 
 Windows of different lengths share a batch padded on the right: attention is causal, so a real
-token never reads a pad, and the pads' positions are masked out of every reduction.
+token never reads a pad, and each reduction reads the windows of one length together, their own tokens only.
 
 A Partial is a batch's result; an Accumulator gathers them. The top-k merge is exact (the top-k of a
 union is the top-k of the two top-ks), so the engines may reduce in any grouping and order.
@@ -156,14 +156,6 @@ def batch_patterns(ids: Tensor) -> Tensor:
     return torch.stack([previous, duplicate, induction], dim=-1).float()
 
 
-def head_scores_batch(q: Tensor, k: Tensor, patterns: Tensor, spec: AttentionSpec | None = None) -> Tensor:
-    """Every head's scores (SCORES order) in G windows of n tokens: q, k [G, H, n, D] -> [G, H, 6].
-    The same quantities as gptviz.analysis.heads.layer_head_scores_from_qk, for a batch, from the
-    maps the model's own functions build with the layer's spec (its scale, soft-cap and window;
-    1/√D and no window when None). Tests hold it to head_scores of a Trace per window."""
-    return scores_from_maps(batch_maps(q, k, spec), patterns)
-
-
 def batch_maps(q: Tensor, k: Tensor, spec: AttentionSpec | None = None) -> Tensor:
     """The attention maps of G windows of n tokens, as the model builds them: q, k [G, H, n, D] -> [G, H, n, n]."""
     n, D = q.shape[-2:]
@@ -171,29 +163,53 @@ def batch_maps(q: Tensor, k: Tensor, spec: AttentionSpec | None = None) -> Tenso
     return attention_weights(spec.scores(q, k), spec.mask(n, q.device), q.dtype).float()
 
 
-def extras_from_maps(w: Tensor, patterns: Tensor) -> Tensor:
-    """EXTRAS of every head of G windows: maps w [G, H, n, n], patterns [G, n, n, 3] -> [G, H, 4]."""
-    G, H, n, _ = w.shape
-    max_attention = w[..., 1:, 1:].amax(dim=(-2, -1))  # [G, H]; n >= 2
-    pos = torch.arange(n, device=w.device, dtype=torch.float32)
-    dist = (pos[:, None] - pos[None, :]).abs()  # [n, n]
-    qk = (w * dist).sum(dim=(-2, -1))
-    qk_sq = (w * dist.square()).sum(dim=(-2, -1))
-    induction = patterns[..., 2][:, None]  # [G, 1, n, n]
-    strong = torch.where(w >= INDUCTION_THRESHOLD, w, torch.zeros_like(w))
-    ind = (strong * induction).sum(dim=(-2, -1))
-    return torch.stack([max_attention, qk, qk_sq, ind], dim=-1)
+def distances(n: int, device: torch.device | str = "cpu") -> Tensor:
+    """|q - k| and |q - k|² of every query and key of n tokens, as the columns of an [n·n, 2] matrix (each is
+    multiplied apart: two matrix-vector products read the maps faster than one product with two columns)."""
+    pos = torch.arange(n, device=device, dtype=torch.float32)
+    dist = (pos[:, None] - pos[None, :]).abs().reshape(-1)  # [n·n]
+    return torch.stack([dist, dist.square()], dim=-1)
 
 
-def scores_from_maps(w: Tensor, patterns: Tensor) -> Tensor:
-    """SCORES of every head of G windows: maps w [G, H, n, n], patterns [G, n, n, 3] -> [G, H, 6]."""
+def induction_entries(patterns: Tensor) -> tuple[Tensor, Tensor]:
+    """Where G windows' induction patterns [G, n, n, 3] are 1: (window, query·n + key) [m] each."""
+    G, n = patterns.shape[:2]
+    g, at = patterns[..., 2].reshape(G, n * n).nonzero(as_tuple=True)
+    return g, at
+
+
+def head_reductions(
+    w: Tensor, patterns: Tensor, dist: Tensor | None = None, induction: tuple[Tensor, Tensor] | None = None
+) -> tuple[Tensor, Tensor]:
+    """SCORES and EXTRAS of every head of G windows: maps w [G, H, n, n], patterns [G, n, n, 3] (batch_patterns),
+    dist [n·n, 2] (distances), induction (induction_entries) -> [G, H, 6], [G, H, 4]. Each pass reads the maps
+    once and makes no map-sized temporary, except entropy's: the sums weighted by a pattern or a distance are
+    matrix products. dist and induction are the same in every layer: a batch makes them once."""
     G, H, n, _ = w.shape
-    total = w.sum(dim=(-2, -1))  # [G, H]
-    hits = torch.bmm(w.reshape(G, H, n * n), patterns.reshape(G, n * n, 3)) / total[..., None]  # [G, H, 3]
+    flat = w.reshape(G, H, n * n)
+    dist = distances(n, w.device) if dist is None else dist
+    g, at = induction_entries(patterns) if induction is None else induction  # [m] each
+    total = flat.sum(-1)  # [G, H]
+    hits = torch.bmm(flat, patterns.reshape(G, n * n, 3)) / total[..., None]  # [G, H, 3]
     sink = w[..., 1:, 0].sum(-1) / (n - 1)  # n >= 2: a window of one token is never scanned
     self_ = w.diagonal(dim1=-2, dim2=-1).sum(-1) / n
     entropy = torch.special.entr(w).sum(dim=(-2, -1)) / n
-    return torch.cat([hits, torch.stack([sink, self_, entropy], dim=-1)], dim=-1)
+    scores = torch.cat([hits, torch.stack([sink, self_, entropy], dim=-1)], dim=-1)
+    max_attention = w[..., 1:, 1:].amax(dim=(-2, -1))  # [G, H]
+    rows = flat.reshape(G * H, n * n)
+    qk = torch.stack([rows @ dist[:, 0], rows @ dist[:, 1]], dim=-1).reshape(G, H, 2)  # Σ w·|q-k|, Σ w·|q-k|²
+    # the induction weights of at least INDUCTION_THRESHOLD: the pattern is sparse, so its entries are gathered
+    picked = flat[g, :, at]  # [m, H]
+    strong = torch.where(picked >= INDUCTION_THRESHOLD, picked, torch.zeros_like(picked))
+    induced = torch.zeros(G, H, device=w.device, dtype=w.dtype).index_add_(0, g, strong)
+    return scores, torch.stack([max_attention, qk[..., 0], qk[..., 1], induced], dim=-1)
+
+
+def _rows(rows: Tensor) -> slice | Tensor:
+    """A group's rows of the batch as a slice where they are consecutive (the local engine sorts by
+    length): a slice of the maps is a view, an index would copy them."""
+    first, last = int(rows[0]), int(rows[-1])
+    return slice(first, last + 1) if last - first + 1 == len(rows) else rows
 
 
 class _Layers:
@@ -202,47 +218,42 @@ class _Layers:
     def __init__(self, lengths: Tensor, idx: Tensor):
         self.lengths = lengths  # [B]
         # the windows grouped by length (rows of the batch), and each group's patterns [G, n, n, 3]
-        self.groups = [(n, (lengths == n).nonzero().flatten().to(idx.device)) for n in lengths.unique().tolist()]
-        self.patterns = {n: batch_patterns(idx[rows, :n]) for n, rows in self.groups}
-        self.q: Tensor | None = None
+        by_length = [(n, (lengths == n).nonzero().flatten().to(idx.device)) for n in lengths.unique().tolist()]
+        self.patterns = {n: batch_patterns(idx[rows, :n]) for n, rows in by_length}
+        self.groups = [(n, _rows(rows)) for n, rows in by_length]
+        # what every layer's reductions share: the distances and where the induction patterns are 1
+        self.dist = {n: distances(n, idx.device) for n, _ in by_length}
+        self.induction = {n: induction_entries(self.patterns[n]) for n, _ in by_length}
         self.heads: dict[int, Tensor] = {}  # layer -> [B, H, scores]
         self.extra: dict[int, Tensor] = {}  # layer -> [B, H, EXTRAS]
         # queries with an earlier copy of their token (HeadVis's induction denominator) [B]
         self.induction_queries = torch.zeros(len(lengths), dtype=torch.long)
-        for n, rows in self.groups:
+        for n, rows in by_length:
             self.induction_queries[rows.cpu()] = self.patterns[n][..., 1].any(-1).sum(-1).cpu().long()
         self.neuron: dict[int, tuple[Tensor, Tensor]] = {}  # layer -> ([B, F] max, [B, F] argmax)
 
-    def keep_q(self, out: Tensor) -> Tensor:
-        self.q = out
-        return out
-
-    def score(self, layer: int, spec=None):
-        """spec: the layer's AttentionSpec (its scale, soft-cap and window), as the model computes it."""
-
-        def hook(k: Tensor) -> Tensor:  # k arrives right after q of the same layer
-            q = self.q  # [B, H, T, D]
-            assert q is not None, "attn.q runs before attn.k in every layer"
-            if k.size(1) != q.size(1):  # grouped-query attention: query head h reads KV head h // group
-                k = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
-            out = torch.empty(q.size(0), q.size(1), len(SCORES), device=q.device)
-            extra = torch.empty(q.size(0), q.size(1), len(EXTRAS), device=q.device)
+    def score(self, layer: int):
+        def hook(w: Tensor) -> Tensor:  # [B, H, T, T]: the weights the layer attends with
+            B, H = w.shape[:2]
+            out = torch.empty(B, H, len(SCORES), device=w.device)
+            extra = torch.empty(B, H, len(EXTRAS), device=w.device)
             for n, rows in self.groups:  # windows of one length together: a few large ops, not many small ones
-                w = batch_maps(q[rows, :, :n].float(), k[rows, :, :n].float(), spec)  # [G, H, n, n]
-                out[rows] = scores_from_maps(w, self.patterns[n])
-                extra[rows] = extras_from_maps(w, self.patterns[n])
+                # a causal map's first n queries read only the first n keys: a shorter window's map is its corner
+                m = w[rows, :, :n, :n].float()  # [G, H, n, n]
+                out[rows], extra[rows] = head_reductions(m, self.patterns[n], self.dist[n], self.induction[n])
             self.heads[layer] = out
             self.extra[layer] = extra
-            self.q = None
-            return k
+            return w
 
         return hook
 
     def neurons(self, layer: int):
         def hook(h: Tensor) -> Tensor:  # [B, T, F]
-            T = h.size(1)
-            pad = torch.arange(T, device=h.device)[None, :] >= self.lengths.to(h.device)[:, None]  # [B, T]
-            value, position = h.float().masked_fill(pad[:, :, None], float("-inf")).max(dim=1)  # [B, F] each
+            B, _, F_ = h.shape
+            value = torch.empty(B, F_, device=h.device)
+            position = torch.empty(B, F_, dtype=torch.long, device=h.device)
+            for n, rows in self.groups:  # each window's own tokens: no pad is read, none needs masking
+                value[rows], position[rows] = h[rows, :n].float().max(dim=1)  # [G, F] each
             self.neuron[layer] = (value, position)
             return h
 
@@ -264,13 +275,12 @@ def run_batch(model, windows: Sequence[int], batch: Sequence[np.ndarray], k: int
     L = model.config.n_layer
     hooks = {}
     for l in range(L):
-        hooks[point("attn.q", l)] = state.keep_q
-        hooks[point("attn.k", l)] = state.score(l, model.transformer.h[l].attn.spec)
+        hooks[point("attn.weights", l)] = state.score(l)
         hooks[point("mlp.hidden", l)] = state.neurons(l)
     for name, fn in (features.hooks(lengths) if features is not None else {}).items():
         hooks[name] = (lambda a, b: lambda value: b(a(value)))(hooks[name], fn) if name in hooks else fn
-    with edited(model, hooks):
-        logits = model(idx)  # [B, T, V]
+    with edited(model, hooks):  # explicit: the layers' own maps are read, not built a second time
+        logits = model(idx, explicit=True)  # [B, T, V]
     # loss of predicting token t+1 from tokens <= t, for the real tokens only
     # one window at a time: the log-softmax of a whole batch would be a second [B, T, V] tensor
     token_loss = [
