@@ -1,17 +1,14 @@
 """Patching: run a corrupt prompt with one value from a clean run, for every layer and position
 (or head), and see which ones carry what decides the next token."""
 
-from functools import partial
-
 import streamlit as st
 
 import gptviz
 from gptviz import figures
 from gptviz.analysis.patching import SITES, compare_top_k, logit_diff, one_token, sweep_table
-from gptviz.dashboard import caches, progress, widgets, window
+from gptviz.dashboard import caches, progress, widgets
 from gptviz.dashboard.panels import edited_runs
 from gptviz.errors import GptvizError
-from gptviz.figures.whatif import patching_heatmap
 
 v = widgets.require_trace() or st.stop()
 tok, cfg = v.bundle.tokenizer, v.bundle.model.config
@@ -174,14 +171,7 @@ for site in sites:
     except GptvizError as e:
         st.error(widgets.plain(e))
         st.stop()
-    windowed = site != "attn.z" and positions is not None and len(texts) > window.LONG
-    lo, hi = (positions[0], positions[-1] + 1) if windowed and positions else (0, s.shape[1])
-    widgets.chart(  # a long prompt's window of columns, at their positions: a click opens that cell
-        patching_heatmap(s[:, lo:hi], site, labels[lo:hi] if windowed else labels, first=lo),
-        key=f"pt_map_{site}",
-        on_select=partial(edited_runs.open_cell, f"pt_map_{site}", site, "pt_cell"),
-        selection_mode="points",
-    )
+    edited_runs.sweep_chart(s, site, labels, positions)
     widgets.download(
         f"{site} sweep (CSV)", lambda: sweep_table(s, site, texts), f"patching_{site}.csv", key=f"pt_dl_{site}"
     )

@@ -5,6 +5,7 @@ runs in caches.py. Keys are plain tuples (a RunKey and numbers), never Traces or
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import streamlit as st
@@ -15,6 +16,7 @@ from ...capture import trace
 from ...errors import GptvizError, PromptError
 from ...features.edits import edit_features
 from ...figures import overview_cell
+from ...figures.whatif import patching_heatmap
 from ...interventions import Intervention, ablate
 from ...names import point
 from ...progress import ProgressFn
@@ -22,7 +24,7 @@ from ...record import Trace
 from .. import window
 from ..caches import FORWARD, RUN_ENTRIES, RunKey, SAEKey, bundle_for, cached, run_trace
 from ..state import View
-from ..widgets import plain
+from ..widgets import chart, plain
 from .features import sae_for
 
 HeadPick = tuple[tuple[int, int], ...]  # (layer, head) pairs
@@ -186,6 +188,19 @@ def parse_head(name: str) -> tuple[int, int]:
 def set_state(values: dict) -> None:
     """on_click of a preset button: put its values into the widgets."""
     st.session_state.update(values)
+
+
+def sweep_chart(s: np.ndarray, site: str, labels: list[str], positions: tuple[int, ...] | None) -> None:
+    """A sweep's heatmap; past window.LONG tokens only the window's columns, at their own positions, so
+    a click opens the cell it shows (pt_cell)."""
+    windowed = site != "attn.z" and positions is not None and len(labels) > window.LONG
+    lo, hi = (positions[0], positions[-1] + 1) if windowed and positions else (0, s.shape[1])
+    chart(
+        patching_heatmap(s[:, lo:hi], site, labels[lo:hi] if windowed else labels, first=lo),
+        key=f"pt_map_{site}",
+        on_select=partial(open_cell, f"pt_map_{site}", site, "pt_cell"),
+        selection_mode="points",
+    )
 
 
 def open_cell(chart_key: str, site: str, cell_key: str) -> None:
