@@ -46,6 +46,7 @@ from typing import Any
 from playwright.async_api import async_playwright
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
+from ..dashboard.classroom.voters import VOTES_ENV
 from . import class_slides
 from .browser import ALL_CHARTS_DRAWN, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, server_process
 from .ws_client import Student
@@ -426,7 +427,8 @@ def main(argv: list[str] | None = None) -> None:
         (args.json or ARTIFACTS / f"class_bench_whole-{args.label}.json").write_text(json.dumps(result, indent=1))
         print(json.dumps({k: v for k, v in result.items() if k != "per_press"}, indent=1))
         return
-    env = {"GPTVIZ_CLASS": "1"} if args.class_lesson else None
+    # every student comes from 127.0.0.1: a room behind one address, allowed its answers (classroom/voters.py)
+    env = {"GPTVIZ_CLASS": "1", VOTES_ENV: str(args.students + args.browsers)} if args.class_lesson else None
     with server(args.app_dir.resolve(), ARTIFACTS / f"class_bench-{args.label}.log", env) as (url, pid):
         if args.class_lesson:
             poll = predict_slide(args.app_dir.resolve())
