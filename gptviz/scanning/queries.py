@@ -136,18 +136,13 @@ def scans_of_transcoders(fingerprint: str, folders) -> list[Path]:
     """The scan folders among `folders` made with the transcoder set of this fingerprint
     (TranscoderSet.fingerprint, which the scan's summary records), in the order given. Only each
     summary.json is read (sized first); a folder that is not a scan, or unreadable, is passed over."""
-    import json
-
-    from .store import MAX_SUMMARY_BYTES
+    from .store import ScanFolderError, read_summary
 
     found = []
     for folder in folders:
-        f = Path(folder) / "summary.json"
         try:
-            if f.stat().st_size > MAX_SUMMARY_BYTES:
-                continue
-            summary = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            summary = read_summary(Path(folder))
+        except ScanFolderError:
             continue
         record = summary.get("transcoders") if isinstance(summary, dict) else None
         if isinstance(record, dict) and record.get("fingerprint") == fingerprint:

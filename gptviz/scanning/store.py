@@ -161,16 +161,23 @@ def read_table(path: Path, name: str) -> pd.DataFrame:
     return df
 
 
+def read_summary(folder: Path) -> object:
+    """A scan folder's summary.json as parsed, sized before it is read; ScanFolderError if it is missing,
+    too large or not JSON. What it holds is the caller's to check."""
+    summary_path = Path(folder) / "summary.json"
+    _size(summary_path, MAX_SUMMARY_BYTES)
+    try:
+        return json.loads(summary_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError, OSError):
+        raise ScanFolderError(f"{summary_path}: not readable JSON") from None
+
+
 def read(folder: Path) -> tuple[dict[str, pd.DataFrame], dict]:
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise ScanFolderError(f"{folder}: no such folder; give the folder a scan wrote (--out)")
     summary_path = folder / "summary.json"
-    _size(summary_path, MAX_SUMMARY_BYTES)
-    try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError, OSError):
-        raise ScanFolderError(f"{summary_path}: not readable JSON") from None
+    summary = read_summary(folder)
     if not isinstance(summary, dict) or any(k not in summary for k in SUMMARY_KEYS):
         raise ScanFolderError(f"{summary_path}: a scan summary has the keys {', '.join(SUMMARY_KEYS)}")
     numbers = ("docs", "windows", "tokens", "loss", "seconds")
