@@ -1,9 +1,11 @@
 """Attention: one head's heatmap, every head of the layer, every layer × head, the line view."""
 
+import functools
+
 import streamlit as st
 
 from gptviz import analysis
-from gptviz.dashboard import caches, layout, widgets
+from gptviz.dashboard import caches, layout, progress, widgets
 from gptviz.dashboard.panels import attention_why
 from gptviz.figures.circuits import score_parts_bars
 
@@ -27,8 +29,14 @@ skip = c2.checkbox(
     help="Key 0 often takes most of the weight (an attention sink)",
 )
 
-# every figure built once per process for every session (caches.py): a class opens this page together
-one, every = caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation, v.labels)
+# every figure built once per process for every session (caches.py): a class opens this page together;
+# a long prompt's maps take a while: a bar (drawn only when they do) with a Cancel
+one, every = progress.waited(
+    "Drawing the attention maps",
+    "attention",
+    (v.key, v.layer, v.head, kind),
+    lambda report: caches.attention_figures(v.key, v.layer, v.head, kind, skip, v.presentation, v.labels, report),
+)
 T = t.n_tokens
 widgets.figure_chart(
     one, key="attn_heatmap", on_select=attention_why.open_clicked_cell("attn_heatmap", T), selection_mode="points"
@@ -37,9 +45,9 @@ st.caption(
     "Rows are queries (the token that reads), columns are keys (the token read). Choose layer, head and "
     "position in the sidebar; click a cell to see below why it scores as it does."
 )
-widgets.download(
+widgets.download_later(  # the whole [T, T] matrix, made only when asked for
     f"{kind} (.npz)",
-    lambda: {kind.replace(" ", "_"): analysis.attention_matrix(t, v.layer, v.head, kind), "tokens": v.texts},
+    functools.partial(caches.attention_arrays, v.key, v.layer, v.head, kind, tuple(v.texts)),
     f"{kind.replace(' ', '_')}_L{v.layer}_H{v.head}.npz",
     key="attn_dl",
 )
@@ -56,6 +64,7 @@ widgets.figure_chart(every, key="attn_heads")
 st.subheader("Every layer × head")
 # the callback comes from widgets: one defined here would hold this page's globals (the Trace) per session
 on_click = widgets.select_head_on_click("attn_grid")
+progress.waited("Summarising every head", "attn_grid", v.key, lambda report: caches.layer_head_grid(v.key, report))
 grid = caches.marked_grid(v.key, v.layer, v.head, v.presentation)  # the head on view outlined
 widgets.figure_chart(grid, key="attn_grid", on_select=on_click, selection_mode="points")
 st.caption("Click a tile to open that head above.")

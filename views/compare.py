@@ -1,19 +1,19 @@
 """Compare: two prompts of the same length on one checkpoint, or one prompt on two checkpoints of the
 same shape. A is the sidebar's run; B is chosen here. Every difference is A − B."""
 
+import functools
+
 import numpy as np
 import streamlit as st
 
-from gptviz import analysis, figures
+from gptviz import figures
 from gptviz.analysis import compare as cmp
-from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.heads import SCORES
-from gptviz.dashboard import caches, widgets, window
-from gptviz.dashboard.panels import comparisons
+from gptviz.dashboard import caches, progress, widgets, window
+from gptviz.dashboard.panels import comparisons, heads_lens
 from gptviz.dashboard.sources.checkpoints import checkpoints_dir, shipped, version
 from gptviz.errors import GptvizError
 from gptviz.figures import compare as cfig
-from gptviz.figures.style import wrap_name
 from gptviz.tokenizers import display_token, encode_prompt, parse_ids
 
 v = widgets.require_trace() or st.stop()
@@ -88,8 +88,7 @@ except GptvizError as e:
     st.error(f"Not compared: {widgets.plain(e)}")
     st.stop()
 
-div = cmp.next_token_divergence(a, b, tok)
-loss = cmp.loss_comparison(a, b)
+div, loss = comparisons.token_tables(v.key, key_b)  # once per pair of runs: T × V passes
 first = cmp.first_difference(a, b)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Tokens", a.n_tokens)
@@ -115,37 +114,34 @@ labels_b = figures.token_labels(v.display(b.token_ids))
 layer, head = v.layer, v.head
 st.subheader(f"Attention: layer {layer}, head {head}")
 st.caption("Choose the layer and head in the sidebar. The difference's colour scale is centred on 0.")
-mask = attention_mask(a, layer)
+# block means made a band of rows at a time, once per pair of runs and head; a bar when that takes a while
+fig_a, fig_b, fig_diff = progress.waited(
+    "Drawing the attention maps",
+    "cmp_maps",
+    (v.key, key_b, layer, head),
+    lambda report: comparisons.head_figures(
+        v.key, key_b, layer, head, (name_a, name_b), v.presentation, (labels_a, labels_b), report
+    ),
+)
 left, right = st.columns(2)
 with left:
-    widgets.chart(
-        figures.attention_heatmap(
-            analysis.layer_weights(a, layer)[head], labels_a, title=wrap_name(name_a), mask=mask, height=520
-        ),
-        key="cmp_att_a",
-    )
+    widgets.figure_chart(fig_a, key="cmp_att_a")
 with right:
-    widgets.chart(
-        figures.attention_heatmap(
-            analysis.layer_weights(b, layer)[head],
-            labels_b,
-            title=wrap_name(name_b),
-            mask=attention_mask(b, layer),
-            height=520,
-        ),
-        key="cmp_att_b",
-    )
-diff = cmp.attention_difference(a, b, layer)[head]
-widgets.chart(
-    cfig.attention_difference_heatmap(diff, labels_a, title="A − B", mask=mask),
-    key="cmp_att_diff",
+    widgets.figure_chart(fig_b, key="cmp_att_b")
+widgets.figure_chart(fig_diff, key="cmp_att_diff")
+widgets.download_later(  # every head's maps of both runs, a band at a time: only when asked for
+    "attention change per head (CSV)",
+    functools.partial(comparisons.attention_change, v.key, key_b),
+    "attention_change.csv",
+    key="cmp_dl_att",
 )
-change = cmp.attention_change(a, b)
-widgets.download("attention change per head (CSV)", lambda: change, "attention_change.csv", key="cmp_dl_att")
 
 st.subheader("Head scores and their change")
 score = st.selectbox("Score", SCORES, index=SCORES.index("induction"), key="cmp_score")
-heads = cmp.head_score_change(a, b)
+# each run's scores, cached with its run (the Heads page shares them)
+sa = progress.waited("Scoring every head of A", "cmp_heads_a", v.key, lambda r: heads_lens.head_table(v.key, r))
+sb = progress.waited("Scoring every head of B", "cmp_heads_b", key_b, lambda r: heads_lens.head_table(key_b, r))
+heads = cmp.score_change(sa, sb)
 L, H = model.config.n_layer, model.config.n_head
 grid = heads[f"{score}_change"].to_numpy().reshape(L, H)
 widgets.chart(

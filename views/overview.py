@@ -1,5 +1,7 @@
 """Overview: the tokens, the model card and load report, the next token, one headline heatmap."""
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -36,9 +38,9 @@ with right:
     widgets.figure_chart(
         caches.head_figure(v.key, v.layer, v.head, 520, v.presentation, v.labels), key="overview_heatmap"
     )
-    widgets.download(
+    widgets.download_later(  # the whole [T, T] map, made only when asked for
         "these weights (.npz)",
-        lambda: {"weights": analysis.attention_matrix(t, v.layer, v.head), "tokens": v.texts},
+        functools.partial(caches.attention_arrays, v.key, v.layer, v.head, "weights", tuple(v.texts)),
         f"attention_L{v.layer}_H{v.head}.npz",
         key="overview_heatmap_dl",
     )

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..names import point
 from ..record import Trace
+from .map_blocks import weight_bands
 
 ATTENTION_KINDS = ("weights", "masked scores", "scores")
 
@@ -40,6 +41,18 @@ def layer_weights(trace: Trace, layer: int) -> np.ndarray:
     w = np.array(trace[point("attn.weights", layer)], dtype=np.float32)  # [H, T, T]
     w[:, ~np.asarray(trace[point("attn.mask", layer)])] = np.nan
     return w
+
+
+def attention_row(trace: Trace, layer: int, head: int, query: int) -> np.ndarray:
+    """One query's attention weights over every key, [T] float32, masked keys NaN: layer_weights(...)[head,
+    query] made from that row alone (rebuilt from q and k, to float rounding; read where the Trace holds
+    the maps), not from a layer's [H, T, T] maps."""
+    T = trace.n_tokens
+    ((_, w, allowed, _),) = weight_bands(trace, layer, [head], rows=1, span=range(query, query + 1))
+    row = np.full(T, np.nan, dtype=np.float32)
+    keys = w.size(-1)
+    row[:keys] = np.where(allowed[0].cpu().numpy(), w[0, 0].float().cpu().numpy(), np.nan)
+    return row
 
 
 def _scale_kind(scale: float, D: int) -> str:

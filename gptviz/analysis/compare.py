@@ -3,8 +3,8 @@ checkpoint, or one prompt on two checkpoints (for example two steps of one train
 
 Every difference is A − B. The next-token divergence is KL(A ‖ B) = Σ p_A (log p_A − log p_B), in
 nats, per position: how much B is surprised by A's distribution. Attention maps grow as L·H·T², so
-the differences are made one layer at a time (`attention_difference`) and `attention_change` keeps
-only one number per head: a comparison never holds more than the two Traces and one layer's maps.
+the differences are made one layer at a time (`attention_difference`), and `attention_change` keeps
+only one number per head, made a band of query rows at a time: it never holds a whole map.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 from ..errors import GptvizError
 from ..names import point
 from .heads import SCORES, head_scores
+from .map_blocks import weight_bands
 from .next_token import nan_logits, per_token_loss
 
 
@@ -83,26 +84,30 @@ def attention_difference(a, b, layer: int) -> np.ndarray:
 
 def attention_change(a, b) -> pd.DataFrame:
     """One row per (layer, head): the largest |A − B| over the map, the mean |A − B| over the causal
-    cells, and the total variation between the rows (half the L1 distance), averaged over queries."""
+    cells, and the total variation between the rows (half the L1 distance), averaged over queries.
+    Made a band of query rows at a time (map_blocks.weight_bands), never a whole map of either run."""
     check_comparable(a, b)
-    rows = []
+    rows, T = [], a.n_tokens
+    causal = T * (T + 1) / 2
     for layer in range(a.n_layer):
-        name = point("attn.weights", layer)
-        d = (a.tensor(name).float() - b.tensor(name).float().to(a.tensor(name).device)).abs()  # [H, T, T]
-        T = d.size(-1)
-        causal = T * (T + 1) / 2
-        tv = 0.5 * d.sum(-1).mean(-1)  # [H]
-        for head in range(d.size(0)):
+        top, total, tv = [], 0.0, 0.0
+        for (_, wa, _, _), (_, wb, _, _) in zip(weight_bands(a, layer), weight_bands(b, layer), strict=True):
+            keys = min(wa.size(-1), wb.size(-1))  # a rebuilt band reads only the keys its rows may see
+            d = (wa[..., :keys].float() - wb[..., :keys].float().to(wa.device)).abs()  # [H, rows, keys]
+            top.append(d.amax(dim=(-2, -1)))
+            row_sums = d.sum(-1)  # [H, rows]
+            total, tv = total + row_sums.sum(-1), tv + 0.5 * row_sums.sum(-1)
+        biggest = torch.stack(top).amax(0) if len(top) > 1 else top[0]  # NaN anywhere stays NaN
+        for head in range(biggest.numel()):
             rows.append(
                 {
                     "layer": layer,
                     "head": head,
-                    "max_abs_diff": float(d[head].max()),
-                    "mean_abs_diff": float(d[head].sum() / causal),
-                    "row_tv": float(tv[head]),
+                    "max_abs_diff": float(biggest[head]),
+                    "mean_abs_diff": float(total[head] / causal),
+                    "row_tv": float(tv[head] / T),
                 }
             )
-        del d  # one layer's maps at a time
     return pd.DataFrame(rows, columns=["layer", "head", "max_abs_diff", "mean_abs_diff", "row_tv"])
 
 
@@ -111,7 +116,11 @@ def head_score_change(a, b) -> pd.DataFrame:
     of gptviz.head_scores, `<score>_a`, `<score>_b` and `<score>_change` (= b − a: how the head moved
     from A to B, e.g. from an early checkpoint to a later one), plus both labels."""
     check_comparable(a, b)
-    sa, sb = head_scores(a), head_scores(b)
+    return score_change(head_scores(a), head_scores(b))
+
+
+def score_change(sa: pd.DataFrame, sb: pd.DataFrame) -> pd.DataFrame:
+    """head_score_change of two head_scores tables already made (a page's cached ones)."""
     out = sa[["layer", "head"]].copy()
     for s in SCORES:
         out[f"{s}_a"] = sa[s].to_numpy()

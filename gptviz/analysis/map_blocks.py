@@ -16,7 +16,7 @@ where an allowed cell holds NaN or ±Inf (the model computed it): a figure paint
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,39 +102,94 @@ def _blocks(total: Tensor, count: Tensor, allowed: Tensor, bad: Tensor, b: int, 
     return MapBlocks(host[0].astype(np.float32), host[1] > 0, host[2] > 0, b, T)
 
 
+def band_rows(T: int, heads: int, b: int = 1) -> int:
+    """Query rows per band: whole blocks of b rows, about BANDS bands (a band reads only the keys its rows
+    may see), at most BAND_CELLS cells of `heads` heads' weights."""
+    return max(b, min(BAND_CELLS // max(1, heads * T), -(-T // BANDS)) // b * b)
+
+
+def weight_bands(
+    trace,
+    layer: int,
+    heads: Sequence[int] | None = None,
+    rows: int | None = None,
+    span: range | None = None,
+    rebuild=True,
+) -> Iterator[tuple[int, Tensor, Tensor, bool]]:
+    """The attention weights of `layer` (the chosen heads, all by default) a band of `rows` query rows at a time
+    (band_rows by default), over the query rows of `span` (all by default): (a, w, allowed, zeroed) per band,
+    w [H', rows, K] the weights of query rows a.., allowed [rows, K] their mask, K the keys they may read.
+    Rebuilt from q and k by the model's own functions where the Trace rebuilds them (K = the band's last row
+    + 1, as a causal map's later keys are masked; zeroed: every masked cell is exactly 0), read from the
+    Trace where it holds them or where `rebuild` is False (K = T; a small map read whole, bit for bit what
+    the model computed: a band's products may round differently). Memory: one band, whatever T."""
+    name, T = point("attn.weights", layer), trace.n_tokens
+    specs = getattr(trace, "attention_specs", None)
+    qk = [point("attn.q", layer), point("attn.k", layer)]
+    rebuilt = rebuild and specs is not None and not trace.held(name) and all(n in trace for n in qk)
+    if rebuilt:
+        q, k = (trace.tensor(n) for n in qk)  # [H, T, D], [H_kv, T, D]
+        chosen = list(range(q.size(0))) if heads is None else [int(h) for h in heads]
+        group = q.size(0) // k.size(0)  # query head h reads key head h // group
+        q, k = q[chosen], k[[h // group for h in chosen]]
+        spec = specs[layer]
+    else:
+        maps, mask = trace.tensor(name), trace.tensor(point("attn.mask", layer))
+        chosen = list(range(maps.size(0))) if heads is None else [int(h) for h in heads]
+        maps = maps[chosen]
+    span = span or range(T)
+    rows = rows or band_rows(T, len(chosen))
+    for a in range(span.start, span.stop, rows):
+        e = min(span.stop, a + rows)
+        if rebuilt:
+            allowed = spec.mask(e - a, q.device, a)  # (rows, e): the keys after e are masked for these rows
+            yield a, attention_weights(spec.scores(q[None, :, a:e], k[None, :, :e]), allowed, q.dtype)[0], allowed, True
+        else:
+            yield a, maps[:, a:e], mask[a:e], False
+
+
 def weight_blocks(trace, layer: int, b: int, heads: Sequence[int] | None = None) -> MapBlocks:
     """The attention weights of `layer` (the chosen heads, all by default) in b × b blocks, from a
     Trace: rebuilt from q and k one band of query rows at a time where the Trace rebuilds them, read
     in bands where it holds them (or where b = 1). Memory: one band (BAND_CELLS), whatever T."""
-    name, T = point("attn.weights", layer), trace.n_tokens
-    specs = getattr(trace, "attention_specs", None)
-    qk = [point("attn.q", layer), point("attn.k", layer)]
-    # b = 1 shows each cell as it is: the Trace's own map then, bit for bit what the model computed (a band's
-    # products may round differently), and a small one (a figure asks for b = 1 only below a few hundred T)
-    rebuild = b > 1 and specs is not None and not trace.held(name) and all(n in trace for n in qk)
-    if rebuild:
-        q, k = (trace.tensor(n) for n in qk)  # [H, T, D], [H_kv, T, D]
-        H = q.size(0)
-        chosen = list(range(H)) if heads is None else [int(h) for h in heads]
-        group = H // k.size(0)  # query head h reads key head h // group
-        q, k = q[chosen], k[[h // group for h in chosen]]
-        spec, device = specs[layer], q.device
-    else:
-        maps, mask = trace.tensor(name), trace.tensor(point("attn.mask", layer))
-        chosen = list(range(maps.size(0))) if heads is None else [int(h) for h in heads]
-        maps, device = maps[chosen], maps.device
-    # whole blocks of query rows; about BANDS bands, as a band reads only the keys its rows may see
-    rows = max(b, min(BAND_CELLS // max(1, len(chosen) * T), -(-T // BANDS)) // b * b)
-    n = -(-T // b)
-    sums = [torch.zeros(len(chosen), n, n, device=device) for _ in range(4)]  # a band fills its rows' blocks
-    for a in range(0, T, rows):
-        e = min(T, a + rows)
-        if rebuild:
-            allowed = spec.mask(e - a, device, a)  # (rows, e): the keys after e are masked for these rows
-            w = attention_weights(spec.scores(q[None, :, a:e], k[None, :, :e]), allowed, q.dtype)[0]
-        else:
-            w, allowed = maps[:, a:e], mask[a:e]
-        band = _band(w, allowed.expand(w.shape), b, zero_masked=rebuild)
+    T, n_heads = trace.n_tokens, _count(trace, layer, heads)
+    return _reduce_bands(weight_bands(trace, layer, heads, band_rows(T, n_heads, b), rebuild=b > 1), n_heads, b, T)
+
+
+def _count(trace, layer: int, heads: Sequence[int] | None) -> int:
+    """How many heads a call reads: the chosen ones, or every query head of the layer."""
+    if heads is not None:
+        return len(heads)
+    q = point("attn.q", layer)
+    return trace.tensor(q if q in trace else point("attn.weights", layer)).size(0)
+
+
+def _reduce_bands(bands: Iterator[tuple[int, Tensor, Tensor, bool]], n_heads: int, b: int, T: int) -> MapBlocks:
+    """MapBlocks of the bands of weight_bands (or of a difference of two): each band fills its rows' blocks."""
+    n, sums = -(-T // b), None
+    for a, w, allowed, zeroed in bands:
+        band = _band(w, allowed.expand(w.shape), b, zero_masked=zeroed)
+        if sums is None:
+            sums = [torch.zeros(n_heads, n, n, device=w.device) for _ in range(4)]
         for whole, part in zip(sums, band, strict=True):
             whole[:, a // b : a // b + part.size(1), : part.size(2)] = part
-    return _blocks(*sums, b, T)
+    return _blocks(*(sums or [torch.zeros(n_heads, n, n) for _ in range(4)]), b, T)
+
+
+def difference_blocks(a, b_trace, layer: int, b: int, heads: Sequence[int] | None = None) -> MapBlocks:
+    """A's attention weights minus B's in `layer` (the chosen heads), in b × b blocks over A's mask: the
+    NaN-aware block means of the [H, T, T] difference, made a band of query rows at a time from both
+    Traces (as weight_blocks), never a whole map of either. Memory: two bands, whatever T."""
+    T, n_heads = a.n_tokens, _count(a, layer, heads)
+    rows = band_rows(T, 2 * n_heads, b)
+
+    def bands() -> Iterator[tuple[int, Tensor, Tensor, bool]]:
+        for (r, wa, allowed, za), (_, wb, _, zb) in zip(
+            weight_bands(a, layer, heads, rows, rebuild=b > 1),
+            weight_bands(b_trace, layer, heads, rows, rebuild=b > 1),
+            strict=True,
+        ):
+            keys = min(wa.size(-1), wb.size(-1))  # a rebuilt band reads only the keys its rows may see
+            yield r, wa[..., :keys].float() - wb[..., :keys].float().to(wa.device), allowed[:, :keys], za and zb
+
+    return _reduce_bands(bands(), n_heads, b, T)

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,14 +28,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import analysis, figures
-from ..analysis.attention import attention_mask
+from ..analysis.attention import attention_mask, attention_row
 from ..analysis.map_blocks import MapBlocks
 from ..capture import select, trace
 from ..errors import CheckpointError, GptvizError
 from ..figures.attention import GRID_TILE, MAX_CELLS, mark_tile
 from ..formats import Bundle, MemoryPath, load
 from ..formats.demo import demo_bundle
-from ..progress import Cancelled, ProgressFn
+from ..progress import Cancelled, ProgressFn, Reporter
 from ..record import Trace
 from .memory import fix_mmap_threshold
 from .pages import run_names
@@ -240,12 +240,21 @@ def clear_runs() -> None:
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner="Summarising every head…")
-def layer_head_grid(key: RunKey) -> go.Figure:
+def layer_head_grid(key: RunKey, _progress: ProgressFn | None = None) -> go.Figure:
     """The layer × head overview of one run, built once: every layer's maps in tiles of block means,
-    made from q and k a band of query rows at a time (never a whole map held)."""
+    made from q and k a band of query rows at a time (never a whole map held). _progress: each layer
+    (not part of the key; the page's progress.waited bar draws it)."""
     t = run_trace(key)
     b = analysis.block_side(t.n_tokens, GRID_TILE)
-    return figures.layer_head_grid(analysis.weight_blocks(t, l, b) for l in range(t.n_layer))
+    reporter = Reporter(_progress, "layers", total=t.n_layer)
+    reporter.start()
+
+    def layers() -> Iterator[MapBlocks]:
+        for l in range(t.n_layer):
+            yield analysis.weight_blocks(t, l, b)
+            reporter.tick()
+
+    return figures.layer_head_grid(layers())
 
 
 @cached(max_entries=RUN_ENTRIES, show_spinner=False)
@@ -295,20 +304,32 @@ def head_figure(
 HEAD_GRID_CELLS = 64  # a side of each head's tile in a layer's small multiples (figures.head_grid's default)
 
 
-@cached(max_entries=FIGURE_ENTRIES, show_spinner=False)
+@cached(max_entries=FIGURE_ENTRIES, show_spinner=False)  # the page's progress.waited bar says more
 def attention_figures(
-    key: RunKey, layer: int, head: int, kind: str, skip_first: bool, presentation: bool, _labels: Sequence[str]
+    key: RunKey,
+    layer: int,
+    head: int,
+    kind: str,
+    skip_first: bool,
+    presentation: bool,
+    _labels: Sequence[str],
+    _progress: ProgressFn | None = None,
 ):
-    """The Attention page's head heatmap (of `kind`) and its layer's every head, for one run."""
+    """The Attention page's head heatmap (of `kind`) and its layer's every head, for one run.
+    _progress: each of the two maps made (not part of the key)."""
     t = run_trace(key)
+    reporter = Reporter(_progress, "maps", total=2)
+    reporter.start()
     labels, mask, T = list(_labels), attention_mask(t, layer), t.n_tokens
-    # the weights as block means made a band of rows at a time: no layer's [H, T, T] maps held
-    every_head = analysis.weight_blocks(t, layer, analysis.block_side(T, HEAD_GRID_CELLS))
     m: MapBlocks | np.ndarray  # the weights as block means; scores as the [T, T] matrix
     if kind == "weights":
         m = analysis.weight_blocks(t, layer, analysis.block_side(T, MAX_CELLS), heads=[head])
     else:
         m = analysis.attention_matrix(t, layer, head, kind)
+    reporter.tick()
+    # the weights as block means made a band of rows at a time: no layer's [H, T, T] maps held
+    every_head = analysis.weight_blocks(t, layer, analysis.block_side(T, HEAD_GRID_CELLS))
+    reporter.tick()
     title = f"Layer {layer}, head {head}: {kind}"
     model = bundle_for(key.model).model
     spec = model.transformer.h[layer].attn.spec  # this layer's own scale and soft-cap
@@ -324,8 +345,8 @@ def attention_figures(
 def lines_figure(
     key: RunKey, layer: int, head: int, position: int, presentation: bool, _labels: Sequence[str]
 ) -> go.Figure:
-    """Where one query looks: the Attention page's line view."""
-    row = analysis.layer_weights(run_trace(key), layer)[head, position]
+    """Where one query looks: the Attention page's line view (that query's row alone is made)."""
+    row = attention_row(run_trace(key), layer, head, position)
     return figures.presentation(figures.attention_lines(row, list(_labels), position), presentation)
 
 
@@ -333,3 +354,10 @@ def lines_figure(
 def marked_grid(key: RunKey, layer: int, head: int, presentation: bool) -> go.Figure:
     """The layer × head overview with the head on view outlined, styled."""
     return figures.presentation(mark_tile(layer_head_grid(key), layer, head), presentation)
+
+
+def attention_arrays(key: RunKey, layer: int, head: int, kind: str, texts: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """One head's whole [T, T] matrix of `kind` and the tokens, as its download offers them: made when the
+    button is pressed (widgets.download_later), from the run the caches hold (run again if they let it go)."""
+    matrix = analysis.attention_matrix(run_trace(key), layer, head, kind)
+    return {kind.replace(" ", "_"): matrix, "tokens": np.array(texts)}

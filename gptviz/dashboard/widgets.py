@@ -4,6 +4,7 @@ text in Markdown, and the guard that keeps tracebacks out of the browser."""
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import re
@@ -69,25 +70,45 @@ def figure_chart(fig, key: str, **kwargs):
     return st.plotly_chart(fig, key=key, width="stretch", config=CHART_CONFIG, **kwargs)
 
 
-def download(label: str, data: Callable[[], pd.DataFrame | dict[str, np.ndarray]], file_name: str, key: str) -> None:
+Offered = pd.DataFrame | dict[str, np.ndarray]
+
+
+def _encoded(d: Offered) -> bytes:
+    """A DataFrame as CSV, arrays as a compressed .npz."""
+    if isinstance(d, pd.DataFrame):
+        return d.to_csv(index=False).encode()
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **d)
+    return buf.getvalue()
+
+
+def _button(label: str, payload: Callable[[], bytes], file_name: str, key: str) -> None:
+    mime = "text/csv" if file_name.endswith(".csv") else "application/octet-stream"
+    st.download_button(f"⬇ {label}", payload, file_name=file_name, mime=mime, key=key, on_click="ignore")
+
+
+def download(label: str, data: Callable[[], Offered], file_name: str, key: str) -> None:
     """A download button for the numbers behind a figure: a DataFrame as CSV, arrays as .npz.
 
     data is called now and what it returns is copied; the file is encoded only when the button is
     pressed. Streamlit keeps the button's callable for as long as the session lives, and a lambda
     written in a page holds that page's globals (the Trace, the View): keeping it would keep a
-    whole Trace alive per session, past the cache limits. A copy holds only what is offered."""
+    whole Trace alive per session, past the cache limits. A copy holds only what is offered.
+    Numbers that cost a pass over the run to make (a long prompt's [T, T] map): download_later."""
     d = data()
     d = d.copy() if isinstance(d, pd.DataFrame) else {k: np.array(a) for k, a in d.items()}
+    _button(label, lambda: _encoded(d), file_name, key)
 
-    def payload() -> bytes:
-        if isinstance(d, pd.DataFrame):
-            return d.to_csv(index=False).encode()
-        buf = io.BytesIO()
-        np.savez_compressed(buf, **d)
-        return buf.getvalue()
 
-    mime = "text/csv" if file_name.endswith(".csv") else "application/octet-stream"
-    st.download_button(f"⬇ {label}", payload, file_name=file_name, mime=mime, key=key, on_click="ignore")
+def download_later(label: str, build: functools.partial, file_name: str, key: str) -> None:
+    """A download button whose numbers are made only when it is pressed (Streamlit calls `build` then,
+    on another thread), not on every run of the page: for what costs a pass over the run, such as a
+    [T, T] map of a long prompt. build: a functools.partial of a gptviz function over keys and plain
+    values (it finds the run in the caches by its key when pressed), never a function written in a page,
+    whose globals (the Trace) Streamlit would keep alive for the session's life."""
+    if not (isinstance(build, functools.partial) and getattr(build.func, "__module__", "").startswith("gptviz.")):
+        raise TypeError(f"download_later({key!r}): build must be a functools.partial of a gptviz function")
+    _button(label, lambda: _encoded(build()), file_name, key)
 
 
 def select_head_on_click(chart_key: str) -> Callable[[], None]:

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis.blocks import block_labels, block_mean
+from ..analysis.map_blocks import MapBlocks
 from .attention import MAX_CELLS, token_labels
 from .style import (
     BLUE,
@@ -46,7 +47,7 @@ __all__ = [
 # The four figures of the Compare page are built as dicts (style.from_spec): the page draws them on
 # every view, and Plotly's objects took 10-25 ms each.
 def attention_difference_heatmap(
-    diff: np.ndarray,
+    diff: np.ndarray | MapBlocks,
     labels: Sequence[str],
     *,
     title: str,
@@ -56,11 +57,15 @@ def attention_difference_heatmap(
 ) -> go.Figure:
     """One head's A − B attention [T, T] (queries rows, keys columns); masked cells stay grey. A side
     longer than max_cells is drawn as b × b block means of the cells the mask allows (a long prompt's
-    T² cells are more than a browser draws)."""
-    z = np.array(diff, dtype=np.float64)
-    if mask is not None:
-        z[~np.asarray(mask, dtype=bool)] = np.nan
-    z, b = block_mean(z, max_cells)
+    T² cells are more than a browser draws). diff may be those blocks already (a MapBlocks of one head,
+    analysis.map_blocks.difference_blocks: made a band of rows at a time, no [T, T] map)."""
+    if isinstance(diff, MapBlocks):
+        z, b = diff.means[0].astype(np.float64), diff.b
+    else:
+        z = np.array(diff, dtype=np.float64)
+        if mask is not None:
+            z[~np.asarray(mask, dtype=bool)] = np.nan
+        z, b = block_mean(z, max_cells)
     if b > 1:
         labels = block_labels(labels, b)
         title += f" · each cell is the mean of a {b}×{b} block"

@@ -1,5 +1,9 @@
 """Caches and choices of the Compare and Timeline pages.
 
+Compare draws one head's maps of two runs and their difference as block means made a band of query
+rows at a time (head_maps), and its per-position tables once per pair of runs (token_tables): a long
+prompt costs what the page draws, never two runs' every [T, T] map.
+
 A timeline runs the prompt through every checkpoint of a run (one at a time): it is built once per
 (folder, its contents, prompt, device) and shared read-only by every session, like the Traces in
 caches.py. What a rerun costs is bounded whatever else the folder holds: the folder's own stat,
@@ -11,16 +15,27 @@ checkpoint's Trace go through caches.run_trace, so they share its limits.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+import plotly.graph_objects as go
+
+from ... import figures
+from ...analysis import compare
+from ...analysis.attention import attention_mask
+from ...analysis.map_blocks import block_side, difference_blocks, weight_blocks
 from ...errors import GptvizError
+from ...figures.attention import MAX_CELLS, attention_heatmap
+from ...figures.compare import attention_difference_heatmap
+from ...figures.style import wrap_name
 from ...formats import Bundle
 from ...formats.native import is_native
 from ...formats.safe import read_json
-from ...progress import Cancelled, ProgressFn
+from ...progress import Cancelled, ProgressFn, Reporter
 from ...timeline import RunScan, RunStep, Timeline, is_run_folder, load_run_step, scan_run, timeline
 from ...tokenizers import Tokenizer
-from ..caches import ModelKey, RunKey, cached
+from ..caches import RUN_ENTRIES, ModelKey, RunKey, bundle_for, cached, run_trace
 from ..sources.checkpoints import checkpoint_path, checkpoints_dir, path_version, shipped, version
 from ..sources.classmode import allowed_path
 
@@ -115,6 +130,52 @@ def run_timeline(
         raise  # not a reason to remember: the next visit runs it again
     except GptvizError as e:
         return str(e)
+
+
+# --- Compare: what the page draws of two runs, made once per pair (and head), never a whole map ----------
+@cached(max_entries=4 * RUN_ENTRIES, show_spinner=False)  # the page's progress.waited bar says more
+def head_figures(
+    key_a: RunKey,
+    key_b: RunKey,
+    layer: int,
+    head: int,
+    names: tuple[str, str],
+    presentation: bool,
+    _labels: tuple[Sequence[str], Sequence[str]],
+    _progress: ProgressFn | None = None,
+) -> tuple[go.Figure, go.Figure, go.Figure]:
+    """One head's weights in A and in B, and A − B over A's mask, styled: block means (at most MAX_CELLS a
+    side) made a band of query rows at a time from each run's q and k, as the Attention page's heatmap,
+    never from [T, T] maps. names: the runs' titles; _labels: each run's token labels (functions of the
+    keys). _progress: each of the three maps (not part of the key)."""
+    a, b = run_trace(key_a), run_trace(key_b)
+    side = block_side(a.n_tokens, MAX_CELLS)
+    reporter = Reporter(_progress, "maps", total=3)
+    reporter.start()
+    made, mask_a = [], attention_mask(a, layer)
+    for trace, mask, labels, name in zip((a, b), (mask_a, attention_mask(b, layer)), _labels, names, strict=True):
+        blocks = weight_blocks(trace, layer, side, [head])
+        made.append(attention_heatmap(blocks, list(labels), title=wrap_name(name), mask=mask, height=520))
+        reporter.tick()
+    diff = difference_blocks(a, b, layer, side, [head])
+    made.append(attention_difference_heatmap(diff, list(_labels[0]), title="A − B", mask=mask_a))
+    reporter.tick()
+    one, other, both = (figures.presentation(f, presentation) for f in made)
+    return one, other, both
+
+
+@cached(max_entries=RUN_ENTRIES, show_spinner="Comparing the next tokens…")
+def token_tables(key_a: RunKey, key_b: RunKey) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """next_token_divergence (named by A's tokenizer) and loss_comparison of two runs of the same length,
+    once per pair: passes over T × V logits that a window or head choice must not repeat. Read-only, shared."""
+    a, b = run_trace(key_a), run_trace(key_b)
+    tokenizer = bundle_for(key_a.model).tokenizer
+    return compare.next_token_divergence(a, b, tokenizer), compare.loss_comparison(a, b)
+
+
+def attention_change(key_a: RunKey, key_b: RunKey) -> pd.DataFrame:
+    """analysis.compare.attention_change of two runs, for the page's download (made when it is pressed)."""
+    return compare.attention_change(run_trace(key_a), run_trace(key_b))
 
 
 def step_run_key(step: RunStep, device: str, ids: tuple[int, ...]) -> RunKey:
