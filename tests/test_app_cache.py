@@ -129,6 +129,32 @@ def test_a_download_button_holds_a_copy_not_the_page(monkeypatch):
     assert kept[1]().decode().split() == ["x", "0.0", "1.0", "2.0", "3.0"]
 
 
+def test_a_later_download_is_made_only_when_pressed_from_the_cached_run(env, monkeypatch):
+    """download_later offers what a partial over the run's key makes, made when the button is pressed (not
+    on the page's run: a long prompt's [T, T] map), from the run the caches hold; a page's lambda, which
+    would keep the page's Trace for the session's life, is refused."""
+    import functools
+
+    from gptviz.dashboard import widgets
+
+    kept, made = [], []
+    monkeypatch.setattr(st, "download_button", lambda label, data, **kwargs: kept.append(data))
+    real = gptviz.analysis.attention_matrix
+    monkeypatch.setattr(gptviz.analysis, "attention_matrix", lambda *a: made.append(a) or real(*a))
+    tokenizer = gptviz.load(env / NAME).tokenizer
+    ids = tuple(int(i) for i in tokenizer.encode(PROMPT))
+    key = caches.RunKey(caches.ModelKey(NAME, "cpu", checkpoints.version(NAME)), ids)
+    texts = tuple(tokenizer.decode([i]) for i in ids)
+    widgets.download_later("w", functools.partial(caches.attention_arrays, key, 1, 0, "weights", texts), "w.npz", "w")
+    assert len(kept) == 1 and not made  # nothing made yet
+    with np.load(io.BytesIO(kept[0]())) as npz:
+        np.testing.assert_array_equal(npz["weights"], real(caches.run_trace(key), 1, 0))
+        assert list(npz["tokens"]) == list(texts)
+    assert len(made) == 1
+    with pytest.raises(TypeError, match="partial of a gptviz function"):
+        widgets.download_later("w", lambda: {"w": np.zeros(2)}, "w.npz", "w2")
+
+
 def test_the_dashboard_fixes_the_mmap_threshold_so_evicted_traces_leave_the_process():
     import platform
 

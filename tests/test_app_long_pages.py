@@ -3,7 +3,10 @@ error, and what it sends stays what a browser draws at once: no figure over MAX_
 table over window.LONG rows, no block of text over MAX_TEXT_BYTES. A page that draws per position shows
 a window of them and says which ("Positions 7,680–8,191 of 8,192 shown."); the numbers in the window are
 the whole run's. A random model of 2 layers, one head, C = 8 and a character vocabulary, so that T is the
-prompt's length and the T² work of the maps stays small on two cores."""
+prompt's length and the T² work of the maps stays small on two cores.
+
+Overview, Attention and Compare cost what they draw: no whole [H, T, T] map of a run is built on them (the
+maps are block means made a band of query rows at a time; a whole map to download is made when asked)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ import pytest
 from apptest_helpers import app_session, array, figure, ok, serve
 
 import gptviz
+from gptviz import rebuild
+from gptviz.analysis.attention import attention_mask
+from gptviz.analysis.blocks import block_mean
 from gptviz.dashboard import pages, window
 
 T = 8192
@@ -23,7 +29,7 @@ NAME = "long-char"
 MAX_FIGURE_BYTES = 1 * 2**20  # the layer × head grid of 144 heads at T = 1,024 is ~0.4 MB
 MAX_TEXT_BYTES = 512 * 2**10  # the loss chips of SHOW tokens are ~0.1 MB
 SHOWN = f"Positions {T - window.SHOW:,}–{T - 1:,} of {T:,} shown."
-COMPARE = "views/compare.py"  # two runs' every map (0.5 GB each at T = 8,192): tested on a shorter prompt below
+COMPARE = "views/compare.py"
 
 pytestmark = pytest.mark.slow  # T² attention work on every page: a minute or two on two cores
 
@@ -44,7 +50,17 @@ def root(tmp_path_factory):
 
 
 @pytest.fixture
-def long_app(root, monkeypatch):
+def maps(monkeypatch) -> list[int]:
+    """The T of every whole [H, T, T] weights map a run rebuilds: rebuild._weights counted, not replaced
+    (a run binds it when it is traced, so this comes before the session)."""
+    built: list[int] = []
+    real = rebuild._weights
+    monkeypatch.setattr(rebuild, "_weights", lambda spec, q, k, T: built.append(T) or real(spec, q, k, T))
+    return built
+
+
+@pytest.fixture
+def long_app(root, monkeypatch, maps):
     serve(monkeypatch, root, NAME)
     return ok(app_session(timeout=900, prompt=prompt(T)))  # a loaded two-core machine: minutes for a page
 
@@ -73,10 +89,9 @@ def test_every_page_opens_on_8192_tokens_and_sends_a_bounded_page(long_app, root
     at = long_app
     assert at.session_state["position"] == T - 1
     for p in pages.PAGES:
-        if p.file != COMPARE:
-            started = time.perf_counter()
-            got = bounded(ok(at.switch_page(p.file).run()), p.key)
-            print(f"{p.key}: {time.perf_counter() - started:.1f} s, sends at most {got}")  # a record, with -s
+        started = time.perf_counter()
+        got = bounded(ok(at.switch_page(p.file).run()), p.key)
+        print(f"{p.key}: {time.perf_counter() - started:.1f} s, sends at most {got}")  # a record, with -s
     # the pages that draw per position: a window of the last SHOW, said, of the whole run's numbers
     ok(at.switch_page("views/qkv.py").run())
     assert SHOWN in captions(at)
@@ -121,14 +136,31 @@ def test_the_what_if_pages_act_on_8192_tokens_and_send_a_bounded_page(long_app):
     assert len(array(figure(at, "gen_step_attention")["data"][0]["y"])) == window.SHOW
 
 
-def test_compare_windows_its_rows_and_draws_its_difference_in_blocks(root, monkeypatch):
-    n = window.LONG + 300  # past LONG: windowed; short enough for two runs' every map
-    serve(monkeypatch, root, NAME)
-    at = ok(app_session(timeout=900, prompt=prompt(n)))
-    at.switch_page(COMPARE).run()
-    at.text_input(key="cmp_prompt_b").input(prompt(n, seed=1)).run()
+def test_overview_and_attention_build_no_whole_map(long_app, maps):
+    at = long_app  # on the Overview
+    ok(at.run())  # a plain rerun: the heatmap's download is made only when pressed
+    ok(at.switch_page("views/attention.py").run())
+    assert not maps, maps
+    assert "each cell is the mean of a" in figure(at, "attn_heatmap")["layout"]["title"]["text"]
+
+
+def test_compare_draws_its_window_and_its_difference_in_blocks_from_no_whole_map(long_app, root, maps):
+    at = ok(long_app.switch_page(COMPARE).run())
+    at.text_input(key="cmp_prompt_b").input(prompt(T, seed=1)).run()
     got = bounded(ok(at), "compare")
-    assert f"Positions {n - window.SHOW:,}–{n - 1:,} of {n:,} shown." in captions(at)
+    assert SHOWN in captions(at)
     assert got["rows"] == window.SHOW
+    assert not maps, maps  # neither run's [T, T] maps: block means made a band of rows at a time
     diff = figure(at, "cmp_att_diff")
-    assert "each cell is the mean of a" in diff["layout"]["title"]["text"]
+    b = T // 256
+    assert f"each cell is the mean of a {b}×{b} block" in diff["layout"]["title"]["text"]
+    # the numbers are the whole maps': the last rows' blocks of A − B, from each run's whole map
+    layer, head = at.session_state["layer"], at.session_state["head"]
+    bundle = gptviz.load(root / NAME)
+    last = []
+    for text in (prompt(T), prompt(T, seed=1)):
+        t = gptviz.trace(bundle.model, bundle.tokenizer.encode(text))
+        last.append(t.tensor(f"blocks.{layer}.attn.weights")[head, -256:].double().numpy())  # a whole map, cut
+    allowed = attention_mask(t, layer)[-256:]
+    want = block_mean(np.where(allowed, last[0] - last[1], np.nan), 256)[0]  # [8, 256]: the last 8 block rows
+    np.testing.assert_allclose(array(diff["data"][0]["z"])[-8:], want, atol=1e-6, equal_nan=True)

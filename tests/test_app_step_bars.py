@@ -1,5 +1,6 @@
-"""The bars of a page's own long steps (dashboard/progress.py waited): scoring every head and the health
-checks report each layer into a bar with a Cancel, drawn once the step has run SHOW_AFTER_S (here 0: every
+"""The bars of a page's own long steps (dashboard/progress.py waited): scoring every head, the health
+checks, the Attention page's maps and layer × head grid and the Compare page's maps report each layer
+(or map) into a bar with a Cancel, drawn once the step has run SHOW_AFTER_S (here 0: every
 step counts as slow) and gone when it ends; a cached result draws nothing; a Cancel stops the page there."""
 
 from __future__ import annotations
@@ -11,7 +12,15 @@ import gptviz
 from gptviz.bench.checkpoints import NAME
 from gptviz.dashboard import progress
 
-STEPS = [("views/heads.py", "heads"), ("views/health.py", "health")]
+STEPS = [
+    ("views/heads.py", "heads"),
+    ("views/health.py", "health"),
+    ("views/attention.py", "attention"),  # its maps, then the grid (each layer)
+    ("views/compare.py", "cmp_maps"),  # its three maps, then each run's head scores (each layer)
+]
+
+MAPS = {"attention": 2, "cmp_maps": 3}  # the maps a page's figures step makes (one head's, then the rest)
+SCORED = {"cmp_maps": 2}  # Compare scores every head of A, then of B (its default prompt B is another run)
 
 
 @pytest.fixture
@@ -30,14 +39,20 @@ def test_a_slow_step_draws_each_layer_into_its_bar(env, drawn, page, name):
     layers = gptviz.load(env / NAME).model.config.n_layer
     drawn.clear()
     ok(at.switch_page(page).run())
-    assert [p.done for p in drawn if p.what == "layers"] == list(range(layers + 1))
+    assert [p.done for p in drawn if p.what == "layers"] == list(range(layers + 1)) * SCORED.get(name, 1)
+    assert [p.done for p in drawn if p.what == "maps"] == list(range(MAPS.get(name, -1) + 1))
     assert not at.get("progress")  # gone once done
     drawn.clear()
     ok(at.run())
     assert not drawn  # cached: nothing to wait for, no bar
 
 
-WHAT = {"heads": "Scoring every head", "health": "Checking the checkpoint"}
+WHAT = {
+    "heads": "Scoring every head",
+    "health": "Checking the checkpoint",
+    "attention": "Drawing the attention maps",
+    "cmp_maps": "Drawing the attention maps",
+}
 
 
 @pytest.mark.parametrize("page, name", STEPS)

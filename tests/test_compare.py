@@ -8,6 +8,9 @@ import torch
 from conftest import tiny_model
 
 import gptviz
+from gptviz.analysis import map_blocks
+from gptviz.analysis.attention import attention_mask, attention_row, layer_weights
+from gptviz.analysis.blocks import block_mean
 from gptviz.analysis.compare import (
     CompareError,
     attention_change,
@@ -110,3 +113,56 @@ def test_traces_of_other_shapes_are_refused_with_a_sentence(pair, other):
         check_comparable(a, b)
     with pytest.raises(CompareError):
         loss_comparison(a, b)
+
+
+WINDOWED = dict(pos_encoding="rotary", n_head=4, n_kv_head=2, n_embd=32, sliding_window=5, layer_types="lg")
+LONG_A = [(7 * i + 3) % 11 for i in range(37)]
+LONG_B = LONG_A[:20] + [(5 * i + 1) % 11 for i in range(17)]  # differs from position 20 on
+
+
+@pytest.mark.parametrize("overrides", [{}, WINDOWED], ids=["gpt2", "gqa and a window"])
+def test_the_change_per_head_made_in_bands_equals_the_whole_maps(monkeypatch, overrides):
+    """attention_change, a band of query rows at a time (a few rows each here: every band boundary), gives
+    what the whole [H, T, T] maps give by the definition, worked out with NumPy."""
+    monkeypatch.setattr(map_blocks, "BAND_CELLS", 4 * 3 * 37)
+    model = tiny_model(block_size=64, **overrides)
+    a, b = gptviz.trace(model, LONG_A), gptviz.trace(model, LONG_B)
+    got = attention_change(a, b)
+    T = len(LONG_A)
+    for layer in range(2):
+        d = np.abs(a[f"blocks.{layer}.attn.weights"].astype(np.float64) - b[f"blocks.{layer}.attn.weights"])
+        rows = got[got["layer"] == layer]
+        np.testing.assert_allclose(rows["max_abs_diff"], d.max(axis=(1, 2)), atol=1e-6)
+        np.testing.assert_allclose(rows["mean_abs_diff"], d.sum(axis=(1, 2)) / (T * (T + 1) / 2), atol=1e-6)
+        np.testing.assert_allclose(rows["row_tv"], 0.5 * d.sum(-1).mean(-1), atol=1e-6)
+    assert (got["max_abs_diff"] > 1e-5).all()  # the maps do differ: nothing passes as 0
+
+
+@pytest.mark.parametrize("overrides", [{}, WINDOWED], ids=["gpt2", "gqa and a window"])
+@pytest.mark.parametrize("side", [1, 4])
+def test_difference_blocks_equal_the_block_means_of_the_whole_difference(monkeypatch, overrides, side):
+    """A − B in blocks, made from both runs' bands, equals the NaN-aware block means of the whole
+    difference with A's masked cells left out, as the Compare page drew it from [T, T] maps."""
+    monkeypatch.setattr(map_blocks, "BAND_CELLS", 4 * 2 * 37)
+    model = tiny_model(block_size=64, **overrides)
+    a, b = gptviz.trace(model, LONG_A), gptviz.trace(model, LONG_B)
+    for layer in range(2):
+        whole = attention_difference(a, b, layer).astype(np.float64)  # [H, T, T]
+        whole[:, ~attention_mask(a, layer)] = np.nan
+        got = map_blocks.difference_blocks(a, b, layer, side, heads=[1, 0])
+        for i, head in enumerate((1, 0)):
+            want = block_mean(whole[head], -(-len(LONG_A) // side))[0] if side > 1 else whole[head]
+            np.testing.assert_array_equal(np.isnan(got.means[i]), np.isnan(want))
+            np.testing.assert_allclose(got.means[i], want, atol=1e-6, equal_nan=True)
+        assert np.nanmax(np.abs(got.means)) > 1e-5
+
+
+def test_one_querys_row_equals_its_row_of_the_whole_map():
+    model = tiny_model(block_size=64, **WINDOWED)
+    t = gptviz.trace(model, LONG_A)
+    for layer in range(2):
+        whole = layer_weights(t, layer)  # masked cells NaN
+        for query in (0, 4, 20, 36):
+            row = attention_row(t, layer, 2, query)
+            np.testing.assert_array_equal(np.isnan(row), np.isnan(whole[2, query]))
+            np.testing.assert_allclose(row, whole[2, query], atol=1e-6, equal_nan=True)
