@@ -60,7 +60,7 @@ def attention_difference_heatmap(
     T² cells are more than a browser draws). diff may be those blocks already (a MapBlocks of one head,
     analysis.map_blocks.difference_blocks: made a band of rows at a time, no [T, T] map)."""
     if isinstance(diff, MapBlocks):
-        z, b = diff.means[0].astype(np.float64), diff.b
+        z, b = diff.means[0], diff.b
     else:
         z = np.array(diff, dtype=np.float64)
         if mask is not None:
