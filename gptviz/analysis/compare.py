@@ -90,14 +90,15 @@ def attention_change(a, b) -> pd.DataFrame:
     rows, T = [], a.n_tokens
     causal = T * (T + 1) / 2
     for layer in range(a.n_layer):
-        top, total, tv = [], 0.0, 0.0
+        top, sums = [], []
         for (_, wa, _, _), (_, wb, _, _) in zip(weight_bands(a, layer), weight_bands(b, layer), strict=True):
             keys = min(wa.size(-1), wb.size(-1))  # a rebuilt band reads only the keys its rows may see
             d = (wa[..., :keys].float() - wb[..., :keys].float().to(wa.device)).abs()  # [H, rows, keys]
             top.append(d.amax(dim=(-2, -1)))
-            row_sums = d.sum(-1)  # [H, rows]
-            total, tv = total + row_sums.sum(-1), tv + 0.5 * row_sums.sum(-1)
-        biggest = torch.stack(top).amax(0) if len(top) > 1 else top[0]  # NaN anywhere stays NaN
+            sums.append(d.sum(dim=(-2, -1)))  # [H]: each row's L1 distance, summed over the band's rows
+        biggest = torch.stack(top).amax(0)  # NaN anywhere stays NaN
+        total = torch.stack(sums).sum(0)
+        tv = 0.5 * total
         for head in range(biggest.numel()):
             rows.append(
                 {

@@ -10,6 +10,7 @@ import logging
 import re
 import string
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -70,7 +71,7 @@ def figure_chart(fig, key: str, **kwargs):
     return st.plotly_chart(fig, key=key, width="stretch", config=CHART_CONFIG, **kwargs)
 
 
-Offered = pd.DataFrame | dict[str, np.ndarray]
+Offered: TypeAlias = pd.DataFrame | dict[str, np.ndarray]
 
 
 def _encoded(d: Offered) -> bytes:
