@@ -114,7 +114,7 @@ def weight_bands(
     heads: Sequence[int] | None = None,
     rows: int | None = None,
     span: range | None = None,
-    rebuild=True,
+    rebuild: bool = True,
 ) -> Iterator[tuple[int, Tensor, Tensor, bool]]:
     """The attention weights of `layer` (the chosen heads, all by default) a band of `rows` query rows at a time
     (band_rows by default), over the query rows of `span` (all by default): (a, w, allowed, zeroed) per band,

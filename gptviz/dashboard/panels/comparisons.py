@@ -1,7 +1,7 @@
 """Caches and choices of the Compare and Timeline pages.
 
 Compare draws one head's maps of two runs and their difference as block means made a band of query
-rows at a time (head_maps), and its per-position tables once per pair of runs (token_tables): a long
+rows at a time (head_figures), and its per-position tables once per pair of runs (token_tables): a long
 prompt costs what the page draws, never two runs' every [T, T] map.
 
 A timeline runs the prompt through every checkpoint of a run (one at a time): it is built once per
