@@ -110,8 +110,9 @@ def _read_into(file: Path, start: int | None, out: torch.Tensor, f=None) -> None
 
 
 # Rows of a tensor read at a time when it is converted on the way in: a block that stays in the cache
-# between its read and its conversion (up to 8 MB), and long enough runs for a transposing write (256 values).
-BLOCK_ROWS, BLOCK_BYTES = 256, 8 * 2**20
+# between its read and its conversion (up to 4 MB), in few enough pieces that torch's threads are started
+# rarely (each start costs a wait where another process holds a core), with long runs for a transposing write.
+BLOCK_ROWS, BLOCK_BYTES = 1024, 4 * 2**20
 
 
 def _finite_sum(t: torch.Tensor) -> bool:
@@ -132,6 +133,7 @@ class Weights:
         self.stored: dict[str, str] = {}  # name -> the dtype the file holds it in ("bfloat16", ...)
         self._read: dict[Path, dict[str, torch.Tensor]] = {}  # files read whole: torch files, uploads
         self._spans: dict[str, tuple[int, int]] = {}  # name -> its bytes in a safetensors file on disk
+        self._buffers: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}  # read_into's blocks
         for file in files:
             if file.suffix == ".safetensors":
                 header = safetensors_header(file)
@@ -209,22 +211,31 @@ class Weights:
         if out.dtype == dtype and out.is_contiguous():
             _read_into(file, begin, out)
             return _finite_sum(out)
-        row_bytes = max(1, out[0].numel() * dtype.itemsize)
-        rows = max(1, min(BLOCK_ROWS, BLOCK_BYTES // row_bytes))
-        buffer = torch.empty((rows, *out.shape[1:]), dtype=dtype)
+        row = out[0].numel()
+        rows = max(1, min(BLOCK_ROWS, BLOCK_BYTES // (row * dtype.itemsize)))
+        read, turned = self._scratch(dtype, rows * row)
         laid_out = out.dim() == 2 and out.stride(0) == 1  # [in, out] in memory (decoding.in_out_layout)
         finite = True
         with open(file, "rb", buffering=0) as f:
             f.seek(begin)
             for i in range(0, out.size(0), rows):
-                block = buffer[: min(rows, out.size(0) - i)]
+                n = min(rows, out.size(0) - i)
+                block = read[: n * row].view(n, *out.shape[1:])
                 _read_into(file, None, block, f)
                 if laid_out:  # torch transposes in its own dtype fast (tiled), then converts runs of values
-                    out[i : i + len(block)].t().copy_(block.t().contiguous())
+                    out[i : i + n].t().copy_(turned[: n * row].view(row, n).copy_(block.t()))
                 else:
-                    out[i : i + len(block)].copy_(block)
+                    out[i : i + n].copy_(block)
                 finite = finite and _finite_sum(block)
         return finite
+
+    def _scratch(self, dtype: torch.dtype, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two buffers of at least n values of dtype, kept for the next tensor: fresh memory costs the
+        kernel a page fault every 4 kB."""
+        held = self._buffers.get(dtype)
+        if held is None or held[0].numel() < n:
+            held = self._buffers[dtype] = (torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype))
+        return held
 
     def _read_whole(self, file: Path) -> dict[str, torch.Tensor]:
         if file.suffix == ".safetensors":  # an upload held in memory: safe_open needs a file, so read its bytes
