@@ -116,9 +116,10 @@ BLOCK_ROWS, BLOCK_BYTES = 1024, 4 * 2**20
 
 
 def _finite_sum(t: torch.Tensor) -> bool:
-    """Whether t's sum, accumulated in float32, is finite: it is not where a value is NaN or Inf, nor where
-    the sum overflows (then every value has to be looked at)."""
-    return bool(torch.isfinite(t.sum(dtype=torch.float32)))
+    """Whether t's sum is finite: it is not where a value is NaN or Inf, nor where the sum overflows t's
+    dtype (then every value has to be looked at). torch accumulates a half sum in float32 with no copy;
+    asking for a float32 result would convert t first, a copy of its size."""
+    return bool(torch.isfinite(t.sum()))
 
 
 class Weights:
