@@ -5,6 +5,7 @@ in bf16 grows the process by the model and little else."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -76,3 +77,42 @@ def test_a_file_cut_short_while_loading_is_one_line(shards, tmp_path):
         f.truncate(weights._spans[last][1] - 10)  # the last tensor's bytes now end early
     with pytest.raises(CheckpointError, match="ends inside a tensor"):
         weights.get(last)
+
+
+def test_stacked_rows_are_written_block_by_block_in_any_dtype_and_layout(shards, monkeypatch):
+    """q, k and v stacked into c_attn are read a few rows at a time through one small buffer and written
+    straight into the parameter, converted on the way: the values are the stacked tensors' exactly, in
+    the plain layout, the [in, out] one and the stored dtype."""
+    from gptviz.formats import weights as weights_module
+    from gptviz.formats.weights import Stacked
+
+    folder, _ = shards
+    weights = Weights(sorted(folder.glob("*.safetensors")))
+    sources = tuple(f"model.layers.1.self_attn.{p}_proj.weight" for p in "qkv")
+    part = Stacked(weights, sources)
+    want = torch.cat([weights.get(s) for s in sources])
+    assert part.shape == tuple(want.shape) and part.dtype == want.dtype == torch.bfloat16
+    monkeypatch.setattr(weights_module, "BLOCK_ROWS", 7)  # many blocks, the last of each source short
+    for out in (torch.empty(part.shape[::-1]).t(), torch.empty(part.shape), torch.empty(part.shape, dtype=want.dtype)):
+        assert part.into(out) is True
+        assert torch.equal(out, want.to(out.dtype)), (out.dtype, out.stride())
+
+
+def test_nan_in_one_block_of_a_converted_weight_is_named(shards, tmp_path, monkeypatch):
+    """The finiteness check runs on each block as it is converted: a NaN in one block of k_proj, in a bf16
+    file computed in float32, is named as the c_attn weight it went into."""
+    from safetensors.torch import load_file, save_file
+
+    from gptviz.formats import weights as weights_module
+
+    folder, _ = shards
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    key = "model.layers.2.self_attn.k_proj.weight"
+    file = next(f for f in copy.glob("*.safetensors") if key in load_file(str(f)))
+    state = load_file(str(file))
+    state[key][100, 5] = float("nan")
+    save_file(state, str(file), metadata={"format": "pt"})
+    monkeypatch.setattr(weights_module, "BLOCK_ROWS", 16)  # the NaN's block is the seventh of eight
+    warnings = gptviz.load(copy, dtype="float32").report.warnings
+    assert "NaN or Inf in weights: transformer.h.2.attn.c_attn.weight" in warnings

@@ -133,6 +133,8 @@ def write_checkpoint(config: GPTConfig, folder: Path, seed: int = 0) -> int:
 CHILD = textwrap.dedent(
     """
     import json, resource, sys, time
+    if sys.argv[1].startswith("gptviz:"):
+        import gptviz  # before torch, as `import gptviz` is used: it sets OpenMP's passive wait, read once
     import torch
     role, folder, out, lengths = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 

@@ -21,7 +21,7 @@ from ..errors import CheckpointError, summarise
 from ..model import GPT
 from ..progress import ProgressFn, Reporter
 from ..tokenizers import Tokenizer
-from .weights import READ
+from .weights import READ, Stacked
 
 
 @dataclass
@@ -162,6 +162,27 @@ def in_out_copy(value: torch.Tensor, dtype: torch.dtype, rows: int = 256) -> tor
     return out.t()
 
 
+def _check_shape(source: Path, key: str, shape: Iterable[int], wanted: torch.Size) -> None:
+    if tuple(shape) != tuple(wanted):
+        raise CheckpointError(f"{source}: {key} has shape {list(shape)} but the config needs {list(wanted)}")
+
+
+def _converted(
+    value: torch.Tensor, name: str, key: str, wanted: torch.Size, dtype: torch.dtype, device: torch.device, source: Path
+) -> torch.Tensor:
+    """A tensor made by a loader, as the parameter `name`: kept where it is one (_own), else converted
+    to dtype on device into memory of its own."""
+    _check_shape(source, key, value.shape, wanted)
+    if _own(value, dtype, device):  # read from the file into memory of its own, as it is needed
+        return value
+    if value.dim() == 2 and value.t().is_contiguous() and not value.is_contiguous():
+        # handed over as the transpose of a stored [in, out] (GPT-2's Conv1D): kept laid out so (in_out_layout)
+        return torch.empty(value.shape[::-1], dtype=dtype, device=device).copy_(value.t()).t()
+    if value.dtype != dtype and dtype == torch.float32 and device.type == "cpu" and is_block_linear(name):
+        return in_out_copy(value, dtype)  # converted anyway (a bf16 file computed in float32): written [in, out]
+    return torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
+
+
 def fill_model(
     config: GPTConfig,
     tensors: Iterable[tuple[str, Callable[[], torch.Tensor]]],
@@ -186,24 +207,16 @@ def fill_model(
         name = "transformer.wte.weight" if tied and key == "lm_head.weight" else key
         if name not in params:
             continue
-        value = make()
-        if tuple(value.shape) != tuple(params[name].shape):
-            raise CheckpointError(
-                f"{source}: {key} has shape {list(value.shape)} but the config needs {list(params[name].shape)}"
-            )
-        if _own(value, dtype, device):  # read from the file into memory of its own, as it is needed
-            t = value
-        elif value.dim() == 2 and value.t().is_contiguous() and not value.is_contiguous():
-            # handed over as the transpose of a stored [in, out] (GPT-2's Conv1D): kept laid out so (in_out_layout)
-            t = torch.empty(value.shape[::-1], dtype=dtype, device=device).copy_(value.t()).t()
-        elif value.dtype != dtype and dtype == torch.float32 and device.type == "cpu" and is_block_linear(name):
-            t = in_out_copy(value, dtype)  # converted anyway (a bf16 file computed in float32): written [in, out]
+        if isinstance(make, Stacked) and device.type == "cpu" and make.shape:  # rows written straight in
+            _check_shape(source, key, make.shape, params[name].shape)
+            laid = dtype == torch.float32 and make.dtype != dtype and is_block_linear(name) and len(make.shape) == 2
+            t = torch.empty(make.shape[::-1], dtype=dtype).t() if laid else torch.empty(make.shape, dtype=dtype)
+            finite = make.into(t)
         else:
-            t = torch.empty(value.shape, dtype=dtype, device=device).copy_(value)  # converted, contiguous, owned
-        del value
-        # a sum (accumulated in float32 by torch, in t's dtype: no converted copy) is cheap and not finite
-        # exactly when a value is not, or when it overflowed (float16): then every value is looked at
-        if not torch.isfinite(t.sum()) and not torch.isfinite(t).all():
+            t = _converted(make(), name, key, params[name].shape, dtype, device, source)
+            finite = bool(torch.isfinite(t.sum()))  # accumulated in float32 by torch: no converted copy
+        # a sum is not finite exactly when a value is not, or when it overflowed: then every value is looked at
+        if not finite and not torch.isfinite(t).all():
             bad.append(key)
         module_name, _, attr = name.rpartition(".")
         module = model.get_submodule(module_name)

@@ -42,7 +42,7 @@ from .hf_config import (  # noqa: F401 (importable from here, as before the reco
 from .hf_llama_export import save_hf_llama  # noqa: F401 (the other direction, also importable from here)
 from .safe import check_file, read_json
 from .stop import eos_token_ids
-from .weights import Weights
+from .weights import Stacked, Weights
 
 # the tables of each family (what it reads, what it refuses, where its weights live) are its record in
 # families.py; config.json is read through it in hf_config.py
@@ -193,8 +193,9 @@ def used_sources(parts: dict[str, Part]) -> set[str]:
 
 
 def fill_order(parts: dict[str, Part], weights: Weights) -> Iterator[tuple[str, Callable[[], torch.Tensor]]]:
-    """Our keys and how to make each from the file's tensors, for fill_model. A tensor that feeds two
-    of ours (Phi-3's gate_up_proj: gate and up) is read once and let go after its last use."""
+    """Our keys and how to make each from the file's tensors, for fill_model: a tensor that is the file's
+    own or several stacked (q, k, v) as Stacked, which fill_model writes straight into the parameter. A
+    tensor that feeds two of ours (Phi-3's gate_up_proj: gate and up) is read once and let go after its last use."""
     left = Counter(s for part in parts.values() for s in part.sources)
     read: dict[str, torch.Tensor] = {}
 
@@ -208,7 +209,9 @@ def fill_order(parts: dict[str, Part], weights: Weights) -> Iterator[tuple[str, 
         return part.fn(*(take(s) for s in part.sources))
 
     for ours, part in parts.items():
-        yield ours, partial(make, part)
+        alone = all(left[s] == 1 for s in part.sources)  # read for this tensor only
+        stacked = alone and part.fn in (_one, _cat) and all(weights.shapes[s] for s in part.sources)
+        yield ours, Stacked(weights, part.sources) if stacked else partial(make, part)
 
 
 def plan(config: GPTConfig, kind: str, weights: Weights, source: Path, report: LoadReport) -> dict[str, Part]:

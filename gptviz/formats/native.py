@@ -4,6 +4,7 @@ and `model.safetensors` (+ `tokenizer.json` for BPE), as `gptviz.save` writes it
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -17,7 +18,7 @@ from ..progress import ProgressFn, begin
 from ..tokenizers import BPETokenizer, CharTokenizer, Tokenizer
 from .bundle import Bundle, LoadReport, check_shapes, compute_dtype, fill_model, finish
 from .safe import check_file, read_json
-from .weights import Weights
+from .weights import Stacked, Weights
 
 NATIVE_FORMAT_VERSION = 1
 
@@ -104,7 +105,7 @@ def load_native(path: Path, device: torch.device, dtype: str = "auto", progress:
     tokenizer = native_tokenizer(path, meta.get("tokenizer"), config.vocab_size, config.block_size)
     dtype_ = compute_dtype(weights.floating_dtypes(), dtype, config, device, report)
     order = sorted(weights.shapes, key=lambda k: k == "lm_head.weight")  # a tied head last, as load_state_dict
-    tensors = ((k, lambda k=k: weights.get(k)) for k in order)
+    tensors = ((k, Stacked(weights, (k,)) if weights.shapes[k] else partial(weights.get, k)) for k in order)
     model = fill_model(config, tensors, dtype_, device, report, file, progress)
     report.tokenizer = tokenizer.kind if tokenizer else "none"
     card = meta.get("card")

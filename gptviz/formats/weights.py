@@ -10,6 +10,7 @@ import json
 import math
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -91,20 +92,34 @@ def data_offsets(file: Path) -> tuple[int, dict[str, tuple[int, int]]]:
     return 8 + n, spans  # type: ignore[return-value]
 
 
-def _read_into(file: Path, start: int, out: torch.Tensor) -> None:
+def _read_into(file: Path, start: int | None, out: torch.Tensor, f=None) -> None:
     """The file's bytes from `start` read straight into out's memory (contiguous, on the CPU): no mapping
-    of the file and no copy on the way. A file that ends early (rewritten while loading) is one line."""
+    of the file and no copy on the way. A file that ends early (rewritten while loading) is one line.
+    f: the file already open (unbuffered), read on from where it is when start is None."""
     view = out.reshape(-1).view(torch.uint8).numpy().data  # a writable memoryview of out's bytes
-    with open(file, "rb", buffering=0) as f:
-        f.seek(start)
-        got = 0
-        while got < len(view):
-            n = f.readinto(view[got:])
-            if not n:
-                raise CheckpointError(
-                    f"{file}: the file ends inside a tensor; it was truncated or changed while loading"
-                )
-            got += n
+    if f is None:
+        with open(file, "rb", buffering=0) as f:
+            f.seek(start)
+            return _read_into(file, None, out, f)
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])
+        if not n:
+            raise CheckpointError(f"{file}: the file ends inside a tensor; it was truncated or changed while loading")
+        got += n
+
+
+# Rows of a tensor read at a time when it is converted on the way in: a block that stays in the cache
+# between its read and its conversion (up to 4 MB), in few enough pieces that torch's threads are started
+# rarely (each start costs a wait where another process holds a core), with long runs for a transposing write.
+BLOCK_ROWS, BLOCK_BYTES = 1024, 4 * 2**20
+
+
+def _finite_sum(t: torch.Tensor) -> bool:
+    """Whether t's sum is finite: it is not where a value is NaN or Inf, nor where the sum overflows t's
+    dtype (then every value has to be looked at). torch accumulates a half sum in float32 with no copy;
+    asking for a float32 result would convert t first, a copy of its size."""
+    return bool(torch.isfinite(t.sum()))
 
 
 class Weights:
@@ -119,6 +134,7 @@ class Weights:
         self.stored: dict[str, str] = {}  # name -> the dtype the file holds it in ("bfloat16", ...)
         self._read: dict[Path, dict[str, torch.Tensor]] = {}  # files read whole: torch files, uploads
         self._spans: dict[str, tuple[int, int]] = {}  # name -> its bytes in a safetensors file on disk
+        self._buffers: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}  # read_into's blocks
         for file in files:
             if file.suffix == ".safetensors":
                 header = safetensors_header(file)
@@ -180,6 +196,48 @@ class Weights:
             self._read[file] = self._read_whole(file)
         return self._read[file].pop(key)
 
+    def read_into(self, key: str, out: torch.Tensor) -> bool:
+        """The tensor written into out: its shape, in any dtype and any layout, on the CPU. From a safetensors
+        file on disk a block of rows at a time through one small buffer, converted as it is written, so
+        nothing of the tensor's size is allocated on the way (get, then a conversion, makes two such
+        copies, and the fresh pages of each cost the kernel as much as the copy); a tensor stored as out
+        holds it is read straight into out. Else out takes get(key). Returns whether the sum of the values
+        is finite, taken where they are still in the cache: False where a value may be NaN or Inf."""
+        dtype = getattr(torch, self.stored[key], None)
+        if key not in self._spans or not isinstance(dtype, torch.dtype) or out.dim() == 0:
+            return _finite_sum(out.copy_(self.get(key)))
+        file, (begin, end) = self.where[key], self._spans[key]
+        if end - begin != out.numel() * dtype.itemsize:  # safe_open checked it: a file changed since
+            raise CheckpointError(f"{file}: {key}'s bytes do not match its shape; the file changed while loading")
+        if out.dtype == dtype and out.is_contiguous():
+            _read_into(file, begin, out)
+            return _finite_sum(out)
+        row = out[0].numel()
+        rows = max(1, min(BLOCK_ROWS, BLOCK_BYTES // (row * dtype.itemsize)))
+        read, turned = self._scratch(dtype, rows * row)
+        laid_out = out.dim() == 2 and out.stride(0) == 1  # [in, out] in memory (decoding.in_out_layout)
+        finite = True
+        with open(file, "rb", buffering=0) as f:
+            f.seek(begin)
+            for i in range(0, out.size(0), rows):
+                n = min(rows, out.size(0) - i)
+                block = read[: n * row].view(n, *out.shape[1:])
+                _read_into(file, None, block, f)
+                if laid_out:  # torch transposes in its own dtype fast (tiled), then converts runs of values
+                    out[i : i + n].t().copy_(turned[: n * row].view(row, n).copy_(block.t()))
+                else:
+                    out[i : i + n].copy_(block)
+                finite = finite and _finite_sum(block)
+        return finite
+
+    def _scratch(self, dtype: torch.dtype, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two buffers of at least n values of dtype, kept for the next tensor: fresh memory costs the
+        kernel a page fault every 4 kB."""
+        held = self._buffers.get(dtype)
+        if held is None or held[0].numel() < n:
+            held = self._buffers[dtype] = (torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype))
+        return held
+
     def _read_whole(self, file: Path) -> dict[str, torch.Tensor]:
         if file.suffix == ".safetensors":  # an upload held in memory: safe_open needs a file, so read its bytes
             return read_safetensors(file)
@@ -188,3 +246,38 @@ class Weights:
         if any(got.get(k) != shape for k, shape in self.shapes.items() if self.where[k] == file):
             raise CheckpointError(f"{file}: the file changed while it was being loaded; load it again")
         return state
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """One of our tensors that is a file's tensor, or several stacked along their rows (q, k and v): made
+    when called, or written by into() straight into the tensor that becomes the parameter (fill_model),
+    with nothing of its size made on the way."""
+
+    weights: Weights
+    sources: tuple[str, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        first = self.weights.shapes[self.sources[0]]
+        return (sum(self.weights.shapes[s][0] for s in self.sources), *first[1:])
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The dtype the file stores every source in, None where they differ."""
+        stored = {self.weights.stored[s] for s in self.sources}
+        dtype = getattr(torch, stored.pop(), None) if len(stored) == 1 else None
+        return dtype if isinstance(dtype, torch.dtype) else None
+
+    def __call__(self) -> torch.Tensor:
+        ts = [self.weights.get(s) for s in self.sources]
+        return ts[0] if len(ts) == 1 else torch.cat(ts, dim=0)
+
+    def into(self, out: torch.Tensor) -> bool:
+        """Each source's rows written into out in turn; whether every sum was finite (Weights.read_into)."""
+        row, finite = 0, True
+        for s in self.sources:
+            n = self.weights.shapes[s][0]
+            finite = self.weights.read_into(s, out[row : row + n]) and finite
+            row += n
+        return finite
