@@ -153,7 +153,7 @@ def attention_heatmap_spec(
     ticks = block_labels(labels, b)
     zmin, zmax, note = _range(z, kind, skip_first_key)
     if b > 1:
-        title += f" · each cell is the mean of a {b}×{b} block (T = {len(labels)})"
+        title += f"<br>each cell is the mean of a {b}×{b} block (T = {len(labels)})"  # its own line: half-width maps
     diverging = kind != "weights"
     heat = dict(
         type="heatmap",
