@@ -50,12 +50,13 @@ def root(tmp_path_factory):
 
 
 @pytest.fixture
-def maps(monkeypatch) -> list[int]:
-    """The T of every whole [H, T, T] weights map a run rebuilds: rebuild._weights counted, not replaced
-    (a run binds it when it is traced, so this comes before the session)."""
-    built: list[int] = []
-    real = rebuild._weights
-    monkeypatch.setattr(rebuild, "_weights", lambda spec, q, k, T: built.append(T) or real(spec, q, k, T))
+def maps(monkeypatch) -> list[tuple[str, int]]:
+    """Every whole [H, T, T] weights map and [T, T] mask a run rebuilds, with its T: rebuild._weights and
+    rebuild._mask counted, not replaced (a run binds them when it is traced, so this comes before the session)."""
+    built: list[tuple[str, int]] = []
+    weights, mask = rebuild._weights, rebuild._mask
+    monkeypatch.setattr(rebuild, "_weights", lambda spec, q, k, T: built.append(("map", T)) or weights(spec, q, k, T))
+    monkeypatch.setattr(rebuild, "_mask", lambda spec, T, device: built.append(("mask", T)) or mask(spec, T, device))
     return built
 
 
@@ -150,7 +151,7 @@ def test_compare_draws_its_window_and_its_difference_in_blocks_from_no_whole_map
     got = bounded(ok(at), "compare")
     assert SHOWN in captions(at)
     assert got["rows"] == window.SHOW
-    assert not maps, maps  # neither run's [T, T] maps: block means made a band of rows at a time
+    assert not maps, maps  # neither run's [T, T] maps nor masks: block means made a band of rows at a time
     diff = figure(at, "cmp_att_diff")
     b = T // 256
     assert f"each cell is the mean of a {b}×{b} block" in diff["layout"]["title"]["text"]

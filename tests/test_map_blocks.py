@@ -13,6 +13,7 @@ from gptviz import analysis, figures
 from gptviz.analysis import map_blocks
 from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.blocks import block_mean
+from gptviz.figures.style import windowed
 
 IDS = [(7 * i + 3) % 11 for i in range(37)]
 
@@ -43,6 +44,8 @@ def test_blocks_equal_the_block_means_of_the_whole_maps(monkeypatch, overrides, 
         np.testing.assert_array_equal(np.isnan(got.means), np.isnan(means))
         np.testing.assert_allclose(got.means, means, atol=1e-6, equal_nan=True)
         assert (got.masked == masked).all() and not got.bad.any()
+        assert got.window is windowed(attention_mask(t, layer))  # the caption's, with no [T, T] mask
+        assert got.window is (overrides.get("layer_types", "gg")[layer] == "l")  # made so: layer 0 is local
         one = analysis.weight_blocks(t, layer, b, heads=[1])  # one head alone: the same blocks
         np.testing.assert_allclose(one.means[0], got.means[1], atol=1e-6, equal_nan=True)
 

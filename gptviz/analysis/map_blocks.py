@@ -36,13 +36,15 @@ class MapBlocks:
 
     means [H, n, n] float32: the mean of each block's allowed finite cells, NaN where it has none;
     masked [H, n, n] bool: every cell of the block masked; bad [H, n, n] bool: a cell the mask allows
-    holds NaN or ±Inf; b: the block side; T: the positions the blocks cover."""
+    holds NaN or ±Inf; b: the block side; T: the positions the blocks cover; window: the mask also hides
+    some key before its query (a sliding-window or local layer), which a figure's caption says."""
 
     means: np.ndarray
     masked: np.ndarray
     bad: np.ndarray
     b: int
     T: int
+    window: bool = False
 
 
 def block_side(T: int, max_cells: int) -> int:
@@ -65,7 +67,7 @@ def reduce_maps(maps: Tensor | np.ndarray, allowed: Tensor | np.ndarray | None, 
     w = _tensor(maps)
     allowed = ~torch.isnan(w) if allowed is None else _tensor(allowed).to(w.device)
     parts = _band(w, allowed.expand(w.shape), b)
-    return _blocks(*parts, b, w.size(-1))
+    return _blocks(*parts, b, w.size(-1), _hides_earlier(0, allowed.reshape(-1, *allowed.shape[-2:])[0]))
 
 
 def _tensor(x: Tensor | np.ndarray) -> Tensor:
@@ -95,11 +97,18 @@ def _band(w: Tensor, allowed: Tensor, b: int, zero_masked: bool = False) -> tupl
     )
 
 
-def _blocks(total: Tensor, count: Tensor, allowed: Tensor, bad: Tensor, b: int, T: int) -> MapBlocks:
+def _blocks(total: Tensor, count: Tensor, allowed: Tensor, bad: Tensor, b: int, T: int, window: bool) -> MapBlocks:
     means = torch.where(count > 0, total / count.clamp_min(1), float("nan"))
     masked, bad = (allowed == 0).expand(means.shape), bad > 0
     host = torch.stack([means, masked.float(), bad.float()]).cpu().numpy()  # one copy to the host
-    return MapBlocks(host[0].astype(np.float32), host[1] > 0, host[2] > 0, b, T)
+    return MapBlocks(host[0].astype(np.float32), host[1] > 0, host[2] > 0, b, T, window)
+
+
+def _hides_earlier(a: int, allowed: Tensor) -> bool:
+    """Whether a band's mask (query rows a.., every key it reads) hides a key at or before its query."""
+    rows, keys = allowed.shape
+    earlier = torch.arange(keys, device=allowed.device) <= torch.arange(a, a + rows, device=allowed.device)[:, None]
+    return bool((earlier & ~allowed).any())
 
 
 def band_rows(T: int, heads: int, b: int = 1) -> int:
@@ -166,14 +175,15 @@ def _count(trace, layer: int, heads: Sequence[int] | None) -> int:
 
 def _reduce_bands(bands: Iterator[tuple[int, Tensor, Tensor, bool]], n_heads: int, b: int, T: int) -> MapBlocks:
     """MapBlocks of the bands of weight_bands (or of a difference of two): each band fills its rows' blocks."""
-    n, sums = -(-T // b), None
+    n, sums, window = -(-T // b), None, False
     for a, w, allowed, zeroed in bands:
+        window = window or _hides_earlier(a, allowed)
         band = _band(w, allowed.expand(w.shape), b, zero_masked=zeroed)
         if sums is None:
             sums = [torch.zeros(n_heads, n, n, device=w.device) for _ in range(4)]
         for whole, part in zip(sums, band, strict=True):
             whole[:, a // b : a // b + part.size(1), : part.size(2)] = part
-    return _blocks(*(sums or [torch.zeros(n_heads, n, n) for _ in range(4)]), b, T)
+    return _blocks(*(sums or [torch.zeros(n_heads, n, n) for _ in range(4)]), b, T, window)
 
 
 def difference_blocks(a, b_trace, layer: int, b: int, heads: Sequence[int] | None = None) -> MapBlocks:

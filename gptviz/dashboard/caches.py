@@ -296,7 +296,6 @@ def head_figure(
         list(_labels),
         title=f"Layer {layer}, head {head}: attention weights",
         height=height,
-        mask=attention_mask(t, layer),
     )
     return figures.presentation(fig, presentation)
 
@@ -320,12 +319,12 @@ def attention_figures(
     t = run_trace(key)
     reporter = Reporter(_progress, "maps", total=2)
     reporter.start()
-    labels, mask, T = list(_labels), attention_mask(t, layer), t.n_tokens
-    m: MapBlocks | np.ndarray  # the weights as block means; scores as the [T, T] matrix
+    labels, T, mask = list(_labels), t.n_tokens, None
+    m: MapBlocks | np.ndarray  # the weights as block means (which carry their mask); scores as the [T, T] matrix
     if kind == "weights":
         m = analysis.weight_blocks(t, layer, analysis.block_side(T, MAX_CELLS), heads=[head])
     else:
-        m = analysis.attention_matrix(t, layer, head, kind)
+        m, mask = analysis.attention_matrix(t, layer, head, kind), attention_mask(t, layer)
     reporter.tick()
     # the weights as block means made a band of rows at a time: no layer's [H, T, T] maps held
     every_head = analysis.weight_blocks(t, layer, analysis.block_side(T, HEAD_GRID_CELLS))

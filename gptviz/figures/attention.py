@@ -141,15 +141,17 @@ def attention_heatmap_spec(
     kind: "weights", "masked scores" or "scores" (sets the colour scale and its title).
     skip_first_key: scale the colours without key 0, which often takes most of the weight (a sink).
     mask: the layer's [T, T] attention mask (True = may read); without it every NaN counts as masked.
+    Block means (a MapBlocks) carry their own mask: it is not needed with them.
     score_rule: the model's own score formula (analysis.score_rule) where it is not q·k/√D.
     clickable: a click on a readable cell selects it (cell_picker), up to PICKER_SIDE cells a side.
     A side longer than max_cells is averaged into blocks (NaN-aware) and the title says so; matrix may
     be those blocks already (weights: a MapBlocks of one head, analysis.weight_blocks)."""
-    if isinstance(matrix, MapBlocks):
-        z, masked, bad, b = matrix.means[0], matrix.masked[0], matrix.bad[0], matrix.b
+    if isinstance(matrix, MapBlocks):  # the blocks know their mask: no [T, T] one is needed
+        z, masked, bad, b, window = matrix.means[0], matrix.masked[0], matrix.bad[0], matrix.b, matrix.window
     else:
         m, masked, bad = _cells(matrix, mask, kind)
         z, masked, bad, b = _reduce(m, masked, bad, max_cells)
+        window = windowed(mask)
     ticks = block_labels(labels, b)
     zmin, zmax, note = _range(z, kind, skip_first_key)
     if b > 1:
@@ -173,7 +175,7 @@ def attention_heatmap_spec(
         heat.pop("hovertemplate")
         heat["hoverinfo"] = "skip"
         data.append(picker)
-    caption = cell_notes(bool(masked.any()), bool(bad.any()), windowed(mask))
+    caption = cell_notes(bool(masked.any()), bool(bad.any()), window)
     if note:
         caption += f"; {note}"
     # built as a dict (figures.style.from_spec): a class draws this chart for each new prompt

@@ -59,13 +59,14 @@ def attention_difference_heatmap(
     longer than max_cells is drawn as b × b block means of the cells the mask allows (a long prompt's
     T² cells are more than a browser draws). diff may be those blocks already (a MapBlocks of one head,
     analysis.map_blocks.difference_blocks: made a band of rows at a time, no [T, T] map)."""
-    if isinstance(diff, MapBlocks):
-        z, b = diff.means[0], diff.b
+    if isinstance(diff, MapBlocks):  # the blocks know their mask: no [T, T] one is needed
+        z, b, masked = diff.means[0], diff.b, bool(diff.masked.any())
     else:
         z = np.array(diff, dtype=np.float64)
         if mask is not None:
             z[~np.asarray(mask, dtype=bool)] = np.nan
         z, b = block_mean(z, max_cells)
+        masked = mask is not None
     if b > 1:
         labels = block_labels(labels, b)
         title += f" · each cell is the mean of a {b}×{b} block"
@@ -86,7 +87,7 @@ def attention_difference_heatmap(
         title,
         height=height,
         subtitle="red: A attends more · blue: B attends more · grey: masked",
-        plot_bgcolor=MASKED if mask is not None else "white",
+        plot_bgcolor=MASKED if masked else "white",
         margin=dict(t=110),
     )
     layout.update(token_matrix_axes(labels, "key position and token", "query position and token"))

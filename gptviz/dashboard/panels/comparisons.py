@@ -23,7 +23,6 @@ import plotly.graph_objects as go
 
 from ... import figures
 from ...analysis import compare
-from ...analysis.attention import attention_mask
 from ...analysis.map_blocks import block_side, difference_blocks, weight_blocks
 from ...errors import GptvizError
 from ...figures.attention import MAX_CELLS, attention_heatmap
@@ -152,13 +151,13 @@ def head_figures(
     side = block_side(a.n_tokens, MAX_CELLS)
     reporter = Reporter(_progress, "maps", total=3)
     reporter.start()
-    made, mask_a = [], attention_mask(a, layer)
-    for trace, mask, labels, name in zip((a, b), (mask_a, attention_mask(b, layer)), _labels, names, strict=True):
+    made = []
+    for trace, labels, name in zip((a, b), _labels, names, strict=True):
         blocks = weight_blocks(trace, layer, side, [head])
-        made.append(attention_heatmap(blocks, list(labels), title=wrap_name(name), mask=mask, height=520))
+        made.append(attention_heatmap(blocks, list(labels), title=wrap_name(name), height=520))
         reporter.tick()
     diff = difference_blocks(a, b, layer, side, [head])
-    made.append(attention_difference_heatmap(diff, list(_labels[0]), title="A − B", mask=mask_a))
+    made.append(attention_difference_heatmap(diff, list(_labels[0]), title="A − B"))
     reporter.tick()
     one, other, both = (figures.presentation(f, presentation) for f in made)
     return one, other, both
