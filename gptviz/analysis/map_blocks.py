@@ -183,7 +183,8 @@ def _reduce_bands(bands: Iterator[tuple[int, Tensor, Tensor, bool]], n_heads: in
             sums = [torch.zeros(n_heads, n, n, device=w.device) for _ in range(4)]
         for whole, part in zip(sums, band, strict=True):
             whole[:, a // b : a // b + part.size(1), : part.size(2)] = part
-    return _blocks(*(sums or [torch.zeros(n_heads, n, n) for _ in range(4)]), b, T, window)
+    total, count, allowed, bad = sums or [torch.zeros(n_heads, n, n) for _ in range(4)]
+    return _blocks(total, count, allowed, bad, b, T, window)
 
 
 def difference_blocks(a, b_trace, layer: int, b: int, heads: Sequence[int] | None = None) -> MapBlocks:
