@@ -132,15 +132,17 @@ def edited(
     token, quiet = _active.set(rec), LISTENER.set(None)  # a trace around this block records none of it
     seen_token = seen_values.set({} if reads else seen_values.get())
     try:
-        for path, module in model.named_modules():
-            name = capture_name(path, module)
-            if name is not None and name in reads:
-                handles.append(module.register_forward_hook(keep_for(name)))
-            if name is not None and name in edits:
-                handles.append(module.register_forward_hook(hook_for(edits[name])))
-        missing = (set(edits) | set(reads)) - {capture_name(p, m) for p, m in model.named_modules()}
-        if missing:
-            raise InterventionError(f"the model has no {sorted(missing)[0]}")
+        if edits or reads:  # else nothing to hook: two walks of the module tree saved (a narrow model's
+            # forward costs about as much Python)
+            for path, module in model.named_modules():
+                name = capture_name(path, module)
+                if name is not None and name in reads:
+                    handles.append(module.register_forward_hook(keep_for(name)))
+                if name is not None and name in edits:
+                    handles.append(module.register_forward_hook(hook_for(edits[name])))
+            missing = (set(edits) | set(reads)) - {capture_name(p, m) for p, m in model.named_modules()}
+            if missing:
+                raise InterventionError(f"the model has no {sorted(missing)[0]}")
         yield
     finally:
         for h in handles:

@@ -56,6 +56,10 @@ TOKENS_PER_BATCH = 8192  # rows × positions per forward batch: bounds the memor
 # block, ~0.1 ms, where a row of a 1B model's block is ~0.1 µs of work at full speed.
 BATCH_OVERHEAD = {"cpu": 16}
 GPU_BATCH_OVERHEAD = 1024
+# On a CPU a narrower model's row costs less while a block call still dispatches its ~70 ops: the
+# overhead above grows as OVERHEAD_WIDTH / C below that width (16 layers of width 64 in bf16, measured:
+# 0.6 ms a block call, 3.5 µs a row, so ~170 rows; GPT-2 small's 16 kept from C = 768 up).
+OVERHEAD_WIDTH = 768
 GROUP_POSITIONS = 64  # the widest group of positions the plan considers
 
 
@@ -201,6 +205,8 @@ def patching_sweep(
     cell_list = _chosen(cells, n, "heads" if site == "attn.z" else "positions")
     first = _first_change(site, ct, rt, L)
     overhead = BATCH_OVERHEAD.get(model.device.type, GPU_BATCH_OVERHEAD)
+    if model.device.type == "cpu":
+        overhead *= max(1.0, OVERHEAD_WIDTH / model.config.n_embd)
     batches = _plan(first, layer_list, cell_list, int(site == "mlp.out"), T, batch_size, overhead)
     # NaN where not asked for; the corrupt run's own difference where the patch changes nothing
     raw = torch.full((L, n), float("nan"), dtype=torch.float64, device=model.device)

@@ -103,7 +103,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--T",
         type=cli_args.whole_list(1),
-        help="with --patching: prompt lengths (default: 32,64); with --load: of the numbers and speed",
+        help="with --patching: prompt lengths (default: 32,64); with --load: of the numbers and speed; "
+        "with --llama: of the patching sweep (default: 32)",
     )
     p.add_argument("--naive-layers", type=cli_args.whole(1), help="with --patching: time the naive loop on N layers")
     p.add_argument(

@@ -15,7 +15,8 @@ weights, made on the device in the compute dtype (`--dtype`, bfloat16 by default
   kernel launches) and, on a GPU, the kernels it really launched (the profiler);
 
 then greedy decoding with per-step capture against HF's `generate` (tokens per second, the same ids),
-and a patching sweep (every layer × every position of a 32-token prompt) against one forward. The
+and a patching sweep (every layer × every position of a 32-token prompt; `--T`: of these lengths) against
+one forward, by wall and CPU time. The
 figures are also given as a share of what the machine could do where `--peak-tflops` and
 `--peak-tbps` say its limits (an H200: 790 and 4.8). A benchmark prints numbers; it asserts nothing.
 """
@@ -185,24 +186,36 @@ def forward_rows(model: GPT, hf, lengths: list[int], repeats: int) -> list[dict]
 
 @torch.no_grad()
 def patching_row(model: GPT, T: int, repeats: int) -> dict:
+    """The resid_pre sweep over every layer and position of a T-token prompt whose corrupt twin differs at
+    T/2, against one forward of it: wall and CPU time (the steadier on a shared CPU), medians. The answer
+    and wrong tokens are the two whose logits the corruption moves most apart (a random model's fixed pair
+    may move by less than bf16 resolves, and the sweep refuses a difference it cannot restore)."""
     device = model.device
     g = torch.Generator().manual_seed(2)
     clean = torch.randint(0, model.config.vocab_size, (T,), generator=g)
     corrupt = clean.clone()
     corrupt[T // 2] = (corrupt[T // 2] + 1) % model.config.vocab_size
     idx = clean[None].to(device)
+    moved = (model(idx)[0, -1].float() - model(corrupt[None].to(device))[0, -1].float()).cpu()
+    answer, wrong = int(moved.argmax()), int(moved.argmin())
     runs = {
         "one forward": lambda: model(idx),
-        "patching sweep": lambda: patching_sweep(model, clean, corrupt, answer=1, wrong=2, site="resid_pre"),
+        "patching sweep": lambda: patching_sweep(model, clean, corrupt, answer, wrong, site="resid_pre"),
     }
-    wall, _ = timed(runs, repeats, device)
+    wall, cpu = timed(runs, repeats, device)
     one, sweep = (statistics.median(wall[k]) for k in runs)
+    one_cpu, sweep_cpu = (statistics.median(cpu[k]) for k in runs)
     return dict(
         T=T,
         layers=model.config.n_layer,
         forward_seconds=round(one, 5),
         sweep_seconds=round(sweep, 4),
         sweep_over_forward=round(sweep / one, 1),
+        forward_cpu_seconds=round(one_cpu, 5),
+        sweep_cpu_seconds=round(sweep_cpu, 4),
+        sweep_over_forward_cpu=round(sweep_cpu / one_cpu, 1),
+        ops_forward=ops(runs["one forward"]),
+        ops_sweep=ops(runs["patching sweep"]),
     )
 
 
@@ -258,7 +271,8 @@ def run(args: argparse.Namespace) -> dict:
         finally:
             cuda_steps.USE = True
         out["decode"]["eager_tokens_per_s"] = eager["gptviz_tokens_per_s"]
-    out["patching"] = patching_row(model, 32, max(1, args.repeats // 2))
+    out["patching_rows"] = [patching_row(model, T, max(1, args.repeats // 2)) for T in args.T or [32]]
+    out["patching"] = out["patching_rows"][0]
     out["load_average"] = os.getloadavg()
     return out
 
@@ -300,12 +314,13 @@ def format_table(r: dict, peak_tflops: float | None, peak_tbps: float | None) ->
             f"  a step reads {r['weight_bytes'] / 1e9:.2f} GB of weights: at most {limit:.0f} tok/s at "
             f"{peak_tbps:g} TB/s; gptviz reaches {d['gptviz_tokens_per_s'] / limit:.0%} of that"
         )
-    p = r["patching"]
-    lines += [
-        "",
-        f"patching sweep, {p['layers']} layers × {p['T']} positions: {p['sweep_seconds']:.3f} s, "
-        f"{p['sweep_over_forward']:.1f}× one forward ({p['forward_seconds'] * 1e3:.2f} ms)",
-    ]
+    lines.append("")
+    for p in r["patching_rows"]:
+        lines.append(
+            f"patching sweep, {p['layers']} layers × {p['T']} positions: {p['sweep_seconds']:.3f} s, "
+            f"{p['sweep_over_forward']:.1f}× one forward ({p['forward_seconds'] * 1e3:.2f} ms); CPU time "
+            f"{p['sweep_over_forward_cpu']:.1f}×; ops {p['ops_sweep']:,} against {p['ops_forward']:,}"
+        )
     return "\n".join(lines)
 
 
