@@ -356,9 +356,10 @@ def summary(out: dict) -> list[str]:
     for dtype in ("float32", "bfloat16"):
         g, h = loads.get(f"gptviz:{dtype}"), loads.get(f"hf-eager:{dtype}")
         if g and h:
+            mapped = "  (HF's bf16 weights stay in the mapped file: a page counts once a forward reads it)"
             lines.append(
                 f"  {dtype}: gptviz / HF peak {g['peak_gb'] / h['peak_gb']:.2f}x, "
-                f"cpu {g['load_cpu_s'] / h['load_cpu_s']:.2f}x"
+                f"cpu {g['load_cpu_s'] / h['load_cpu_s']:.2f}x" + (mapped if dtype == "bfloat16" else "")
             )
     for name, n in out["numbers"].items():
         lines.append(f"  {name}: max |Δlogit| {n['max_abs_diff']:.3g}, argmax agreement {n['argmax_agree']:.1%}")
