@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import AttentionSpec, attention_weights
+from .layout import layout, parameters
 from .model import GPT, Block
 from .names import ATTENTION_MAPS, contract_names, parse, point
 
@@ -63,9 +64,8 @@ def _weights(spec: AttentionSpec, q: Tensor, k: Tensor, T: int) -> Tensor:
 REBUILT = ("attn.out", "resid_mid", "mlp.in", "mlp.hidden", "mlp.out")
 
 
-def _unchanged(module: nn.Module) -> Callable[[], None]:
-    """A check that the module's parameters are still the ones a Trace was recorded with."""
-    params = list(module.parameters())
+def _unchanged(params: list[nn.Parameter]) -> Callable[[], None]:
+    """A check that these parameters (a module's, layout.parameters) are still as a Trace was recorded with them."""
     versions = [p._version for p in params]  # bumped by every in-place change (a training step, a load)
 
     def check() -> None:
@@ -118,10 +118,11 @@ def sublayer_outputs(rec: Recorded, model: GPT, wanted: set[str] | None = None) 
     an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
     rebuild refuses once the weights changed."""
     recipes = {}
+    holders = layout(model).block_holders
     for l, block in enumerate(model.transformer.h):
         if wanted is not None and not wanted.intersection(point(site, l) for site in REBUILT):
             continue
-        check = _unchanged(block)
+        check = _unchanged(parameters(holders[l]))
         z, pre = rec.tensors.get(point("attn.z", l)), rec.tensors.get(point("resid_pre", l))
         out, mid, mlp_in, hidden, mlp_out = (point(site, l) for site in REBUILT)
         got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, mlp_in, hidden) if n in rec.tensors}
@@ -150,7 +151,8 @@ def final_logits(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> d
     and T × V floats (half a 1B Trace with a 128k vocabulary) not held. Edited logits are kept."""
     if "logits" in rec.tensors or "ln_f" not in rec.tensors or (wanted is not None and "logits" not in wanted):
         return {}
-    return {"logits": partial(_logits, model.lm_head, rec.tensors["ln_f"], _unchanged(model.lm_head))}
+    check = _unchanged(parameters(layout(model).head_holders))
+    return {"logits": partial(_logits, model.lm_head, rec.tensors["ln_f"], check)}
 
 
 def rebuilt_from(name: str) -> tuple[str, ...]:
