@@ -30,8 +30,9 @@ from .model import GPT
 from .names import ATTENTION_MAPS, contract_names, parse
 from .probes import LISTENER, Probe, capture_name
 from .progress import ProgressFn, Reporter
-from .rebuild import REBUILT, attention_maps, final_logits, rebuilt_from, sublayer_outputs
+from .rebuild import REBUILT, rebuilt, rebuilt_from
 from .rebuild import answerable as answerable
+from .rebuild import attention_maps as attention_maps
 from .record import Trace
 
 _active: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar("gptviz_recorder", default=None)
@@ -327,19 +328,15 @@ def trace(
     missed = [n for n in rec.edits if n not in rec.applied]
     if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie
         raise InterventionError(f"the forward pass has no {missed[0]}: nothing was edited there")
-    hold = rec.hold
-    lazy = {
-        **attention_maps(rec, model, idx.size(1), hold),
-        **sublayer_outputs(rec, model, hold),
-        **final_logits(rec, model, hold),
-    }
-    id_list = idx[0].tolist()
+    specs = [attn.spec for attn in tree.attentions]  # how q, k become weights, as they are now
+    lazy = rebuilt(rec, model, idx.size(1), rec.hold, specs)
+    id_list = idx.tolist()[0]
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
     shapes = partial(shape_rows, model.config, model.dtype, idx.size(1), explicit)
     out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), shapes, lazy, names=wanted, batched=True)
     if rec.last_logits is not None and (wanted is None or "logits" in wanted):
         out.keep_row("logits", rec.last_logits)
     out.interventions = edits
-    out.attention_specs = [block.attn.spec for block in model.transformer.h]  # how q, k become weights
+    out.attention_specs = specs
     out.config = model.config  # what the pages name: rotary, grouped heads, the MLP's width
     return out

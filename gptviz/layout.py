@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 from torch.nn.modules.module import (
@@ -23,7 +24,7 @@ from torch.nn.modules.module import (
     register_module_parameter_registration_hook,
 )
 
-from .model import GPT
+from .model import GPT, CausalSelfAttention
 from .probes import Probe, capture_name
 
 _changes = 0  # registrations seen on modules of models whose layout was read
@@ -47,9 +48,12 @@ class Layout:
     probes: dict[Probe, str]  # each probe -> its contract name
     block_holders: list[list[nn.Module]]  # per block, it and each submodule of it that holds a parameter
     head_holders: list[nn.Module]  # the LM head (its weight, tied or not)
+    attentions: list[CausalSelfAttention]  # each block's attention, whose spec a capture reads as it is then
     # what record() decides for a pass without edits, per set of names held (None: all), made when
     # first asked for (capture._plan): probe -> its name where the value is kept as computed, None where not
     plans: dict[frozenset[str] | None, dict[Probe, str | None]]
+    # what rebuilds each name a Trace does not hold, per what a pass held (rebuild.rebuilt), made when first asked for
+    tables: dict[tuple, Any]
 
 
 def parameters(holders: list[nn.Module]) -> list[nn.Parameter]:
@@ -74,6 +78,7 @@ def layout(model: GPT) -> Layout:
     _read.update(modules.values())
     probes = {m: name for p, m in modules.items() if isinstance(m, Probe) and (name := capture_name(p, m))}
     blocks = [_holders(block) for block in model.transformer.h]
-    found = Layout(probes, blocks, _holders(model.lm_head), {})
+    attentions = [block.attn for block in model.transformer.h]
+    found = Layout(probes, blocks, _holders(model.lm_head), attentions, {}, {})
     _LAYOUTS[model] = (seen, found)
     return found

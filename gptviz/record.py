@@ -57,7 +57,7 @@ class Trace(Mapping):
         tokens: list[str],
         token_ids: np.ndarray,
         shapes: list[dict] | Callable[[], list[dict]],
-        lazy: dict[str, Callable[[], Tensor]] | None = None,
+        lazy: Mapping[str, Callable[[], Tensor]] | None = None,
         names: set[str] | None = None,
         batched: bool = False,
     ) -> None:
