@@ -293,6 +293,7 @@ def trace(
     raises stops the pass (the hooks are removed) and no Trace is returned.
     """
     idx = as_ids(ids, model.device)
+    id_list = idx.tolist()[0]  # before the pass: read after it, on a GPU it would wait for the pass to end
     edits = check(interventions, model.config.n_layer)
     wanted = None if names is None else select(names, model.config.n_layer)
     rec = _Recorder()
@@ -330,7 +331,6 @@ def trace(
         raise InterventionError(f"the forward pass has no {missed[0]}: nothing was edited there")
     specs = [attn.spec for attn in tree.attentions]  # how q, k become weights, as they are now
     lazy = rebuilt(rec, model, idx.size(1), rec.hold, specs)
-    id_list = idx.tolist()[0]
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
     shapes = partial(shape_rows, model.config, model.dtype, idx.size(1), explicit)
     out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), shapes, lazy, names=wanted, batched=True)

@@ -56,11 +56,6 @@ class Layout:
     tables: dict[tuple, Any]
 
 
-def parameters(holders: list[nn.Module]) -> list[nn.Parameter]:
-    """The parameters these modules hold now (a tied one may appear twice: a version check reads it alike)."""
-    return [p for m in holders for p in m._parameters.values() if p is not None]
-
-
 def _holders(module: nn.Module) -> list[nn.Module]:
     return [m for m in module.modules() if m._parameters]
 

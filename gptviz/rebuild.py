@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import AttentionSpec, attention_weights
-from .layout import layout, parameters
+from .layout import layout
 from .model import GPT, Block
 from .names import ATTENTION_MAPS, contract_names, parse, point
 
@@ -31,7 +31,7 @@ class Recorded(Protocol):
 # What rebuilds a name: a function and its arguments, each one of
 #   ("tensor", name)  the value held under that name
 #   ("get", name)     a function giving that name's value: held, or rebuilt in turn
-#   ("check", l)      the check that layer l's weights (or, l = -1, the LM head's) are as recorded
+#   ("check", l)      a check that layer l's weights (l = -1: the LM head's) are as at the capture (_Versions)
 #   ("spec", l)       layer l's AttentionSpec as it was at the capture
 #   ("T", None), ("device", None), ("value", anything): the pass's length and device, a module
 # What a pass holds decides the table alone, so a model's tables are made once per set of names held
@@ -59,10 +59,8 @@ class Recipes(Mapping[str, Callable[[], Tensor]]):
         self._table, self._tensors, self._T, self._device = table.entries, tensors, T, model.device
         lay = layout(model)
         self._specs = specs if specs is not None else [attn.spec for attn in lay.attentions]
-        # each check takes its weights' versions now, at the capture, for the layers a recipe reads
-        self._checks = {
-            l: _unchanged(parameters(lay.head_holders if l == -1 else lay.block_holders[l])) for l in table.checked
-        }
+        # the versions of the weights the recipes read, taken now, at the capture
+        self._versions = _Versions({l: lay.head_holders if l == -1 else lay.block_holders[l] for l in table.checked})
 
     def __getitem__(self, name: str) -> Callable[[], Tensor]:
         fn, args = self._table[name]
@@ -74,7 +72,7 @@ class Recipes(Mapping[str, Callable[[], Tensor]]):
         if kind == "get":
             return partial(_held, self._tensors[key]) if key in self._tensors else self[key]
         if kind == "check":
-            return self._checks[key]
+            return partial(self._versions.check, key)
         if kind == "spec":
             return self._specs[key]
         if kind == "T":
@@ -139,18 +137,29 @@ def _weights(spec: AttentionSpec, q: Tensor, k: Tensor, T: int) -> Tensor:
 REBUILT = ("attn.out", "resid_mid", "mlp.in", "mlp.hidden", "mlp.out")
 
 
-def _unchanged(params: list[nn.Parameter]) -> Callable[[], None]:
-    """A check that these parameters (a module's, layout.parameters) are still as a Trace was recorded with them."""
-    versions = [p._version for p in params]  # bumped by every in-place change (a training step, a load)
+class _Versions:
+    """The versions of the parameters some modules hold, per layer, taken at a capture (torch bumps a
+    tensor's version at every in-place change: a training step, a load). Read from the modules then, so
+    a parameter swapped in since the layout was read is the one checked."""
 
-    def check() -> None:
-        if any(p._version != v for p, v in zip(params, versions, strict=True)):
+    def __init__(self, holders: dict[int, list[nn.Module]]):
+        self._params: list[nn.Parameter | None] = []
+        self._spans: dict[int, tuple[int, int]] = {}
+        for l, modules in holders.items():  # one loop: a capture takes them for every layer
+            start = len(self._params)
+            for m in modules:
+                self._params.extend(m._parameters.values())
+            self._spans[l] = (start, len(self._params))
+        self._versions = [None if p is None else p._version for p in self._params]
+
+    def check(self, layer: int) -> None:
+        """Raise once a parameter of this layer (-1: the LM head) changed since the capture."""
+        a, b = self._spans[layer]
+        if any(p is not None and p._version != v for p, v in zip(self._params[a:b], self._versions[a:b], strict=True)):
             raise RuntimeError(
                 "the model's weights changed after this Trace was recorded, so its sub-layer outputs "
                 "cannot be rebuilt from them: trace the prompt again"
             )
-
-    return check
 
 
 @torch.no_grad()
