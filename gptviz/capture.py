@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import fnmatch
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,12 +25,14 @@ from torch import Tensor, nn
 
 from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check, seen_values
+from .layout import layout
 from .model import GPT
 from .names import ATTENTION_MAPS, contract_names, parse
 from .probes import LISTENER, Probe, capture_name
 from .progress import ProgressFn, Reporter
-from .rebuild import REBUILT, attention_maps, final_logits, rebuilt_from, sublayer_outputs
+from .rebuild import REBUILT, rebuilt, rebuilt_from
 from .rebuild import answerable as answerable
+from .rebuild import attention_maps as attention_maps
 from .record import Trace
 
 _active: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar("gptviz_recorder", default=None)
@@ -56,9 +57,18 @@ class _Recorder:
     last_logits: Tensor | None = None  # [V]: the last position's logits as the forward computed them
     _kept: dict[str, bool] = field(default_factory=dict)  # _keep's answers, fixed for the pass
     reads: set[str] = field(default_factory=set)  # points an edit reads later in the pass (Intervention.reads)
+    # probe -> its name where record() would only keep its value as computed, None where it would do
+    # nothing; a probe not in it goes through record()
+    plan: dict[Probe, str | None] = field(default_factory=dict)
 
     def listen(self, probe: Probe, output: Tensor) -> Tensor:
         """What a probe of this pass hands on (probes.LISTENER): its value, recorded, or as edited."""
+        kept = self.plan.get(probe, "")  # a pass without edits decides each probe once per model: _plan
+        if kept:
+            self.tensors[kept] = output
+            return output
+        if kept is None:
+            return output
         name = self.probes.get(probe)
         if name is None:  # a probe of another model run inside this pass
             return output
@@ -152,18 +162,19 @@ def edited(
         _active.reset(token)
 
 
-_PROBES: weakref.WeakKeyDictionary[GPT, tuple[int, dict[Probe, str]]] = weakref.WeakKeyDictionary()
-
-
-def probe_names(model: GPT) -> dict[Probe, str]:
-    """Each probe of the model -> its contract name; read off the module tree once per model (walking it
-    costs a GPU forward's worth of Python), again only if its number of modules changed."""
-    n = sum(1 for _ in model.modules())
-    known = _PROBES.get(model)
-    if known is None or known[0] != n:
-        names = {m: name for p, m in model.named_modules() if isinstance(m, Probe) and (name := capture_name(p, m))}
-        known = _PROBES[model] = (n, names)
-    return known[1]
+def _plan(rec: _Recorder, plans: dict[frozenset[str] | None, dict[Probe, str | None]]) -> dict[Probe, str | None]:
+    """What record() decides for each probe of a pass without edits (where nothing is edited, read or
+    kept as an edit left it, the decision depends on the names held alone), decided once per model and
+    set of names held (layout.Layout.plans): ~180 decisions a pass in a 16-layer model otherwise."""
+    held = None if rec.hold is None else frozenset(rec.hold)
+    plan = plans.get(held)
+    if plan is None:
+        plan = {p: name if rec._decide(name) else None for p, name in rec.probes.items()}
+        plan = {p: name for p, name in plan.items() if p.batched or name is None}  # a kept mask gets its batch axis
+        if len(plans) >= 32:  # bounded: a dashboard asks for a few sets of names again and again
+            plans.clear()
+        plans[held] = plan
+    return plan
 
 
 def shape_rows(config, dtype: torch.dtype, T: int, explicit: bool = False) -> list[dict]:
@@ -230,7 +241,8 @@ def select(patterns: str | Sequence[str], n_layer: int) -> set[str]:
     for pattern in patterns:
         if not isinstance(pattern, str):
             raise ArgumentError(f"names are contract names or patterns (strings), got {pattern!r}")
-        hits = fnmatch.filter(every, pattern)
+        plain = not any(c in pattern for c in "*?[")  # a name: no need to match it against every name
+        hits = ([pattern] if pattern in every else []) if plain else fnmatch.filter(every, pattern)
         if not hits:
             raise ArgumentError(
                 f"{pattern!r} matches no name of this {n_layer}-layer model; names look like "
@@ -283,6 +295,7 @@ def trace(
     raises stops the pass (the hooks are removed) and no Trace is returned.
     """
     idx = as_ids(ids, model.device)
+    id_list = idx.tolist()[0]  # before the pass: read after it, on a GPU it would wait for the pass to end
     edits = check(interventions, model.config.n_layer)
     wanted = None if names is None else select(names, model.config.n_layer)
     rec = _Recorder()
@@ -294,7 +307,10 @@ def trace(
             rec.kept_maps.add(iv.layer)
         if iv.reads is not None:
             rec.reads.add(iv.reads)
-    rec.probes = probe_names(model)
+    tree = layout(model)
+    rec.probes = tree.probes
+    if not rec.edits:
+        rec.plan = _plan(rec, tree.plans)
     explicit = any(iv.site in EXPLICIT_SITES for iv in edits)
     handles = [
         model.transformer.ln_f.register_forward_hook(rec.post_hook("ln_f")),
@@ -315,19 +331,14 @@ def trace(
     missed = [n for n in rec.edits if n not in rec.applied]
     if missed:  # a point the forward pass never reached: an edit silently ignored would be a lie
         raise InterventionError(f"the forward pass has no {missed[0]}: nothing was edited there")
-    hold = rec.hold
-    lazy = {
-        **attention_maps(rec, model, idx.size(1), hold),
-        **sublayer_outputs(rec, model, hold),
-        **final_logits(rec, model, hold),
-    }
-    id_list = idx[0].tolist()
+    specs = [attn.spec for attn in tree.attentions]  # how q, k become weights, as they are now
+    lazy = rebuilt(rec, model, idx.size(1), rec.hold, specs)
     tokens = tokenizer.token_strings(id_list) if tokenizer is not None else [str(i) for i in id_list]
     shapes = partial(shape_rows, model.config, model.dtype, idx.size(1), explicit)
     out = Trace(rec.tensors, tokens, np.asarray(id_list, dtype=np.int64), shapes, lazy, names=wanted, batched=True)
     if rec.last_logits is not None and (wanted is None or "logits" in wanted):
         out.keep_row("logits", rec.last_logits)
     out.interventions = edits
-    out.attention_specs = [block.attn.spec for block in model.transformer.h]  # how q, k become weights
+    out.attention_specs = specs
     out.config = model.config  # what the pages name: rotary, grouped heads, the MLP's width
     return out

@@ -6,14 +6,17 @@ output, the residual between them and the MLP's neurons from z and resid_pre; th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
 
 from .attention import AttentionSpec, attention_weights
+from .layout import layout
 from .model import GPT, Block
 from .names import ATTENTION_MAPS, contract_names, parse, point
 
@@ -25,32 +28,103 @@ class Recorded(Protocol):
     kept_maps: set[int]
 
 
-def attention_maps(rec: Recorded, model: GPT, T: int, wanted: set[str] | None = None) -> dict:
+# What rebuilds a name: a function and its arguments, each one of
+#   ("tensor", name)  the value held under that name
+#   ("get", name)     a function giving that name's value: held, or rebuilt in turn
+#   ("check", l)      a check that layer l's weights (l = -1: the LM head's) are as at the capture (_Versions)
+#   ("spec", l)       layer l's AttentionSpec as it was at the capture
+#   ("T", None), ("device", None), ("value", anything): the pass's length and device, a module
+# What a pass holds decides the table alone, so a model's tables are made once per set of names held
+# (layout.Layout.tables), and a trace makes only the recipes asked for: a 16-layer model has ~130.
+Arg = tuple[str, Any]
+Entries = dict[str, tuple[Callable[..., Tensor], tuple[Arg, ...]]]
+
+
+@dataclass(frozen=True)
+class Table:
+    """What rebuilds each name (Entries), and the layers whose weights those recipes check (-1: the LM head's)."""
+
+    entries: Entries
+    checked: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        layers = {key for _, args in self.entries.values() for kind, key in args if kind == "check"}
+        object.__setattr__(self, "checked", tuple(sorted(layers)))
+
+
+class Recipes(Mapping[str, Callable[[], Tensor]]):
+    """name -> a function of no arguments that rebuilds its value, made from a Table when asked for."""
+
+    def __init__(self, table: Table, tensors: dict[str, Tensor], model: GPT, T: int, specs: list | None = None):
+        self._table, self._tensors, self._T, self._device = table.entries, tensors, T, model.device
+        lay = layout(model)
+        self._specs = specs if specs is not None else [attn.spec for attn in lay.attentions]
+        # the versions of the weights the recipes read, taken now, at the capture
+        self._versions = _Versions({l: lay.head_holders if l == -1 else lay.block_holders[l] for l in table.checked})
+
+    def __getitem__(self, name: str) -> Callable[[], Tensor]:
+        fn, args = self._table[name]
+        return partial(fn, *(self._arg(kind, key) for kind, key in args))
+
+    def _arg(self, kind: str, key: Any) -> object:
+        if kind == "tensor":
+            return self._tensors[key]
+        if kind == "get":
+            return partial(_held, self._tensors[key]) if key in self._tensors else self[key]
+        if kind == "check":
+            return partial(self._versions.check, key)
+        if kind == "spec":
+            return self._specs[key]
+        if kind == "T":
+            return self._T
+        return self._device if kind == "device" else key
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table
+
+
+def attention_maps(rec: Recorded, model: GPT, T: int, wanted: set[str] | None = None) -> Recipes:
     """Per layer: its mask (T² bools, built each time it is read: at T = 131,072 one mask is 17 GB) and
     the scores and weights as recipes that rebuild them from the captured q and k with the very functions
     of the model's explicit path (the layer's AttentionSpec: scale, soft-cap, window), on the same
     (1, H, T, D) tensors, so they are bit-identical to what that path computes. Every value keeps the
     forward's batch axis of one, as the capture holds them. wanted: only the layers one of whose maps or
     mask is in it (None: every layer)."""
-    maps: dict[str, Callable[[], Tensor]] = {}
-    for l, block in enumerate(model.transformer.h):
-        if l in rec.kept_maps:  # recorded as the edited run computed them
+    table = Table(_maps_table(set(rec.tensors), rec.kept_maps, model.config.n_layer, wanted))
+    return Recipes(table, rec.tensors, model, T)
+
+
+def _maps_table(held: AbstractSet[str], kept_maps: set[int], n_layer: int, wanted: set[str] | None) -> Entries:
+    table: Entries = {}
+    for l in range(n_layer):
+        if l in kept_maps:  # recorded as the edited run computed them
             continue
-        names = [point(site, l) for site in (*ATTENTION_MAPS, "attn.mask")]
-        if wanted is not None and not wanted.intersection(names):
+        scores, weights, mask = (point(site, l) for site in (*ATTENTION_MAPS, "attn.mask"))
+        if wanted is not None and not wanted.intersection((scores, weights, mask)):
             continue
-        spec: AttentionSpec = block.attn.spec
-        maps[point("attn.mask", l)] = partial(_mask, spec, T, model.device)
-        if wanted is not None and not wanted.intersection(names[:2]):
+        table[mask] = (_mask, (("spec", l), ("T", None), ("device", None)))
+        if wanted is not None and not wanted.intersection((scores, weights)):
             continue
-        q, k = rec.tensors[point("attn.q", l)], rec.tensors[point("attn.k", l)]  # (1, H, T, D)
-        maps[point("attn.scores", l)] = partial(spec.scores, q, k)
-        maps[point("attn.weights", l)] = partial(_weights, spec, q, k, T)
-    return maps
+        q, k = ("tensor", point("attn.q", l)), ("tensor", point("attn.k", l))  # (1, H, T, D)
+        if q[1] not in held or k[1] not in held:
+            raise KeyError(f"{q[1]} and {k[1]} rebuild the attention maps of layer {l}: the capture holds them")
+        table[scores] = (_scores, (("spec", l), q, k))
+        table[weights] = (_weights, (("spec", l), q, k, ("T", None)))
+    return table
 
 
 def _mask(spec: AttentionSpec, T: int, device: torch.device) -> Tensor:
     return spec.mask(T, device)[None]
+
+
+def _scores(spec: AttentionSpec, q: Tensor, k: Tensor) -> Tensor:
+    return spec.scores(q, k)
 
 
 def _weights(spec: AttentionSpec, q: Tensor, k: Tensor, T: int) -> Tensor:
@@ -63,19 +137,29 @@ def _weights(spec: AttentionSpec, q: Tensor, k: Tensor, T: int) -> Tensor:
 REBUILT = ("attn.out", "resid_mid", "mlp.in", "mlp.hidden", "mlp.out")
 
 
-def _unchanged(module: nn.Module) -> Callable[[], None]:
-    """A check that the module's parameters are still the ones a Trace was recorded with."""
-    params = list(module.parameters())
-    versions = [p._version for p in params]  # bumped by every in-place change (a training step, a load)
+class _Versions:
+    """The versions of the parameters some modules hold, per layer, taken at a capture (torch bumps a
+    tensor's version at every in-place change: a training step, a load). Read from the modules then, so
+    a parameter swapped in since the layout was read is the one checked."""
 
-    def check() -> None:
-        if any(p._version != v for p, v in zip(params, versions, strict=True)):
+    def __init__(self, holders: dict[int, list[nn.Module]]):
+        self._params: list[nn.Parameter | None] = []
+        self._spans: dict[int, tuple[int, int]] = {}
+        for l, modules in holders.items():  # one loop: a capture takes them for every layer
+            start = len(self._params)
+            for m in modules:
+                self._params.extend(m._parameters.values())
+            self._spans[l] = (start, len(self._params))
+        self._versions = [None if p is None else p._version for p in self._params]
+
+    def check(self, layer: int) -> None:
+        """Raise once a parameter of this layer (-1: the LM head) changed since the capture."""
+        a, b = self._spans[layer]
+        if any(p is not None and p._version != v for p, v in zip(self._params[a:b], self._versions[a:b], strict=True)):
             raise RuntimeError(
                 "the model's weights changed after this Trace was recorded, so its sub-layer outputs "
                 "cannot be rebuilt from them: trace the prompt again"
             )
-
-    return check
 
 
 @torch.no_grad()
@@ -111,31 +195,39 @@ def _held(t: Tensor) -> Tensor:
     return t
 
 
-def sublayer_outputs(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> dict:
+def sublayer_outputs(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> Recipes:
     """Per layer: attn.out, resid_mid, mlp.in, mlp.hidden and mlp.out as recipes that rebuild them from the
     recorded z and resid_pre with the layer's own modules, on the same (1, T, ·) shapes as the forward
     pass, so they are bit-identical to what it computed (eval mode: dropout is the identity). A value
     an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
     rebuild refuses once the weights changed."""
-    recipes = {}
+    return Recipes(Table(_sublayer_table(set(rec.tensors), model, wanted)), rec.tensors, model, 0)
+
+
+def _sublayer_table(held: AbstractSet[str], model: GPT, wanted: set[str] | None) -> Entries:
+    table: Entries = {}
     for l, block in enumerate(model.transformer.h):
         if wanted is not None and not wanted.intersection(point(site, l) for site in REBUILT):
             continue
-        check = _unchanged(block)
-        z, pre = rec.tensors.get(point("attn.z", l)), rec.tensors.get(point("resid_pre", l))
+        b, check = ("value", block), ("check", l)
+        z, pre = ("tensor", point("attn.z", l)), ("tensor", point("resid_pre", l))
         out, mid, mlp_in, hidden, mlp_out = (point(site, l) for site in REBUILT)
-        got = {n: partial(_held, rec.tensors[n]) for n in (out, mid, mlp_in, hidden) if n in rec.tensors}
-        if out not in got and z is not None:
-            got[out] = recipes[out] = partial(_attn_out, block, z, check)
-        if mid not in got and pre is not None and out in got:
-            got[mid] = recipes[mid] = partial(_resid_mid, pre, got[out])
-        if mlp_in not in got and pre is not None and mid in got:
-            got[mlp_in] = recipes[mlp_in] = partial(_mlp_in, block, pre, got[mid], check)
+        got = {n for n in (out, mid, mlp_in, hidden) if n in held}  # what a later recipe may read
+        if out not in got and z[1] in held:
+            table[out] = (_attn_out, (b, z, check))
+            got.add(out)
+        if mid not in got and pre[1] in held and out in got:
+            table[mid] = (_resid_mid, (pre, ("get", out)))
+            got.add(mid)
+        if mlp_in not in got and pre[1] in held and mid in got:
+            table[mlp_in] = (_mlp_in, (b, pre, ("get", mid), check))
+            got.add(mlp_in)
         if hidden not in got and mlp_in in got:
-            got[hidden] = recipes[hidden] = partial(_mlp_hidden, block, got[mlp_in], check)
-        if mlp_out not in rec.tensors and hidden in got:
-            recipes[mlp_out] = partial(_mlp_out, block, got[hidden], check)
-    return recipes
+            table[hidden] = (_mlp_hidden, (b, ("get", mlp_in), check))
+            got.add(hidden)
+        if mlp_out not in held and hidden in got:
+            table[mlp_out] = (_mlp_out, (b, ("get", hidden), check))
+    return table
 
 
 @torch.no_grad()
@@ -144,13 +236,40 @@ def _logits(head: nn.Module, ln_f: Tensor, check: Callable[[], None]) -> Tensor:
     return head(ln_f)  # the LM head (and its soft-cap) on the forward's own (1, T, C) shape
 
 
-def final_logits(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> dict:
+def final_logits(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> Recipes:
     """The logits as a recipe that applies the LM head to the recorded ln_f, on the same (1, T, C)
     shape as the forward pass: bit-identical to what it computed (tied or not, soft-capped or not),
     and T × V floats (half a 1B Trace with a 128k vocabulary) not held. Edited logits are kept."""
-    if "logits" in rec.tensors or "ln_f" not in rec.tensors or (wanted is not None and "logits" not in wanted):
+    return Recipes(Table(_logits_table(set(rec.tensors), model, wanted)), rec.tensors, model, 0)
+
+
+def _logits_table(held: AbstractSet[str], model: GPT, wanted: set[str] | None) -> Entries:
+    if "logits" in held or "ln_f" not in held or (wanted is not None and "logits" not in wanted):
         return {}
-    return {"logits": partial(_logits, model.lm_head, rec.tensors["ln_f"], _unchanged(model.lm_head))}
+    return {"logits": (_logits, (("value", model.lm_head), ("tensor", "ln_f"), ("check", -1)))}
+
+
+def rebuilt(rec: Recorded, model: GPT, T: int, wanted: set[str] | None, specs: list) -> Recipes:
+    """Every recipe of a capture (attention_maps, sublayer_outputs, final_logits together), from the
+    model's table for what it holds (made the first time a pass holds these names). specs: each
+    layer's AttentionSpec at the capture."""
+    held = frozenset(rec.tensors)
+    key = (held, frozenset(rec.kept_maps), None if wanted is None else frozenset(wanted))
+    tables = layout(model).tables
+    table = tables.get(key)
+    if table is None:
+        n_layer = model.config.n_layer
+        table = Table(
+            {
+                **_maps_table(held, rec.kept_maps, n_layer, wanted),
+                **_sublayer_table(held, model, wanted),
+                **_logits_table(held, model, wanted),
+            }
+        )
+        if len(tables) >= 32:  # bounded: a dashboard asks for a few sets of names again and again
+            tables.clear()
+        tables[key] = table
+    return Recipes(table, rec.tensors, model, T, specs)
 
 
 def rebuilt_from(name: str) -> tuple[str, ...]:

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .names import RESID_SITES, forward_order, parse, point
+from .names import RESID_SITES, in_forward_order, parse, point
 
 
 def _numpy(t: Tensor) -> np.ndarray:
@@ -57,7 +57,7 @@ class Trace(Mapping):
         tokens: list[str],
         token_ids: np.ndarray,
         shapes: list[dict] | Callable[[], list[dict]],
-        lazy: dict[str, Callable[[], Tensor]] | None = None,
+        lazy: Mapping[str, Callable[[], Tensor]] | None = None,
         names: set[str] | None = None,
         batched: bool = False,
     ) -> None:
@@ -73,7 +73,7 @@ class Trace(Mapping):
         self.token_ids = np.asarray(token_ids, dtype=np.int64)
         self._shapes = shapes
         answers = [*tensors, *self._lazy] if names is None else [n for n in names if n in tensors or n in self._lazy]
-        self._names = sorted(answers, key=forward_order)
+        self._names = in_forward_order(answers)
 
     # --- the mapping -------------------------------------------------------------------
     def __getitem__(self, name: str) -> np.ndarray:

@@ -4,6 +4,8 @@ every family's config (sliding windows, soft-caps, tied heads)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 from conftest import tiny_model
@@ -12,7 +14,7 @@ from hf_helpers import FAMILIES, PROMPT_LEN, hf_random_decoder
 import gptviz
 from gptviz.capture import _Recorder, answerable, attention_maps, select
 from gptviz.errors import ArgumentError
-from gptviz.names import contract_names, point
+from gptviz.names import contract_names, forward_order, in_forward_order, point
 
 IDS = [3, 1, 4, 1, 5, 9, 2, 6]
 
@@ -165,3 +167,18 @@ def test_answerable_gives_the_scores_from_the_weights_and_the_logits_from_ln_f()
         "blocks.0.mlp.hidden",
         "blocks.0.mlp.out",  # through mlp.in and mlp.hidden, each rebuilt in turn
     }
+
+
+def test_in_forward_order_sorts_as_the_forward_order_key():
+    """A Trace's names come out in forward order, seen before or not (a layer number the model never had)."""
+    names = contract_names(12) + ["blocks.123456.attn.q", "blocks.99.mlp.out"]
+    shuffled = names[:]
+    random.Random(0).shuffle(shuffled)
+    assert in_forward_order(shuffled) == sorted(shuffled, key=forward_order)
+    assert in_forward_order(shuffled) == sorted(shuffled, key=forward_order)  # now every key is remembered
+    assert in_forward_order(["logits", "blocks.10.resid_pre", "blocks.9.resid_post", "embed"]) == [
+        "embed",
+        "blocks.9.resid_post",
+        "blocks.10.resid_pre",
+        "logits",
+    ]

@@ -28,6 +28,7 @@ LAYERS = (
     "decoding",  # the KV caches and decoding's weight layouts
     "attention",  # AttentionSpec, the attention arithmetic and its implementations' table
     "model",
+    "layout",  # what a capture reads off a model's module tree (probes' names, parameters), read once
     "cuda_steps",  # decoding on a GPU from one captured step (a CUDA graph over a StaticKVCache)
     "tokenizers",
     "devices",
