@@ -204,7 +204,7 @@ def patching_sweep(
     layer_list = _chosen(layers, L, "layers")
     cell_list = _chosen(cells, n, "heads" if site == "attn.z" else "positions")
     first = _first_change(site, ct, rt, L)
-    overhead = BATCH_OVERHEAD.get(model.device.type, GPU_BATCH_OVERHEAD)
+    overhead = float(BATCH_OVERHEAD.get(model.device.type, GPU_BATCH_OVERHEAD))
     if model.device.type == "cpu":
         overhead *= max(1.0, OVERHEAD_WIDTH / model.config.n_embd)
     batches = _plan(first, layer_list, cell_list, int(site == "mlp.out"), T, batch_size, overhead)
