@@ -14,7 +14,7 @@ from conftest import tiny_model
 from hf_helpers import hf_random
 
 import gptviz
-from gptviz.analysis.heads import COLUMNS, LABEL_THRESHOLDS, detection_patterns, label
+from gptviz.analysis.heads import COLUMNS, LABEL_THRESHOLDS, detection_patterns, label, pattern_band
 
 transformers = pytest.importorskip("transformers")
 
@@ -86,6 +86,18 @@ def test_detection_patterns_are_transformer_lens_patterns_for_a_small_prompt():
     assert p["previous_token"] == [[0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
     assert p["duplicate_token"] == [[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0]]
     assert p["induction"] == [[0, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+
+
+def test_each_band_of_patterns_is_the_whole_patterns_rows_it_reads():
+    """The scores from q and k read the patterns a band of query rows at a time, made from the ids alone:
+    each band is the whole [T, T] patterns' rows a..b-1 over keys 0..b-1, for bands that do not divide T."""
+    ids = np.array([3, 1, 3, 1, 2, 3, 1, 2, 2, 3, 1])
+    whole = detection_patterns(ids)
+    for rows in (1, 3, 4, 11):
+        for a in range(0, len(ids), rows):
+            b = min(len(ids), a + rows)
+            want = torch.stack([pat[a:b, :b].reshape(-1) for pat in whole.values()], dim=1).float()
+            assert torch.equal(pattern_band(torch.as_tensor(ids), a, b), want), (rows, a)
 
 
 def previous_token_model() -> gptviz.GPT:

@@ -80,30 +80,34 @@ def layer_head_scores(weights: Tensor, patterns: dict[str, Tensor]) -> dict[str,
 ROWS = 128  # query rows per block when scoring from q and k: [H, 128, T] floats at a time
 
 
-def pattern_blocks(patterns: dict[str, Tensor], rows: int = ROWS) -> list[Tensor]:
-    """The patterns' cells that query rows a..b-1 may see (keys 0..b-1), one [(b-a)·b, patterns]
-    float matrix per block of rows: the same for every layer."""
-    T = next(iter(patterns.values())).size(0)
-    return [
-        torch.stack([pat[a : a + rows, : min(T, a + rows)].reshape(-1) for pat in patterns.values()], dim=1).float()
-        for a in range(0, T, rows)
-    ]
+def pattern_band(ids: Tensor, a: int, b: int) -> Tensor:
+    """detection_patterns' cells that query rows a..b-1 may see (keys 0..b-1), as one [(b-a)·b, patterns]
+    float matrix, made from the token ids alone: what a band of rows reads, never a [T, T] pattern
+    (three of them, with their float copies, are 6·T² bytes: 6 GB at T = 32,768)."""
+    i = torch.arange(a, b, device=ids.device)[:, None]
+    j = torch.arange(b, device=ids.device)[None, :]
+    duplicate = (ids[a:b, None] == ids[None, :b]) & (j < i)  # an earlier copy of the query's token
+    induction = torch.zeros_like(duplicate)
+    induction[:, 1:] = duplicate[:, :-1]  # key j follows an earlier copy (at j-1) of the query's token
+    previous = j == i - 1
+    return torch.stack([previous.reshape(-1), duplicate.reshape(-1), induction.reshape(-1)], dim=1).float()
 
 
 def layer_head_scores_from_qk(
-    q: Tensor, k: Tensor, blocks: list[Tensor], rows: int = ROWS, spec: AttentionSpec | None = None
+    q: Tensor, k: Tensor, ids: Tensor, rows: int = ROWS, spec: AttentionSpec | None = None
 ) -> dict[str, Tensor]:
     """layer_head_scores of the causal maps of one layer, from its q [H, T, D] and k [H_kv, T, D],
     built by the model's own functions (spec: the layer's scale, soft-cap and window; 1/√D and no
-    window when None) for a block of query rows at a time. blocks: pattern_blocks of
-    detection_patterns for the same rows."""
+    window when None) for a block of query rows at a time, each block's patterns from the token ids
+    [T] (pattern_band). Memory: one block, whatever T."""
     spec = spec or AttentionSpec(scale=1.0 / math.sqrt(q.size(-1)))
     H, T = q.size(0), q.size(1)
     names = ("previous_token", "duplicate_token", "induction")  # detection_patterns' order
     hits = torch.zeros(H, len(names), device=q.device)
     total, entropy, diagonal, sink = (torch.zeros(H, device=q.device) for _ in range(4))
-    for a, pattern in zip(range(0, T, rows), blocks, strict=True):
+    for a in range(0, T, rows):
         b = min(T, a + rows)
+        pattern = pattern_band(ids, a, b)
         w = attention_weights(spec.scores(q[:, a:b], k[:, :b]), spec.mask(b - a, q.device, a), q.dtype).float()
         total += w.sum(dim=(-2, -1))
         hits += w.reshape(H, -1) @ pattern
@@ -134,15 +138,14 @@ def head_scores(trace, progress: ProgressFn | None = None) -> pd.DataFrame:
     reporter.start()
     # [scores, H] each, on the maps' device: one copy to the host for every layer, at the end
     per_layer: list[torch.Tensor] = []
-    patterns = blocks = None
+    patterns = None
     for layer in range(trace.n_layer):
         name = point("attn.weights", layer)
         if hasattr(trace, "held") and not trace.held(name):  # rebuilt from q and k: score from them
             q, k = trace.tensor(point("attn.q", layer)), trace.tensor(point("attn.k", layer))
-            if blocks is None:
-                blocks = pattern_blocks(detection_patterns(ids, q.device))
             specs = getattr(trace, "attention_specs", None)
-            scores = layer_head_scores_from_qk(q, k, blocks, spec=specs[layer] if specs else None)
+            on_device = torch.as_tensor(ids.astype(np.int64), device=q.device)
+            scores = layer_head_scores_from_qk(q, k, on_device, spec=specs[layer] if specs else None)
         else:
             w = trace.tensor(name) if hasattr(trace, "tensor") else torch.as_tensor(np.asarray(trace[name]))
             if patterns is None:
