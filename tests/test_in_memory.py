@@ -171,15 +171,22 @@ def test_a_decoder_whose_tensor_changes_while_it_loads_is_named_by_its_folder(tm
     from hf_helpers import hf_random_decoder
 
     from gptviz.formats import hf_decoders
+    from gptviz.formats.weights import Stacked
 
     hf_random_decoder("llama", seed=5).save_pretrained(tmp_path)
-    real = hf_decoders.Weights.get
+    real, real_shape = hf_decoders.Weights.get, Stacked.shape.fget
+    changed = "input_layernorm.weight"
 
     def rewritten(self, key):  # as if the file changed between its header and its tensors
         t = real(self, key)
-        return t[:-1] if key.endswith("input_layernorm.weight") else t
+        return t[:-1] if key.endswith(changed) else t
+
+    def rewritten_shape(self):  # the same, read as a tensor written straight into its parameter (on a CPU)
+        shape = real_shape(self)
+        return (shape[0] - 1, *shape[1:]) if self.sources[0].endswith(changed) else shape
 
     monkeypatch.setattr(hf_decoders.Weights, "get", rewritten)
+    monkeypatch.setattr(Stacked, "shape", property(rewritten_shape))
     with pytest.raises(gptviz.CheckpointError) as e:
         gptviz.load(tmp_path)
     assert str(e.value).startswith(str(tmp_path)) and "has shape" in str(e.value) and "function" not in str(e.value)
