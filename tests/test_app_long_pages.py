@@ -21,6 +21,7 @@ import gptviz
 from gptviz import rebuild
 from gptviz.analysis.attention import attention_mask
 from gptviz.analysis.blocks import block_mean
+from gptviz.attention import AttentionSpec
 from gptviz.dashboard import pages, window
 
 T = 8192
@@ -54,9 +55,16 @@ def maps(monkeypatch) -> list[tuple[str, int]]:
     """Every whole [H, T, T] weights map and [T, T] mask a run rebuilds, with its T: rebuild._weights and
     rebuild._mask counted, not replaced (a run binds them when it is traced, so this comes before the session)."""
     built: list[tuple[str, int]] = []
-    weights, mask = rebuild._weights, rebuild._mask
+    weights, mask, scores = rebuild._weights, rebuild._mask, AttentionSpec.scores
     monkeypatch.setattr(rebuild, "_weights", lambda spec, q, k, T: built.append(("map", T)) or weights(spec, q, k, T))
     monkeypatch.setattr(rebuild, "_mask", lambda spec, T, device: built.append(("mask", T)) or mask(spec, T, device))
+
+    def counted_scores(spec, q, k):  # a band's rows are fewer than the prompt's: T of them is a whole map
+        if q.size(-2) == T:
+            built.append(("scores", T))
+        return scores(spec, q, k)
+
+    monkeypatch.setattr(AttentionSpec, "scores", counted_scores)
     return built
 
 
@@ -143,6 +151,10 @@ def test_overview_and_attention_build_no_whole_map(long_app, maps):
     ok(at.switch_page("views/attention.py").run())
     assert not maps, maps
     assert "each cell is the mean of a" in figure(at, "attn_heatmap")["layout"]["title"]["text"]
+    for kind in ("masked scores", "scores"):  # a Trace's scores would be the layer's every [T, T] map
+        ok(at.button_group(key="attn_kind").set_value(kind).run())
+        assert not maps, (kind, maps)
+        assert "each cell is the mean of a" in figure(at, "attn_heatmap")["layout"]["title"]["text"]
 
 
 def test_compare_draws_its_window_and_its_difference_in_blocks_from_no_whole_map(long_app, root, maps):

@@ -116,3 +116,30 @@ def test_memory_is_one_band_whatever_the_prompt(monkeypatch):
     t = gptviz.trace(model, [(5 * i) % 11 for i in range(200)])
     analysis.weight_blocks(t, 0, 16)
     assert len(seen) > 1 and max(seen) <= map_blocks.BAND_CELLS < 2 * 200 * 200
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, dict(pos_encoding="rotary", n_head=4, n_kv_head=2, n_embd=32, sliding_window=5, layer_types="lg")],
+    ids=["gpt2", "gqa and a window"],
+)
+@pytest.mark.parametrize("kind", ["masked scores", "scores"])
+def test_score_blocks_equal_the_block_means_of_the_whole_scores(monkeypatch, overrides, kind):
+    """The Attention page's scores of a long prompt: block means of one head made a band of rows at a
+    time, equal to the block means of the head's whole matrix (masked cells left out, or every cell
+    before the mask), with the same masked blocks and caption."""
+    monkeypatch.setattr(map_blocks, "BAND_CELLS", 4 * 2 * 37)  # bands of a few rows: every band boundary
+    model = tiny_model(block_size=64, **overrides)
+    t = gptviz.trace(model, IDS)
+    b = 3
+    for layer in range(2):
+        for head in (0, 1):
+            got = analysis.score_blocks(t, layer, b, heads=[head], kind=kind)
+            whole = analysis.attention_matrix(t, layer, head, kind)  # [T, T], masked cells NaN
+            means = block_mean(whole, -(-whole.shape[0] // b))[0]
+            np.testing.assert_array_equal(np.isnan(got.means[0]), np.isnan(means))
+            np.testing.assert_allclose(got.means[0], means, atol=1e-5, equal_nan=True)
+            hidden = ~attention_mask(t, layer) if kind == "masked scores" else np.zeros_like(whole, dtype=bool)
+            all_hidden = block_mean(hidden.astype(np.float32), -(-hidden.shape[0] // b))[0] == 1
+            assert (got.masked[0] == all_hidden).all() and not got.bad.any()
+            assert got.window is (kind == "masked scores" and windowed(attention_mask(t, layer)))

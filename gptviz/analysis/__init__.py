@@ -19,7 +19,7 @@ from .circuits import HeadWeights, head_weights, ov_circuit, qk_circuit
 from .heads import LABEL_THRESHOLDS, head_scores
 from .health import THRESHOLDS, Finding, health
 from .lens import LogitLens, lens_sites, logit_lens
-from .map_blocks import MapBlocks, block_side, weight_blocks
+from .map_blocks import MapBlocks, block_side, score_blocks, weight_blocks
 from .next_token import nan_logits, nan_message, per_token_loss, softmax, token_rank, top_k
 from .patching import patched_run, patching_sweep
 from .residual import (
@@ -75,6 +75,7 @@ __all__ = [
     "residual_growth",
     "residual_sites",
     "residual_stat_grid",
+    "score_blocks",
     "shape_flow",
     "shape_table",
     "softmax",

@@ -136,7 +136,7 @@ def weight_bands(
     specs = getattr(trace, "attention_specs", None)
     qk = [point("attn.q", layer), point("attn.k", layer)]
     rebuilt = rebuild and specs is not None and not trace.held(name) and all(n in trace for n in qk)
-    if rebuilt:
+    if rebuilt and specs is not None:
         q, k = (trace.tensor(n) for n in qk)  # [H, T, D], [H_kv, T, D]
         chosen = list(range(q.size(0))) if heads is None else [int(h) for h in heads]
         group = q.size(0) // k.size(0)  # query head h reads key head h // group
@@ -163,6 +163,50 @@ def weight_blocks(trace, layer: int, b: int, heads: Sequence[int] | None = None)
     in bands where it holds them (or where b = 1). Memory: one band (BAND_CELLS), whatever T."""
     T, n_heads = trace.n_tokens, _count(trace, layer, heads)
     return _reduce_bands(weight_bands(trace, layer, heads, band_rows(T, n_heads, b), rebuild=b > 1), n_heads, b, T)
+
+
+def score_blocks(
+    trace, layer: int, b: int, heads: Sequence[int] | None = None, kind: str = "masked scores"
+) -> MapBlocks:
+    """The attention scores of `layer` (the chosen heads, all by default) in b × b blocks: kind "masked
+    scores" over the cells the mask allows, "scores" over every cell (before the mask, as the model
+    computed them), made a band of query rows at a time as weight_blocks makes the weights (score_bands).
+    Memory: one band, whatever T; a Trace's scores would be every head's [T, T] at once."""
+    T, n_heads = trace.n_tokens, _count(trace, layer, heads)
+    bands = score_bands(trace, layer, heads, band_rows(T, n_heads, b), masked=kind != "scores")
+    return _reduce_bands(bands, n_heads, b, T)
+
+
+def score_bands(
+    trace, layer: int, heads: Sequence[int] | None, rows: int, masked: bool
+) -> Iterator[tuple[int, Tensor, Tensor, bool]]:
+    """The scores of `layer` (the chosen heads) a band of `rows` query rows at a time, as weight_bands
+    gives the weights: (a, s, allowed, False) per band. masked: the keys to the band's last row, with
+    the mask's cells allowed; else every key, all allowed. Rebuilt from q and k by the layer's own
+    function where the Trace rebuilds them (to float rounding), read where it holds them."""
+    name, T = point("attn.scores", layer), trace.n_tokens
+    specs = getattr(trace, "attention_specs", None)
+    qk = [point("attn.q", layer), point("attn.k", layer)]
+    rebuilt = specs is not None and not trace.held(name) and all(n in trace for n in qk)
+    if rebuilt and specs is not None:
+        q, k = (trace.tensor(n) for n in qk)  # [H, T, D], [H_kv, T, D]
+        chosen = list(range(q.size(0))) if heads is None else [int(h) for h in heads]
+        q, k = q[chosen], k[[h // (q.size(0) // k.size(0)) for h in chosen]]
+        spec = specs[layer]
+    else:
+        maps, mask = trace.tensor(name), trace.tensor(point("attn.mask", layer))
+        maps = maps[list(range(maps.size(0))) if heads is None else [int(h) for h in heads]]
+    for a in range(0, T, rows):
+        e = min(T, a + rows)
+        keys = e if masked else T
+        if rebuilt:
+            s = spec.scores(q[None, :, a:e], k[None, :, :keys])[0]
+            allowed = spec.mask(e - a, q.device, a) if masked else None
+        else:
+            s, allowed = maps[:, a:e, :keys], mask[a:e, :keys] if masked else None
+        if allowed is None:  # the scores before the mask: every cell counts
+            allowed = torch.ones(e - a, keys, dtype=torch.bool, device=s.device)
+        yield a, s, allowed, False
 
 
 def _count(trace, layer: int, heads: Sequence[int] | None) -> int:

@@ -320,9 +320,12 @@ def attention_figures(
     reporter = Reporter(_progress, "maps", total=2)
     reporter.start()
     labels, T, mask = list(_labels), t.n_tokens, None
-    m: MapBlocks | np.ndarray  # the weights as block means (which carry their mask); scores as the [T, T] matrix
+    b = analysis.block_side(T, MAX_CELLS)
+    m: MapBlocks | np.ndarray  # block means (which carry their mask), or every cell the Trace holds
     if kind == "weights":
-        m = analysis.weight_blocks(t, layer, analysis.block_side(T, MAX_CELLS), heads=[head])
+        m = analysis.weight_blocks(t, layer, b, heads=[head])
+    elif b > 1:  # a band of rows at a time: a Trace's scores would be the layer's every [T, T] map
+        m = analysis.score_blocks(t, layer, b, heads=[head], kind=kind)
     else:
         m, mask = analysis.attention_matrix(t, layer, head, kind), attention_mask(t, layer)
     reporter.tick()
