@@ -101,6 +101,19 @@ def test_per_token_loss_is_cross_entropy(trace):
     assert fig.layout.yaxis.title.text == "loss −ln p (nats)" and "nats)" in fig.layout.title.text
 
 
+def test_per_token_loss_in_blocks_of_rows_is_the_same_loss(trace, monkeypatch):
+    """A long prompt's losses are made a block of positions at a time (no float64 copy of all T × V
+    logits): blocks of 1 and 3 rows, which do not divide T, give the losses of one block, bit for bit."""
+    from gptviz.analysis import next_token
+
+    whole = analysis.per_token_loss(trace.tensor("logits"), trace.token_ids)["loss_nats"].to_numpy()
+    V = trace["logits"].shape[1]
+    for rows in (1, 3):
+        monkeypatch.setattr(next_token, "LOSS_BLOCK_CELLS", rows * V)
+        got = analysis.per_token_loss(trace.tensor("logits"), trace.token_ids)["loss_nats"].to_numpy()
+        np.testing.assert_array_equal(got, whole)
+
+
 def test_per_token_loss_from_the_trace_tensor_and_one_position_of_logits(trace):
     # The dashboard passes the tensor where the model left it, and takes one position's row.
     from_tensor = analysis.per_token_loss(trace.tensor("logits"), trace.token_ids)

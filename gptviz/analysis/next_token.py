@@ -88,16 +88,25 @@ def token_rank(logits: np.ndarray, token_id: int, temperature: float = 1.0) -> t
     return int((probs > p).sum()) + 1, float(p)
 
 
+LOSS_BLOCK_CELLS = 1 << 23  # positions × vocabulary of one block of per_token_loss (64 MB of float64)
+
+
 def per_token_loss(logits: np.ndarray | torch.Tensor, ids: Sequence[int] | np.ndarray) -> pd.DataFrame:
     """Cross-entropy of every prompt token given the tokens before it: row t scores ids[t+1]
     under the logits at position t. The first token has no prediction, so T-1 rows.
     logits [T, V]: an array, or a tensor on any device (only the T-1 losses leave it)."""
     target = np.asarray(ids, dtype=np.int64)[1:]
     # log p = z[target] - logsumexp(z): one pass over the [T-1, V] logits (50 M cells at T = 1024,
-    # V = 50,257), in float64, on torch's threads.
-    z = float64(logits[:-1])
-    rows, target_t = torch.arange(len(target), device=z.device), torch.from_numpy(target).to(z.device)
-    lp = (z[rows, target_t] - torch.logsumexp(z, dim=-1)).cpu().numpy()
+    # V = 50,257), in float64 a block of rows at a time (a float64 copy of them all is 8 bytes a cell:
+    # 3.3 GB at T = 8,192 with GPT-2's vocabulary), on torch's threads.
+    n, V = len(target), logits.shape[-1]
+    step = max(1, LOSS_BLOCK_CELLS // max(1, V))
+    parts = []
+    for a in range(0, n, step):
+        z = float64(logits[a : min(n, a + step)])
+        want = torch.from_numpy(target[a : a + len(z)]).to(z.device)
+        parts.append(z[torch.arange(len(z), device=z.device), want] - torch.logsumexp(z, dim=-1))
+    lp = torch.cat(parts).cpu().numpy() if parts else np.zeros(0)
     return pd.DataFrame(
         {
             "position": np.arange(1, len(ids)),
