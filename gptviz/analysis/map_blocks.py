@@ -124,6 +124,7 @@ def weight_bands(
     rows: int | None = None,
     span: range | None = None,
     rebuild: bool = True,
+    kind: str = "weights",
 ) -> Iterator[tuple[int, Tensor, Tensor, bool]]:
     """The attention weights of `layer` (the chosen heads, all by default) a band of `rows` query rows at a time
     (band_rows by default), over the query rows of `span` (all by default): (a, w, allowed, zeroed) per band,
@@ -131,8 +132,11 @@ def weight_bands(
     Rebuilt from q and k by the model's own functions where the Trace rebuilds them (K = the band's last row
     + 1, as a causal map's later keys are masked; zeroed: every masked cell is exactly 0), read from the
     Trace where it holds them or where `rebuild` is False (K = T; a small map read whole, bit for bit what
-    the model computed: a band's products may round differently). Memory: one band, whatever T."""
-    name, T = point("attn.weights", layer), trace.n_tokens
+    the model computed: a band's products may round differently). Memory: one band, whatever T.
+    kind "masked scores": the scores instead, over the same cells; "scores": every key's score before
+    the mask, all allowed (K = T); neither is zeroed."""
+    site = "attn.weights" if kind == "weights" else "attn.scores"
+    name, T = point(site, layer), trace.n_tokens
     specs = getattr(trace, "attention_specs", None)
     qk = [point("attn.q", layer), point("attn.k", layer)]
     rebuilt = rebuild and specs is not None and not trace.held(name) and all(n in trace for n in qk)
@@ -150,9 +154,16 @@ def weight_bands(
     rows = rows or band_rows(T, len(chosen))
     for a in range(span.start, span.stop, rows):
         e = min(span.stop, a + rows)
-        if rebuilt:
+        if kind == "scores":  # before the mask: every key, every cell counts
+            s = spec.scores(q[None, :, a:e], k[None])[0] if rebuilt else maps[:, a:e]
+            yield a, s, torch.ones(e - a, T, dtype=torch.bool, device=s.device), False
+        elif rebuilt:
             allowed = spec.mask(e - a, q.device, a)  # (rows, e): the keys after e are masked for these rows
-            yield a, attention_weights(spec.scores(q[None, :, a:e], k[None, :, :e]), allowed, q.dtype)[0], allowed, True
+            s = spec.scores(q[None, :, a:e], k[None, :, :e])
+            if kind == "weights":
+                yield a, attention_weights(s, allowed, q.dtype)[0], allowed, True
+            else:
+                yield a, s[0], allowed, False
         else:
             yield a, maps[:, a:e], mask[a:e], False
 
@@ -170,43 +181,10 @@ def score_blocks(
 ) -> MapBlocks:
     """The attention scores of `layer` (the chosen heads, all by default) in b × b blocks: kind "masked
     scores" over the cells the mask allows, "scores" over every cell (before the mask, as the model
-    computed them), made a band of query rows at a time as weight_blocks makes the weights (score_bands).
-    Memory: one band, whatever T; a Trace's scores would be every head's [T, T] at once."""
+    computed them), made a band of query rows at a time as weight_blocks makes the weights. Memory: one
+    band, whatever T; a Trace's scores would be every head's [T, T] at once."""
     T, n_heads = trace.n_tokens, _count(trace, layer, heads)
-    bands = score_bands(trace, layer, heads, band_rows(T, n_heads, b), masked=kind != "scores")
-    return _reduce_bands(bands, n_heads, b, T)
-
-
-def score_bands(
-    trace, layer: int, heads: Sequence[int] | None, rows: int, masked: bool
-) -> Iterator[tuple[int, Tensor, Tensor, bool]]:
-    """The scores of `layer` (the chosen heads) a band of `rows` query rows at a time, as weight_bands
-    gives the weights: (a, s, allowed, False) per band. masked: the keys to the band's last row, with
-    the mask's cells allowed; else every key, all allowed. Rebuilt from q and k by the layer's own
-    function where the Trace rebuilds them (to float rounding), read where it holds them."""
-    name, T = point("attn.scores", layer), trace.n_tokens
-    specs = getattr(trace, "attention_specs", None)
-    qk = [point("attn.q", layer), point("attn.k", layer)]
-    rebuilt = specs is not None and not trace.held(name) and all(n in trace for n in qk)
-    if rebuilt and specs is not None:
-        q, k = (trace.tensor(n) for n in qk)  # [H, T, D], [H_kv, T, D]
-        chosen = list(range(q.size(0))) if heads is None else [int(h) for h in heads]
-        q, k = q[chosen], k[[h // (q.size(0) // k.size(0)) for h in chosen]]
-        spec = specs[layer]
-    else:
-        maps, mask = trace.tensor(name), trace.tensor(point("attn.mask", layer))
-        maps = maps[list(range(maps.size(0))) if heads is None else [int(h) for h in heads]]
-    for a in range(0, T, rows):
-        e = min(T, a + rows)
-        keys = e if masked else T
-        if rebuilt:
-            s = spec.scores(q[None, :, a:e], k[None, :, :keys])[0]
-            allowed = spec.mask(e - a, q.device, a) if masked else None
-        else:
-            s, allowed = maps[:, a:e, :keys], mask[a:e, :keys] if masked else None
-        if allowed is None:  # the scores before the mask: every cell counts
-            allowed = torch.ones(e - a, keys, dtype=torch.bool, device=s.device)
-        yield a, s, allowed, False
+    return _reduce_bands(weight_bands(trace, layer, heads, band_rows(T, n_heads, b), kind=kind), n_heads, b, T)
 
 
 def _count(trace, layer: int, heads: Sequence[int] | None) -> int:
