@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from .errors import ArgumentError, PromptError
 from .interventions import EXPLICIT_SITES, Intervention, InterventionError, check, seen_values
-from .layout import layout
+from .layout import layout, remembered
 from .model import GPT
 from .names import ATTENTION_MAPS, contract_names, parse
 from .probes import LISTENER, Probe, capture_name
@@ -166,15 +166,12 @@ def _plan(rec: _Recorder, plans: dict[frozenset[str] | None, dict[Probe, str | N
     """What record() decides for each probe of a pass without edits (where nothing is edited, read or
     kept as an edit left it, the decision depends on the names held alone), decided once per model and
     set of names held (layout.Layout.plans): ~180 decisions a pass in a 16-layer model otherwise."""
-    held = None if rec.hold is None else frozenset(rec.hold)
-    plan = plans.get(held)
-    if plan is None:
+
+    def make() -> dict[Probe, str | None]:
         plan = {p: name if rec._decide(name) else None for p, name in rec.probes.items()}
-        plan = {p: name for p, name in plan.items() if p.batched or name is None}  # a kept mask gets its batch axis
-        if len(plans) >= 32:  # bounded: a dashboard asks for a few sets of names again and again
-            plans.clear()
-        plans[held] = plan
-    return plan
+        return {p: name for p, name in plan.items() if p.batched or name is None}  # a kept mask gets its batch axis
+
+    return remembered(plans, None if rec.hold is None else frozenset(rec.hold), make)
 
 
 def shape_rows(config, dtype: torch.dtype, T: int, explicit: bool = False) -> list[dict]:

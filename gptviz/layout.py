@@ -15,6 +15,7 @@ that is never reached: a probe no forward calls, parameters nothing changes.)
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,16 @@ class Layout:
     plans: dict[frozenset[str] | None, dict[Probe, str | None]]
     # what rebuilds each name a Trace does not hold, per what a pass held (rebuild.rebuilt), made when first asked for
     tables: dict[tuple, Any]
+
+
+def remembered(store: dict[Any, Any], key: object, make: Callable[[], Any]) -> Any:
+    """store[key], made by make() the first time; the store (a Layout's plans or tables) is emptied past
+    32 keys: a dashboard asks for a few sets of names again and again, a script may ask for many."""
+    if key not in store:
+        if len(store) >= 32:
+            store.clear()
+        store[key] = make()
+    return store[key]
 
 
 def _holders(module: nn.Module) -> list[nn.Module]:

@@ -92,21 +92,18 @@ def _contract_names(n_layer: int) -> tuple[str, ...]:
 
 
 def forward_order(name: str) -> tuple[int, int, int]:
-    """A sort key that puts contract names in the order the forward pass produces them."""
-    if name in _ORDER:  # a Trace sorts every name it answers
-        return _ORDER[name]
+    """A sort key that puts contract names in the order the forward pass produces them (remembered as
+    one int, for in_forward_order)."""
     layer, site = parse(name)
     if layer is None:
         order = ({"embed": 0, "ln_f": 2, "logits": 3}[site], 0, 0)
     else:
         order = (1, layer, BLOCK_SITES.index(site))
-    if len(_ORDER) < 1 << 16:
-        _ORDER[name] = order
+    if len(_RANK) < 1 << 16:
         _RANK[name] = (order[0] << 40) + (order[1] << 8) + order[2]  # the same order as one int (sites < 256)
     return order
 
 
-_ORDER: dict[str, tuple[int, int, int]] = {}
 _RANK: dict[str, int] = {}
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import AttentionSpec, attention_weights
-from .layout import layout
+from .layout import layout, remembered
 from .model import GPT, Block
 from .names import ATTENTION_MAPS, contract_names, parse, point
 
@@ -195,16 +195,12 @@ def _held(t: Tensor) -> Tensor:
     return t
 
 
-def sublayer_outputs(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> Recipes:
-    """Per layer: attn.out, resid_mid, mlp.in, mlp.hidden and mlp.out as recipes that rebuild them from the
-    recorded z and resid_pre with the layer's own modules, on the same (1, T, ·) shapes as the forward
-    pass, so they are bit-identical to what it computed (eval mode: dropout is the identity). A value
-    an intervention edited is kept as recorded instead, and what follows it is rebuilt from it; a
-    rebuild refuses once the weights changed."""
-    return Recipes(Table(_sublayer_table(set(rec.tensors), model, wanted)), rec.tensors, model, 0)
-
-
 def _sublayer_table(held: AbstractSet[str], model: GPT, wanted: set[str] | None) -> Entries:
+    """Per layer: attn.out, resid_mid, mlp.in, mlp.hidden and mlp.out rebuilt from the recorded z and
+    resid_pre with the layer's own modules, on the same (1, T, ·) shapes as the forward pass, so they are
+    bit-identical to what it computed (eval mode: dropout is the identity). A value an intervention
+    edited is held as recorded instead, and what follows it is rebuilt from it; a rebuild refuses once
+    the weights changed."""
     table: Entries = {}
     for l, block in enumerate(model.transformer.h):
         if wanted is not None and not wanted.intersection(point(site, l) for site in REBUILT):
@@ -236,40 +232,32 @@ def _logits(head: nn.Module, ln_f: Tensor, check: Callable[[], None]) -> Tensor:
     return head(ln_f)  # the LM head (and its soft-cap) on the forward's own (1, T, C) shape
 
 
-def final_logits(rec: Recorded, model: GPT, wanted: set[str] | None = None) -> Recipes:
-    """The logits as a recipe that applies the LM head to the recorded ln_f, on the same (1, T, C)
-    shape as the forward pass: bit-identical to what it computed (tied or not, soft-capped or not),
-    and T × V floats (half a 1B Trace with a 128k vocabulary) not held. Edited logits are kept."""
-    return Recipes(Table(_logits_table(set(rec.tensors), model, wanted)), rec.tensors, model, 0)
-
-
 def _logits_table(held: AbstractSet[str], model: GPT, wanted: set[str] | None) -> Entries:
+    """The logits by the LM head applied to the recorded ln_f, on the same (1, T, C) shape as the forward
+    pass: bit-identical to what it computed (tied or not, soft-capped or not), and T × V floats (half a
+    1B Trace with a 128k vocabulary) not held. Edited logits are held."""
     if "logits" in held or "ln_f" not in held or (wanted is not None and "logits" not in wanted):
         return {}
     return {"logits": (_logits, (("value", model.lm_head), ("tensor", "ln_f"), ("check", -1)))}
 
 
 def rebuilt(rec: Recorded, model: GPT, T: int, wanted: set[str] | None, specs: list) -> Recipes:
-    """Every recipe of a capture (attention_maps, sublayer_outputs, final_logits together), from the
+    """Every recipe of a capture (the attention maps, the sub-layer outputs and the logits), from the
     model's table for what it holds (made the first time a pass holds these names). specs: each
     layer's AttentionSpec at the capture."""
     held = frozenset(rec.tensors)
     key = (held, frozenset(rec.kept_maps), None if wanted is None else frozenset(wanted))
-    tables = layout(model).tables
-    table = tables.get(key)
-    if table is None:
-        n_layer = model.config.n_layer
-        table = Table(
+
+    def make() -> Table:
+        return Table(
             {
-                **_maps_table(held, rec.kept_maps, n_layer, wanted),
+                **_maps_table(held, rec.kept_maps, model.config.n_layer, wanted),
                 **_sublayer_table(held, model, wanted),
                 **_logits_table(held, model, wanted),
             }
         )
-        if len(tables) >= 32:  # bounded: a dashboard asks for a few sets of names again and again
-            tables.clear()
-        tables[key] = table
-    return Recipes(table, rec.tensors, model, T, specs)
+
+    return Recipes(remembered(layout(model).tables, key, make), rec.tensors, model, T, specs)
 
 
 def rebuilt_from(name: str) -> tuple[str, ...]:

@@ -138,13 +138,14 @@ def head_scores(trace, progress: ProgressFn | None = None) -> pd.DataFrame:
     reporter.start()
     # [scores, H] each, on the maps' device: one copy to the host for every layer, at the end
     per_layer: list[torch.Tensor] = []
-    patterns = None
+    patterns = on_device = None
     for layer in range(trace.n_layer):
         name = point("attn.weights", layer)
         if hasattr(trace, "held") and not trace.held(name):  # rebuilt from q and k: score from them
             q, k = trace.tensor(point("attn.q", layer)), trace.tensor(point("attn.k", layer))
             specs = getattr(trace, "attention_specs", None)
-            on_device = torch.as_tensor(ids.astype(np.int64), device=q.device)
+            if on_device is None:
+                on_device = torch.as_tensor(ids.astype(np.int64), device=q.device)
             scores = layer_head_scores_from_qk(q, k, on_device, spec=specs[layer] if specs else None)
         else:
             w = trace.tensor(name) if hasattr(trace, "tensor") else torch.as_tensor(np.asarray(trace[name]))
